@@ -13,7 +13,7 @@ PKGS="build-essential pkg-config kmod cpio
  libdrm-dev libnl-3-dev libnl-genl-3-dev liburing-dev libsystemd-dev
  libvulkan-dev vulkan-tools mesa-vulkan-drivers vulkan-validationlayers
  spirv-tools glslang-tools
- qemu-system-x86 busybox-static
+ qemu-system-x86 busybox-static xz-utils zstd
  linux-image-amd64 linux-headers-amd64 linux-source-6.1
  sparse gnuplot-nox python3 python3-yaml"
 BPO_PKGS="linux-image-amd64 linux-headers-amd64"

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The device thread.  Everything that touches Vulkan or the engine runs
+ * here, one job at a time, in submission order: the engine and the queue
+ * need no locks, a long dispatch never stalls the loop (handshakes, stats,
+ * other clients' messages go on), and a client's teardown, queued behind
+ * its running dispatch, can never free what that dispatch uses.
+ * Completions return to the loop through an eventfd (the loop's "device
+ * completion" source); the loop thread then sends the replies.
+ *
+ * Each client gets its own engine (own table, marks and mirrors) on the
+ * shared VkDevice: guest addresses of two emulators overlap, and a client
+ * must never reach another's memory through the table.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hmirrord.h"
+
+#if HMIRRORD_HAVE_WATCH
+#include <hmirror/watch.h>
+#endif
+#if HMIRRORD_HAVE_ENGINE
+#include <hmirror/engine.h>
+#include <hmirror/vkctx.h>
+#endif
+
+static pthread_t thread;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
+/* protected by lock: */
+static struct hmd_job *queue_head, **queue_tail = &queue_head;
+static struct hmd_job *done_head, **done_tail = &done_head;
+static bool running_job, stopping, started;
+static int efd = -1;
+
+uint64_t hmd_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *worker_main(void *arg)
+{
+	pthread_mutex_lock(&lock);
+	for (;;) {
+		struct hmd_job *j;
+		uint64_t one = 1;
+
+		while (!queue_head && !stopping)
+			pthread_cond_wait(&cond, &lock);
+		if (!queue_head)
+			break;
+		j = queue_head;
+		queue_head = j->next;
+		if (!queue_head)
+			queue_tail = &queue_head;
+		running_job = true;
+		pthread_mutex_unlock(&lock);
+
+		j->t_started = hmd_now_ns();
+		if (j->run)
+			j->run(j);
+		j->t_done = hmd_now_ns();
+
+		pthread_mutex_lock(&lock);
+		running_job = false;
+		j->next = NULL;
+		*done_tail = j;
+		done_tail = &j->next;
+		if (write(efd, &one, sizeof(one)) < 0) {
+			/* the counter cannot overflow in practice */
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+static void take_done(struct hm_loop_source *src, uint32_t revents, void *data)
+{
+	struct hmd_job *list;
+	uint64_t v;
+
+	if (read(efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		return;
+	pthread_mutex_lock(&lock);
+	list = done_head;
+	done_head = NULL;
+	done_tail = &done_head;
+	pthread_mutex_unlock(&lock);
+	while (list) {
+		struct hmd_job *j = list;
+
+		list = j->next;
+		j->done(j);		/* frees j, drops its client ref */
+	}
+}
+
+int hmd_worker_start(struct hm_loop *l)
+{
+	int r;
+
+	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (efd < 0)
+		return -errno;
+	r = hm_loop_add(l, efd, POLLIN, take_done, NULL, NULL, NULL);
+	if (r < 0)
+		return r;
+	r = -pthread_create(&thread, NULL, worker_main, NULL);
+	if (r < 0)
+		return r;
+	started = true;
+	return 0;
+}
+
+void hmd_worker_stop(void)
+{
+	if (!started)
+		return;
+	pthread_mutex_lock(&lock);
+	stopping = true;
+	pthread_cond_signal(&cond);
+	pthread_mutex_unlock(&lock);
+	pthread_join(thread, NULL);
+	started = false;
+}
+
+void hmd_worker_queue(struct hmd_job *j)
+{
+	j->t_queued = hmd_now_ns();
+	j->next = NULL;
+	pthread_mutex_lock(&lock);
+	*queue_tail = j;
+	queue_tail = &j->next;
+	pthread_cond_signal(&cond);
+	pthread_mutex_unlock(&lock);
+}
+
+void hmd_worker_cancel(struct hmd_client *c, int status)
+{
+	struct hmd_job **pp, *cancelled = NULL, **ct = &cancelled;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&lock);
+	for (pp = &queue_head; *pp;) {
+		struct hmd_job *j = *pp;
+
+		if (j->cancelable && (!c || j->client == c)) {
+			*pp = j->next;
+			j->status = status;
+			j->run = NULL;
+			j->next = NULL;
+			*ct = j;
+			ct = &j->next;
+		} else {
+			pp = &j->next;
+		}
+	}
+	queue_tail = &queue_head;
+	while (*queue_tail)
+		queue_tail = &(*queue_tail)->next;
+	/* completed through the same path, so replies keep one code path */
+	if (cancelled) {
+		*done_tail = cancelled;
+		done_tail = ct;
+		if (write(efd, &one, sizeof(one)) < 0) {
+			/* see worker_main */
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+bool hmd_worker_idle(void)
+{
+	bool idle;
+
+	pthread_mutex_lock(&lock);
+	idle = !queue_head && !running_job && !done_head;
+	pthread_mutex_unlock(&lock);
+	return idle;
+}
+
+/* ---- the engine host ---------------------------------------------------- */
+
+#if HMIRRORD_HAVE_ENGINE
+static struct hm_vk *vk;
+
+int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
+			 size_t cap)
+{
+	struct hm_vk_params p = { .validation = -1 };
+	char idx[16];
+	int r;
+
+	/* the index device.c matched (render node, PCI address or name) */
+	snprintf(idx, sizeof(idx), "%d", dev->vk_index);
+	p.device = idx;
+	r = hm_vk_new(&p, &vk);
+	if (r < 0) {
+		snprintf(why, cap, "hm_vk_new: %s", strerror(-r));
+		vk = NULL;
+		return r;
+	}
+	return 0;
+}
+
+void hmd_engine_host_finish(void)
+{
+	hm_vk_free(vk);
+	vk = NULL;
+}
+
+bool hmd_engine_available(void)
+{
+	return vk != NULL;
+}
+
+static int client_engine(struct hmd_client *c, struct hm_engine **ret)
+{
+	struct hm_engine_params p = { 0 };
+	int r;
+
+	if (!vk)
+		return -ENOSYS;
+	if (!c->engine) {
+		struct hm_engine *e;
+
+		r = hm_engine_new(vk, &p, &e);
+		if (r < 0)
+			return r;
+		c->engine = e;
+	}
+	*ret = c->engine;
+	return 0;
+}
+
+int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
+{
+	struct hm_engine *e;
+	int r = client_engine(c, &e);
+
+	if (r < 0)
+		return r;
+	return hm_engine_add_space(e, sp->space, sp->guest_addr, &sp->engine_id);
+}
+
+void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
+{
+	if (c->engine && sp->engine_id)
+		hm_engine_remove_space(c->engine, sp->engine_id);
+	sp->engine_id = 0;
+	hm_space_free(sp->space);
+	sp->space = NULL;
+}
+
+int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
+		   uint32_t advice)
+{
+	struct hm_engine *e;
+	int r = client_engine(c, &e);
+
+	if (r < 0)
+		return r;
+	return hm_engine_advise(e, addr, size, (enum hm_advice)advice);
+}
+
+int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
+{
+	struct hm_engine *e;
+	int r = client_engine(c, &e);
+
+	if (r < 0)
+		return r;
+	r = hm_engine_pipeline_new(e, p->mod->words, p->mod->nr_words,
+				   p->mod->entry, p->mod->user_push_words,
+				   &p->engine_id);
+	if (r == 0)
+		p->engine_ready = true;
+	return r;
+}
+
+void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)
+{
+	if (c->engine && p->engine_ready)
+		hm_engine_pipeline_free(c->engine, p->engine_id);
+	p->engine_ready = false;
+}
+
+int hmd_eng_dispatch(struct hmd_client *c, struct hmd_pipeline *p,
+		     const struct hm_msg_dispatch *d)
+{
+	int r;
+
+	if (!c->engine)
+		return -ENOSYS;
+	if (!p->engine_ready) {
+		r = hmd_eng_pipeline(c, p);
+		if (r < 0)
+			return r;
+	}
+	return hm_engine_dispatch(c->engine, p->engine_id, d->groups[0],
+				  d->groups[1], d->groups[2], d->push,
+				  d->nr_push, d->flags);
+}
+
+int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
+{
+	struct hm_engine_stats s;
+	int r;
+
+	if (!c->engine)
+		return 0;
+	r = hm_engine_stats(c->engine, &s);
+	if (r < 0)
+		return r;
+	v[HM_ESTAT_DISPATCHES] = s.dispatches;
+	v[HM_ESTAT_CHUNKS_MIRRORED] = s.chunks_mirrored;
+	/* chunks the CPU was seen writing (a guard trip each, harvested) */
+	v[HM_ESTAT_GUARD_TRIPS] = s.chunks_harvested;
+	v[HM_ESTAT_MIRRORS_DROPPED] = s.mirrors_dropped_by_guard +
+				      s.mirrors_dropped_shared;
+	v[HM_ESTAT_BYTES_UPLOADED] = s.upload_bytes;
+	v[HM_ESTAT_BYTES_COPIED_HOME] = s.bytes_copied_home;
+	return HM_ESTAT_NR;
+}
+
+void hmd_eng_client_free(struct hmd_client *c)
+{
+	hm_engine_free(c->engine);
+	c->engine = NULL;
+}
+
+void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
+{
+}
+
+#else /* !HMIRRORD_HAVE_ENGINE: the daemon serves, dispatches say -ENOSYS */
+
+int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
+			 size_t cap)
+{
+	snprintf(why, cap, "built without the engine (lib/engine)");
+	return -ENOSYS;
+}
+
+void hmd_engine_host_finish(void)
+{
+}
+
+bool hmd_engine_available(void)
+{
+	return false;
+}
+
+int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
+{
+	return 0;	/* imported and held; nothing to mirror it with */
+}
+
+void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
+{
+#if HMIRRORD_HAVE_WATCH
+	hm_space_free(sp->space);
+#endif
+	sp->space = NULL;
+}
+
+int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
+		   uint32_t advice)
+{
+	return 0;	/* advice is a hint; recorded nowhere without an engine */
+}
+
+int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
+{
+	return 0;	/* validated; built by the engine when there is one */
+}
+
+void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)
+{
+}
+
+int hmd_eng_dispatch(struct hmd_client *c, struct hmd_pipeline *p,
+		     const struct hm_msg_dispatch *d)
+{
+	return -ENOSYS;
+}
+
+int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
+{
+	return 0;
+}
+
+void hmd_eng_client_free(struct hmd_client *c)
+{
+}
+
+void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
+{
+}
+#endif

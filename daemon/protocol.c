@@ -1,0 +1,858 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The daemon side of the protocol (lib/include/hmirror/protocol.h).
+ *
+ * One datagram is one message, so framing can never be lost: every
+ * malformed message (garbage, truncated, oversized, bad flags or padding,
+ * wrong payload size, stray fds, unknown handles) is answered with an error
+ * and the connection is kept.  The connection is closed deliberately only
+ * for: a first message that is not HELLO, a client past HMD_MAX_BAD bad
+ * messages, a hang-up, or a client that stops reading its replies.
+ * Everything is validated before any state is touched.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hmirrord.h"
+
+#if HMIRRORD_HAVE_WATCH
+#include <hmirror/watch.h>
+#endif
+
+#define HMD_MAX_BAD	64
+#define HMD_MSGS_PER_WAKEUP	16
+
+struct hmd_req {
+	struct hmd_job job;
+	uint16_t type;
+	uint32_t seq;
+	union {
+		struct hmd_space *space;
+		struct hmd_pipeline *pipe;
+		struct {
+			uint64_t addr, size;
+			uint32_t advice;
+		} adv;
+		struct hm_msg_dispatch disp;
+	};
+	uint64_t estats[HM_ESTAT_NR];
+	int nr_estats;
+};
+
+static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
+static unsigned bad_count[HMD_MAX_CLIENTS * 4];	/* by client id */
+
+static unsigned *bad_of(struct hmd_client *c)
+{
+	return &bad_count[c->id % (sizeof(bad_count) / sizeof(bad_count[0]))];
+}
+
+static void reply(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
+		  const void *p, size_t len)
+{
+	if (status < 0) {
+		hmd.stats[HM_DSTAT_BAD_MSGS]++;
+		if (++*bad_of(c) > HMD_MAX_BAD) {
+			hmd_client_send(c, type, seq, status, p, len);
+			hmd_client_disconnect(c, "too many bad messages");
+			return;
+		}
+	}
+	hmd_client_send(c, type, seq, status, p, len);
+}
+
+static void error_msg(struct hmd_client *c, uint32_t seq, int status,
+		      uint32_t bad_type, uint32_t bad_len)
+{
+	struct hm_msg_error e = {
+		.bad_type = hm_le32(bad_type),
+		.bad_len = hm_le32(bad_len),
+	};
+
+	reply(c, HM_MSG_ERROR, seq, status, &e, sizeof(e));
+}
+
+static struct hmd_req *req_new(struct hmd_client *c, uint16_t type,
+			       uint32_t seq, hmd_job_fn run, hmd_job_fn done)
+{
+	struct hmd_req *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->type = type;
+	r->seq = seq;
+	r->job.run = run;
+	r->job.done = done;
+	r->job.client = c;
+	hmd_client_get(c);
+	return r;
+}
+
+static void req_finish(struct hmd_req *r)
+{
+	hmd_client_put(r->job.client);
+	free(r);
+}
+
+static struct hmd_space *space_by_handle(struct hmd_client *c, uint32_t h)
+{
+	if (h == 0 || h > HMD_MAX_SPACES || !c->spaces[h - 1].used ||
+	    c->spaces[h - 1].removing)
+		return NULL;
+	return &c->spaces[h - 1];
+}
+
+static struct hmd_pipeline *pipe_by_handle(struct hmd_client *c, uint32_t h)
+{
+	if (h == 0 || h > HMD_MAX_PIPELINES || !c->pipes[h - 1].used ||
+	    c->pipes[h - 1].removing)
+		return NULL;
+	return &c->pipes[h - 1];
+}
+
+/* ---- HELLO, PING ---- */
+
+static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
+		    size_t len)
+{
+	struct hm_msg_hello h;
+	struct hm_msg_hello_reply r = { 0 };
+	uint32_t vmin, vmax;
+
+	if (len != sizeof(h))
+		return -EBADMSG;
+	memcpy(&h, p, sizeof(h));
+	if (c->hello)
+		return -EALREADY;
+	vmin = hm_from_le32(h.version_min);
+	vmax = hm_from_le32(h.version_max);
+	if (vmin > vmax)
+		return -EINVAL;
+	if (vmin > HM_PROTO_VERSION || vmax < HM_PROTO_VERSION)
+		return -EPROTONOSUPPORT;
+	c->hello = true;
+	r.version = hm_le32(HM_PROTO_VERSION);
+	r.client_id = hm_le32(c->id);
+	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV |
+			     (hmd_engine_available() ? HM_FEAT_ENGINE : 0) |
+			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
+	r.max_msg = hm_le32(HM_PROTO_MAX_MSG);
+	r.max_spaces = hm_le32(HMD_MAX_SPACES);
+	r.max_pipelines = hm_le32(HMD_MAX_PIPELINES);
+	r.max_inflight = hm_le32(HMD_MAX_INFLIGHT);
+	r.max_space_bytes = hm_le64(HMD_MAX_SPACE_BYTES);
+	r.max_spirv_words = hm_le32(HMD_MAX_SPIRV_WORDS);
+	r.daemon_pid = hm_le32((uint32_t)getpid());
+	snprintf(r.device, sizeof(r.device), "%s", hmd.dev.name);
+	reply(c, HM_MSG_HELLO, seq, 0, &r, sizeof(r));
+	return 0;
+}
+
+/* ---- SPACE_ADD / SPACE_REMOVE ---- */
+
+static __attribute__((unused)) void space_add_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	j->status = hmd_eng_space_add(j->client, r->space);
+}
+
+static __attribute__((unused)) void space_add_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
+	struct hmd_space *sp = r->space;
+	struct hm_msg_space_add_reply a = { 0 };
+
+	if (j->status < 0 || c->dead) {
+		/* not in the engine: free here (teardown skips unused slots) */
+		if (sp->used && !c->dead) {
+			hmd_eng_space_remove(c, sp);
+			sp->used = false;
+			c->nr_spaces--;
+			c->space_bytes -= sp->size;
+			hmd.stats[HM_DSTAT_SPACES]--;
+		}
+		if (!c->dead)
+			reply(c, HM_MSG_SPACE_ADD, r->seq, j->status, NULL, 0);
+		req_finish(r);
+		return;
+	}
+	a.space = hm_le32((uint32_t)(sp - c->spaces) + 1);
+	a.chunk_shift = hm_le32(sp->chunk_shift);
+	a.size = hm_le64(sp->size);
+	reply(c, HM_MSG_SPACE_ADD, r->seq, 0, &a, sizeof(a));
+	req_finish(r);
+}
+
+static void close_fds(int *fds, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (fds[i] >= 0) {
+			close(fds[i]);
+			fds[i] = -1;
+		}
+}
+
+static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
+			size_t len, int *fds, unsigned nr_fds)
+{
+	struct hm_msg_space_add m;
+	struct hmd_space *sp = NULL;
+	struct hmd_req *r;
+	uint64_t gaddr, end;
+	uint32_t blob_len, want_fds;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	gaddr = hm_from_le64(m.guest_addr);
+	blob_len = hm_from_le32(m.blob_len);
+	want_fds = hm_from_le32(m.nr_fds);
+	if (want_fds != nr_fds || nr_fds == 0 || blob_len > HM_PROTO_BLOB_MAX)
+		return -EINVAL;
+	if (c->nr_spaces >= HMD_MAX_SPACES)
+		return -ENOSPC;
+#if HMIRRORD_HAVE_WATCH
+	struct hm_space_handoff h = { 0 };
+	struct hm_space *s;
+	int rr;
+
+	for (unsigned i = 0; i < nr_fds; i++)
+		h.fds[i] = fds[i];
+	h.nr_fds = nr_fds;
+	memcpy(h.blob, m.blob, blob_len);
+	h.blob_len = blob_len;
+	rr = hm_space_import(&h, &s);
+	if (rr < 0)
+		return rr;
+	/* the import took what it needs (dup or own); ours are closed below */
+	uint64_t size = hm_space_size(s);
+
+	if (__builtin_add_overflow(gaddr, size, &end) || size == 0) {
+		hm_space_free(s);
+		return -EOVERFLOW;
+	}
+	if (c->space_bytes + size > HMD_MAX_SPACE_BYTES) {
+		hm_space_free(s);
+		return -ENOSPC;
+	}
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
+		struct hmd_space *o = &c->spaces[i];
+
+		if (o->used && gaddr < o->guest_addr + o->size &&
+		    o->guest_addr < end) {
+			hm_space_free(s);
+			return -EEXIST;
+		}
+	}
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++)
+		if (!c->spaces[i].used) {
+			sp = &c->spaces[i];
+			break;
+		}
+	if (!sp) {
+		hm_space_free(s);
+		return -ENOSPC;
+	}
+	memset(sp, 0, sizeof(*sp));
+	sp->used = true;
+	sp->guest_addr = gaddr;
+	sp->size = size;
+	sp->chunk_shift = hm_space_chunk_shift(s);
+	sp->space = s;
+	c->nr_spaces++;
+	c->space_bytes += size;
+	hmd.stats[HM_DSTAT_SPACES]++;
+	r = req_new(c, HM_MSG_SPACE_ADD, seq, space_add_run, space_add_done);
+	if (!r) {
+		hmd_eng_space_remove(c, sp);
+		sp->used = false;
+		c->nr_spaces--;
+		c->space_bytes -= size;
+		hmd.stats[HM_DSTAT_SPACES]--;
+		return -ENOMEM;
+	}
+	r->space = sp;
+	hmd_worker_queue(&r->job);
+	return 0;
+#else
+	(void)sp; (void)r; (void)end; (void)gaddr;
+	return -ENOSYS;
+#endif
+}
+
+static void space_remove_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	hmd_eng_space_remove(j->client, r->space);
+}
+
+static void simple_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	if (!j->client->dead)
+		reply(j->client, r->type, r->seq, j->status, NULL, 0);
+	req_finish(r);
+}
+
+static void space_remove_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
+
+	r->space->used = false;
+	c->nr_spaces--;
+	c->space_bytes -= r->space->size;
+	hmd.stats[HM_DSTAT_SPACES]--;
+	simple_done(j);
+}
+
+static int on_space_remove(struct hmd_client *c, uint32_t seq, const void *p,
+			   size_t len)
+{
+	struct hm_msg_handle m;
+	struct hmd_space *sp;
+	struct hmd_req *r;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	if (m.pad)
+		return -EINVAL;
+	sp = space_by_handle(c, hm_from_le32(m.handle));
+	if (!sp || !sp->space)
+		return -ENOENT;
+	r = req_new(c, HM_MSG_SPACE_REMOVE, seq, space_remove_run,
+		    space_remove_done);
+	if (!r)
+		return -ENOMEM;
+	r->space = sp;
+	sp->removing = true;	/* the handle is gone from now on */
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- ADVISE ---- */
+
+static void advise_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	j->status = hmd_eng_advise(j->client, r->adv.addr, r->adv.size,
+				   r->adv.advice);
+}
+
+static int on_advise(struct hmd_client *c, uint32_t seq, const void *p,
+		     size_t len)
+{
+	struct hm_msg_advise m;
+	struct hmd_req *r;
+	uint64_t addr, size, end;
+	uint32_t advice;
+	bool inside = false;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	addr = hm_from_le64(m.guest_addr);
+	size = hm_from_le64(m.size);
+	advice = hm_from_le32(m.advice);
+	if (m.pad || advice > 3 || size == 0 ||
+	    __builtin_add_overflow(addr, size, &end))
+		return -EINVAL;
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
+		struct hmd_space *s = &c->spaces[i];
+
+		if (s->used && addr >= s->guest_addr &&
+		    end <= s->guest_addr + s->size)
+			inside = true;
+	}
+	if (!inside)
+		return -EFAULT;
+	r = req_new(c, HM_MSG_ADVISE, seq, advise_run, simple_done);
+	if (!r)
+		return -ENOMEM;
+	r->adv.addr = addr;
+	r->adv.size = size;
+	r->adv.advice = advice;
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- PIPELINE_NEW / PIPELINE_FREE ---- */
+
+static void pipeline_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	j->status = hmd_eng_pipeline(j->client, r->pipe);
+}
+
+static void pipeline_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
+	struct hm_msg_pipeline_new_reply a = { 0 };
+	struct hmd_pipeline *pp = r->pipe;
+
+	if (c->dead) {
+		req_finish(r);
+		return;
+	}
+	if (j->status < 0) {
+		hmd_module_put(pp->mod);
+		pp->used = false;
+		c->nr_pipes--;
+		hmd.stats[HM_DSTAT_PIPELINES]--;
+		reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
+		req_finish(r);
+		return;
+	}
+	a.pipeline = hm_le32((uint32_t)(pp - c->pipes) + 1);
+	a.cached = hm_le32(r->nr_estats);	/* reused as the cached flag */
+	reply(c, HM_MSG_PIPELINE_NEW, r->seq, 0, &a, sizeof(a));
+	req_finish(r);
+}
+
+static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
+			   size_t len, int *fds, unsigned nr_fds)
+{
+	struct hm_msg_pipeline_new m;
+	const uint32_t *words;
+	void *map = NULL;
+	size_t nr, map_len = 0;
+	uint32_t flags, push;
+	struct hmd_module *mod;
+	struct hmd_pipeline *pp = NULL;
+	struct hmd_req *r;
+	char msg[256];
+	bool cached;
+	int rr;
+
+	if (len < sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	nr = hm_from_le32(m.nr_words);
+	flags = hm_from_le32(m.flags);
+	push = hm_from_le32(m.user_push_words);
+	if ((flags & ~HM_PIPEF_ALL) || m.pad || push > HM_PROTO_MAX_PUSH)
+		return -EINVAL;
+	if (!memchr(m.entry, 0, sizeof(m.entry)) || !m.entry[0])
+		return -EINVAL;
+	if (nr == 0 || nr > HMD_MAX_SPIRV_WORDS)
+		return -E2BIG;
+	if (c->nr_pipes >= HMD_MAX_PIPELINES)
+		return -ENOSPC;
+	if (flags & HM_PIPEF_MEMFD) {
+		struct stat st;
+		int seals;
+
+		if (nr_fds != 1 || len != sizeof(m))
+			return -EINVAL;
+		seals = fcntl(fds[0], F_GET_SEALS);
+		if (seals < 0 || (seals & (F_SEAL_WRITE | F_SEAL_SHRINK |
+					   F_SEAL_GROW)) !=
+		    (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW))
+			return -EPERM;	/* the client could change it under us */
+		if (fstat(fds[0], &st) < 0 || (uint64_t)st.st_size != nr * 4)
+			return -EINVAL;
+		map_len = nr * 4;
+		map = mmap(NULL, map_len, PROT_READ, MAP_SHARED, fds[0], 0);
+		if (map == MAP_FAILED)
+			return -errno;
+		words = map;
+	} else {
+		if (nr_fds || len != sizeof(m) + nr * 4)
+			return -EBADMSG;
+		words = (const uint32_t *)((const uint8_t *)p + sizeof(m));
+	}
+	/* rxbuf is 8-aligned and the header 24 bytes: words are aligned */
+	rr = hmd_module_get(words, nr, m.entry, push, &mod, &cached, msg,
+			    sizeof(msg));
+	if (map)
+		munmap(map, map_len);
+	if (rr < 0) {
+		hmd_log(LOG_INFO_, "client %u: SPIR-V refused: %s", c->id, msg);
+		return rr;
+	}
+	for (unsigned i = 0; i < HMD_MAX_PIPELINES; i++)
+		if (!c->pipes[i].used) {
+			pp = &c->pipes[i];
+			break;
+		}
+	if (!pp) {
+		hmd_module_put(mod);
+		return -ENOSPC;
+	}
+	memset(pp, 0, sizeof(*pp));
+	pp->used = true;
+	pp->mod = mod;
+	c->nr_pipes++;
+	hmd.stats[HM_DSTAT_PIPELINES]++;
+	r = req_new(c, HM_MSG_PIPELINE_NEW, seq, pipeline_run, pipeline_done);
+	if (!r) {
+		hmd_module_put(mod);
+		pp->used = false;
+		c->nr_pipes--;
+		hmd.stats[HM_DSTAT_PIPELINES]--;
+		return -ENOMEM;
+	}
+	r->pipe = pp;
+	r->nr_estats = cached;
+	if (!hmd_engine_available())
+		r->job.run = NULL;	/* validated only; nothing to build */
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+static void pipeline_free_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	hmd_eng_pipeline_free(j->client, r->pipe);
+}
+
+static void pipeline_free_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
+
+	if (r->pipe->used) {
+		hmd_module_put(r->pipe->mod);
+		r->pipe->used = false;
+		c->nr_pipes--;
+		hmd.stats[HM_DSTAT_PIPELINES]--;
+	}
+	simple_done(j);
+}
+
+static int on_pipeline_free(struct hmd_client *c, uint32_t seq, const void *p,
+			    size_t len)
+{
+	struct hm_msg_handle m;
+	struct hmd_pipeline *pp;
+	struct hmd_req *r;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	if (m.pad)
+		return -EINVAL;
+	pp = pipe_by_handle(c, hm_from_le32(m.handle));
+	if (!pp)
+		return -ENOENT;
+	r = req_new(c, HM_MSG_PIPELINE_FREE, seq, pipeline_free_run,
+		    pipeline_free_done);
+	if (!r)
+		return -ENOMEM;
+	r->pipe = pp;
+	pp->removing = true;
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- DISPATCH ---- */
+
+static void dispatch_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	j->status = hmd_eng_dispatch(j->client, r->pipe, &r->disp);
+}
+
+static void dispatch_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
+	struct hm_msg_dispatch_reply a = { 0 };
+
+	c->inflight--;
+	hmd.stats[HM_DSTAT_INFLIGHT]--;
+	if (j->status < 0)
+		hmd.stats[HM_DSTAT_DISPATCH_FAILS]++;
+	else
+		hmd.stats[HM_DSTAT_DISPATCHES]++;
+	if (!c->dead) {
+		a.queued_ns = hm_le64(j->t_started > j->t_queued ?
+				      j->t_started - j->t_queued : 0);
+		a.run_ns = hm_le64(j->t_done > j->t_started ?
+				   j->t_done - j->t_started : 0);
+		a.dispatch_id = hm_le64(++hmd.dispatch_seq);
+		/* a failed dispatch is the device's answer, not a bad message */
+		hmd_client_send(c, HM_MSG_DISPATCH, r->seq, j->status, &a,
+				sizeof(a));
+	}
+	req_finish(r);
+}
+
+static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
+		       size_t len)
+{
+	struct hm_msg_dispatch m;
+	struct hmd_pipeline *pp;
+	struct hmd_req *r;
+	uint32_t flags, nr_push;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	flags = hm_from_le32(m.flags);
+	nr_push = hm_from_le32(m.nr_push);
+	if (flags & ~HM_DISPF_ALL)
+		return -EINVAL;
+	pp = pipe_by_handle(c, hm_from_le32(m.pipeline));
+	if (!pp)
+		return -ENOENT;
+	if (nr_push != pp->mod->user_push_words)
+		return -EINVAL;
+	for (unsigned i = 0; i < 3; i++) {
+		uint32_t g = hm_from_le32(m.groups[i]);
+
+		if (g == 0 || g > 65535)
+			return -EINVAL;
+		m.groups[i] = g;
+	}
+	for (unsigned i = nr_push; i < HM_PROTO_MAX_PUSH; i++)
+		if (m.push[i])
+			return -EINVAL;
+	if (!hmd_engine_available())
+		return -ENOSYS;
+	if (c->inflight >= HMD_MAX_INFLIGHT)
+		return -EBUSY;
+	if (hmd.shutting_down)
+		return -ESHUTDOWN;
+	r = req_new(c, HM_MSG_DISPATCH, seq, dispatch_run, dispatch_done);
+	if (!r)
+		return -ENOMEM;
+	m.pipeline = hm_from_le32(m.pipeline);
+	m.flags = flags;
+	m.nr_push = nr_push;
+	for (unsigned i = 0; i < nr_push; i++)
+		m.push[i] = hm_from_le32(m.push[i]);
+	r->pipe = pp;
+	r->disp = m;
+	r->job.cancelable = true;
+	c->inflight++;
+	hmd.stats[HM_DSTAT_INFLIGHT]++;
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- STATS ---- */
+
+static void send_stats(struct hmd_client *c, uint32_t seq, const uint64_t *e,
+		       unsigned nr_e)
+{
+	uint8_t buf[sizeof(struct hm_msg_stats_reply) +
+		    (HM_DSTAT_NR + HM_ESTAT_NR) * 8];
+	struct hm_msg_stats_reply h = {
+		.nr_daemon = hm_le32(HM_DSTAT_NR),
+		.nr_engine = hm_le32(nr_e),
+	};
+	uint64_t *v = (uint64_t *)(buf + sizeof(h));
+
+	hmd.stats[HM_DSTAT_UPTIME_NS] = hmd_now_ns() - hmd.t_start;
+	memcpy(buf, &h, sizeof(h));
+	for (unsigned i = 0; i < HM_DSTAT_NR; i++)
+		v[i] = hm_le64(hmd.stats[i]);
+	for (unsigned i = 0; i < nr_e; i++)
+		v[HM_DSTAT_NR + i] = hm_le64(e[i]);
+	hmd_client_send(c, HM_MSG_STATS, seq, 0, buf,
+			sizeof(h) + (HM_DSTAT_NR + nr_e) * 8);
+}
+
+static void stats_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	r->nr_estats = hmd_eng_stats(j->client, r->estats, HM_ESTAT_NR);
+}
+
+static void stats_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	if (!j->client->dead)
+		send_stats(j->client, r->seq, r->estats,
+			   r->nr_estats > 0 ? (unsigned)r->nr_estats : 0);
+	req_finish(r);
+}
+
+static int on_stats(struct hmd_client *c, uint32_t seq, const void *p,
+		    size_t len)
+{
+	struct hmd_req *r;
+
+	if (len != 0)
+		return -EBADMSG;
+	if (!c->engine) {
+		send_stats(c, seq, NULL, 0);
+		return 0;
+	}
+	r = req_new(c, HM_MSG_STATS, seq, stats_run, stats_done);
+	if (!r)
+		return -ENOMEM;
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- one message ---- */
+
+static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
+		   unsigned nr_fds)
+{
+	struct hm_msg_hdr h;
+	uint16_t type, flags;
+	uint32_t seq, hlen;
+	const void *payload = rxbuf + sizeof(h);
+	size_t plen;
+	int r;
+
+	hmd.stats[HM_DSTAT_MSGS]++;
+	if (msg_flags & MSG_CTRUNC) {
+		error_msg(c, 0, -ETOOMANYREFS, 0, (uint32_t)n);
+		return;
+	}
+	if (msg_flags & MSG_TRUNC) {
+		error_msg(c, 0, -EMSGSIZE, 0, (uint32_t)n);
+		return;
+	}
+	if (n < sizeof(h)) {
+		error_msg(c, 0, -EBADMSG, 0, (uint32_t)n);
+		return;
+	}
+	memcpy(&h, rxbuf, sizeof(h));
+	type = hm_from_le16(h.type);
+	flags = hm_from_le16(h.flags);
+	seq = hm_from_le32(h.seq);
+	hlen = hm_from_le32(h.len);
+	if (hm_from_le32(h.magic) != HM_PROTO_MAGIC || hlen != n) {
+		error_msg(c, seq, -EBADMSG, type, (uint32_t)n);
+		return;
+	}
+	if (flags || h.status || h.pad || type == HM_MSG_INVALID ||
+	    type >= HM_MSG_NR || type == HM_MSG_ERROR) {
+		error_msg(c, seq, type >= HM_MSG_NR || type == HM_MSG_ERROR ||
+			  type == HM_MSG_INVALID ? -EOPNOTSUPP : -EINVAL,
+			  type, (uint32_t)n);
+		return;
+	}
+	if (!c->hello && type != HM_MSG_HELLO) {
+		reply(c, type, seq, -EPROTO, NULL, 0);
+		hmd_client_disconnect(c, "no handshake");
+		return;
+	}
+	plen = n - sizeof(h);
+	if (nr_fds && type != HM_MSG_SPACE_ADD && type != HM_MSG_PIPELINE_NEW) {
+		reply(c, type, seq, -EINVAL, NULL, 0);
+		return;
+	}
+	if (hmd.shutting_down && type != HM_MSG_STATS && type != HM_MSG_PING) {
+		reply(c, type, seq, -ESHUTDOWN, NULL, 0);
+		return;
+	}
+	switch (type) {
+	case HM_MSG_HELLO:
+		r = on_hello(c, seq, payload, plen);
+		break;
+	case HM_MSG_PING:
+		r = plen ? -EBADMSG : 0;
+		if (!r)
+			reply(c, type, seq, 0, NULL, 0);
+		break;
+	case HM_MSG_SPACE_ADD:
+		r = on_space_add(c, seq, payload, plen, fds, nr_fds);
+		break;
+	case HM_MSG_SPACE_REMOVE:
+		r = on_space_remove(c, seq, payload, plen);
+		break;
+	case HM_MSG_ADVISE:
+		r = on_advise(c, seq, payload, plen);
+		break;
+	case HM_MSG_PIPELINE_NEW:
+		r = on_pipeline_new(c, seq, payload, plen, fds, nr_fds);
+		break;
+	case HM_MSG_PIPELINE_FREE:
+		r = on_pipeline_free(c, seq, payload, plen);
+		break;
+	case HM_MSG_DISPATCH:
+		r = on_dispatch(c, seq, payload, plen);
+		break;
+	case HM_MSG_STATS:
+		r = on_stats(c, seq, payload, plen);
+		break;
+	default:
+		r = -EOPNOTSUPP;
+		break;
+	}
+	if (r < 0)
+		reply(c, type, seq, r, NULL, 0);
+}
+
+void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,
+			 void *data)
+{
+	struct hmd_client *c = data;
+
+	for (unsigned i = 0; i < HMD_MSGS_PER_WAKEUP && !c->dead; i++) {
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int) * (HM_PROTO_MAX_FDS + 4))];
+		} cbuf;
+		struct iovec iov = { .iov_base = rxbuf, .iov_len = sizeof(rxbuf) };
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf),
+		};
+		int fds[HM_PROTO_MAX_FDS + 4];
+		unsigned nr_fds = 0;
+		bool too_many = false;
+		ssize_t n;
+
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC | MSG_TRUNC);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			hmd_client_disconnect(c, "receive error");
+			return;
+		}
+		if (n == 0) {
+			hmd_client_disconnect(c, "hang-up");
+			return;
+		}
+		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
+		     cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET ||
+			    cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			unsigned k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			int *in = (int *)CMSG_DATA(cm);
+
+			for (unsigned j = 0; j < k; j++) {
+				if (nr_fds < HM_PROTO_MAX_FDS + 4)
+					fds[nr_fds++] = in[j];
+				else
+					close(in[j]);
+			}
+		}
+		if (nr_fds > HM_PROTO_MAX_FDS)
+			too_many = true;
+		if (too_many) {
+			close_fds(fds, nr_fds);
+			error_msg(c, 0, -ETOOMANYREFS, 0, (uint32_t)n);
+			continue;
+		}
+		handle(c, (size_t)n, mh.msg_flags, fds, nr_fds);
+		close_fds(fds, nr_fds);
+	}
+}

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * hmirror.ko internal header: guest spaces, guards, counters.
+ * Documentation/design.rst describes the mechanism, locking and lifetimes.
+ */
+#ifndef _HMIRROR_H
+#define _HMIRROR_H
+
+#include <linux/atomic.h>
+#include <linux/fs.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mm.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/xarray.h>
+
+#include <linux/hmirror.h>
+
+#include "hmirror_config.h"
+
+struct mem_cgroup;
+struct pid;
+
+/* ---- counters ----------------------------------------------------------- */
+
+/*
+ * One array of atomic64_t per space and one global; the names are in
+ * debugfs.c (hmirror_stat_names), in this order.  Gauges (spaces, bytes,
+ * pages resident, mappings) go up and down; the rest only grow.
+ */
+enum hmirror_stat {
+	HMIRROR_STAT_SPACES,		/* gauge: live spaces (global only) */
+	HMIRROR_STAT_SPACE_BYTES,	/* gauge: sum of space sizes */
+	HMIRROR_STAT_PAGES_RESIDENT,	/* gauge: pages allocated */
+	HMIRROR_STAT_MAPPINGS,		/* gauge: VMAs of spaces */
+	HMIRROR_STAT_TRIPS,		/* first writes to armed chunks */
+	HMIRROR_STAT_CHUNKS_ARMED,	/* chunk arm transitions */
+	HMIRROR_STAT_CHUNKS_DISARMED,
+	HMIRROR_STAT_HARVESTS,
+	HMIRROR_STAT_HARVESTS_EMPTY,	/* answered by the written-count short-cut */
+	HMIRROR_STAT_CHUNKS_REPORTED,
+	HMIRROR_STAT_HARVEST_NS,	/* time spent in harvest */
+	HMIRROR_STAT_REARM_CALLS,	/* wp_shared_mapping_range() calls */
+	HMIRROR_STAT_REARM_PTES,	/* PTEs it write-protected */
+	HMIRROR_STAT_REARM_NS,		/* time in wp_shared_mapping_range() */
+	HMIRROR_STAT_DRAIN_NS,		/* time waiting out ->page_mkwrite */
+	HMIRROR_STAT_FAULT_READ,	/* ->fault, guarded mapping, read */
+	HMIRROR_STAT_FAULT_WRITE,	/* ->fault, guarded mapping, write */
+	HMIRROR_STAT_FAULT_VIEW,	/* ->fault, device view */
+	HMIRROR_STAT_FAULT_MKWRITE,	/* ->page_mkwrite calls */
+	HMIRROR_STAT_FAULT_MAP_PAGES,	/* ->map_pages calls */
+	HMIRROR_STAT_FAULT_SIGBUS,
+	HMIRROR_STAT_FAULT_OOM,
+	HMIRROR_NR_STATS
+};
+
+struct hmirror_stats {
+	atomic64_t v[HMIRROR_NR_STATS];
+};
+
+extern struct hmirror_stats hmirror_global_stats;
+extern const char *const hmirror_stat_names[HMIRROR_NR_STATS];
+
+/* ---- limits (module parameters, main.c) --------------------------------- */
+
+extern unsigned long hmirror_max_space_bytes;
+extern unsigned long hmirror_max_total_bytes;
+extern unsigned int hmirror_max_spaces_per_process;
+extern unsigned long hmirror_max_space_chunks;
+extern unsigned long hmirror_rearm_merge_pages;
+
+/* ---- spaces ------------------------------------------------------------- */
+
+/* spaces created by one process (thread group), for the per-process limit */
+struct hmirror_owner {
+	struct list_head node;		/* in hmirror_owners, hmirror_lock */
+	struct pid *tgid;		/* reference held */
+	unsigned int nr_spaces;		/* hmirror_lock */
+};
+
+/*
+ * A guest space.  Lifetime: a kref, one reference held by the space file
+ * (dropped by its ->release, which runs only once every VMA, which holds
+ * the file, is gone) and one by anything else that needs the space (e.g.
+ * an exported dma-buf).  The pages are the module's; they are freed with
+ * the last reference (pages pinned by GUP stay alive through their own
+ * page references).  file/mapping are valid only while the file lives.
+ */
+struct hmirror_space {
+	struct kref kref;
+	u32 id;				/* > 0; ida in main.c */
+	u64 size;			/* bytes */
+	unsigned int chunk_shift;
+	unsigned int chunk_page_shift;	/* chunk_shift - PAGE_SHIFT */
+	u64 nr_chunks;
+	pgoff_t nr_pages;
+	struct file *file;		/* not a reference; see above */
+	struct address_space *mapping;	/* file's; every VMA is in it */
+
+	/*
+	 * Pages, indexed by page offset in the space.  Entries are only
+	 * added (->fault, populate) and removed when the space is freed;
+	 * the xarray's own lock serializes insertion.
+	 */
+	struct xarray pages;
+
+	/*
+	 * Serializes re-arming (arm, disarm, harvest).  Taken before lock,
+	 * and before page locks.
+	 */
+	struct mutex arm_lock;
+	u64 *batch;			/* arm_lock: harvest bounce buffer */
+
+	/*
+	 * Protects armed, written, summary, nr_written, and writes of
+	 * gens[].  Taken inside the page lock by ->page_mkwrite.
+	 */
+	spinlock_t lock;
+	unsigned long *armed;		/* bit per chunk: watched, not written */
+	unsigned long *written;		/* bit per chunk: recorded, unharvested */
+	unsigned long *summary;		/* bit per word of written[]: non-zero */
+	u64 nr_written;			/* weight of written[]; read lockless */
+	/* one per chunk, vmalloc_user(): mmap()ed read-only; see uapi */
+	u64 *gens;
+	size_t gens_bytes;		/* page-aligned size of gens */
+
+	wait_queue_head_t wq;		/* poll: nr_written != 0 */
+
+	struct mem_cgroup *memcg;	/* charged for pages; reference held */
+	struct hmirror_owner *owner;	/* hmirror_lock */
+	struct list_head node;		/* in hmirror_spaces, hmirror_lock */
+
+	struct hmirror_stats stats;
+
+	/* ---- kmod-device fields (dma-buf, netlink) below ---- */
+	kuid_t dev_owner_uid;		/* creator's euid (netlink.c) */
+	pid_t dev_owner_tgid;		/* creator's tgid, init pid ns */
+};
+
+/* global registry: every live space, every owner; protects the totals */
+extern struct mutex hmirror_lock;
+extern struct list_head hmirror_spaces;
+
+static inline void hmirror_stat_add(struct hmirror_space *s,
+				    enum hmirror_stat i, s64 v)
+{
+	atomic64_add(v, &s->stats.v[i]);
+	atomic64_add(v, &hmirror_global_stats.v[i]);
+}
+
+static inline void hmirror_stat_inc(struct hmirror_space *s,
+				    enum hmirror_stat i)
+{
+	hmirror_stat_add(s, i, 1);
+}
+
+static inline pgoff_t hmirror_chunk_to_pgoff(const struct hmirror_space *s,
+					     u64 chunk)
+{
+	return (pgoff_t)chunk << s->chunk_page_shift;
+}
+
+/* main.c: the dispatcher of /dev/hmirror and space fds */
+long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+
+/* space.c */
+int hmirror_space_create(const struct hmirror_create *args,
+			 struct hmirror_space **ret_space, int *ret_fd);
+void hmirror_space_get(struct hmirror_space *s);
+void hmirror_space_put(struct hmirror_space *s);
+struct hmirror_space *hmirror_space_from_file(struct file *file);
+/* fdget-free helper: a new reference or ERR_PTR(-EBADF / -EINVAL) */
+struct hmirror_space *hmirror_space_get_fd(int fd);
+bool hmirror_is_space_file(const struct file *file);
+int hmirror_fs_init(void);
+void hmirror_fs_exit(void);
+
+/* guard.c */
+int hmirror_guard_alloc(struct hmirror_space *s);
+void hmirror_guard_free(struct hmirror_space *s);
+vm_fault_t hmirror_guard_page_mkwrite(struct vm_fault *vmf);
+int hmirror_guard_arm(struct hmirror_space *s, u64 first, u64 count,
+		      bool disarm);
+int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
+			  u64 cap, u64 *ret_nr, bool *ret_more);
+u64 hmirror_guard_generation(struct hmirror_space *s, u64 chunk);
+
+/* debugfs.c */
+struct dentry;
+void hmirror_debugfs_init(void);
+struct dentry *hmirror_debugfs_root(void);
+void hmirror_debugfs_exit(void);
+
+/* ---- kmod-device prototypes (pin.c, dmabuf.c, netlink.c) below ---- */
+#include "devpath.h"
+
+/* space.c, non-static for dmabuf.c: the page at @idx, allocated on first use */
+struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx);
+/* debugfs.c */
+struct dentry *hmirror_debugfs_root(void);
+/* dmabuf.c: HMIRROR_IOC_EXPORT_DMABUF on a space fd */
+long hmirror_ioctl_export_dmabuf(struct file *file, void *data);
+
+#endif /* _HMIRROR_H */

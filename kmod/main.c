@@ -1,0 +1,368 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hmirror.ko: module init/exit, /dev/hmirror, and the ioctl dispatcher
+ * shared by /dev/hmirror and space fds.  Documentation/userspace-api.rst.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/compat.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/overflow.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "hmirror.h"
+
+/* ---- limits ------------------------------------------------------------- */
+
+unsigned long hmirror_max_space_bytes = 64UL << 30;
+module_param_named(max_space_bytes, hmirror_max_space_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_space_bytes, "Largest space, bytes (default 64 GiB)");
+
+unsigned long hmirror_max_total_bytes = 1UL << 40;
+module_param_named(max_total_bytes, hmirror_max_total_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_total_bytes,
+		 "Sum of the sizes of all spaces, bytes (default 1 TiB)");
+
+unsigned int hmirror_max_spaces_per_process = 64;
+module_param_named(max_spaces_per_process, hmirror_max_spaces_per_process,
+		   uint, 0644);
+MODULE_PARM_DESC(max_spaces_per_process,
+		 "Live spaces one process may have created (default 64)");
+
+unsigned long hmirror_max_space_chunks = 1UL << 22;
+module_param_named(max_space_chunks, hmirror_max_space_chunks, ulong, 0644);
+MODULE_PARM_DESC(max_space_chunks,
+		 "Most chunks in one space, bounds per-chunk metadata (default 4Mi)");
+
+unsigned long hmirror_rearm_merge_pages = 64;
+module_param_named(rearm_merge_pages, hmirror_rearm_merge_pages, ulong, 0644);
+MODULE_PARM_DESC(rearm_merge_pages,
+		 "Harvest re-arms written runs up to this many pages apart with one write-protect (default 64)");
+
+/* protects hmirror_spaces, the owners and the byte total (space.c) */
+DEFINE_MUTEX(hmirror_lock);
+LIST_HEAD(hmirror_spaces);
+struct hmirror_stats hmirror_global_stats;
+
+/* features the guards part provides; kmod-device ORs in its own */
+#define HMIRROR_FEATURES_GUARDS						\
+	(HMIRROR_FEATURE_POPULATE | HMIRROR_FEATURE_DEVICE_VIEW |	\
+	 HMIRROR_FEATURE_GEN_MMAP | HMIRROR_FEATURE_POLL |		\
+	 HMIRROR_FEATURE_ARM_RANGES | HMIRROR_FEATURE_DISARM)
+
+/* ---- ioctls ------------------------------------------------------------- */
+
+/* which kind of fd an ioctl is issued on */
+enum hmirror_fd_kind {
+	HMIRROR_FD_DEV = 1,
+	HMIRROR_FD_SPACE,
+};
+
+/*
+ * One entry per command, indexed by _IOC_NR.  The dispatcher copies the
+ * argument struct in (_IOC_WRITE) and out (_IOC_READ); on error it zeroes
+ * the output fields, from out_off to the end, before copying out.
+ */
+struct hmirror_ioctl_desc {
+	unsigned int cmd;
+	enum hmirror_fd_kind kind;
+	unsigned int out_off;
+	long (*fn)(struct file *file, void *data);
+};
+
+/* _name: HMIRROR_IOC_<_name> and HMIRROR_NR_<_name> */
+#define HMIRROR_IOCTL(_name, _kind, _type, _first_out, _fn)		\
+	[HMIRROR_NR_##_name] = {					\
+		.cmd = HMIRROR_IOC_##_name,				\
+		.kind = (_kind),					\
+		.out_off = offsetof(_type, _first_out),			\
+		.fn = (_fn),						\
+	}
+
+#define HMIRROR_IOCTL_NOOUT(_name, _kind, _type, _fn)			\
+	[HMIRROR_NR_##_name] = {					\
+		.cmd = HMIRROR_IOC_##_name,				\
+		.kind = (_kind),					\
+		.out_off = sizeof(_type),				\
+		.fn = (_fn),						\
+	}
+
+static long hmirror_ioctl_api(struct file *file, void *data);
+static long hmirror_ioctl_create(struct file *file, void *data);
+static long hmirror_ioctl_space_info(struct file *file, void *data);
+static long hmirror_ioctl_arm(struct file *file, void *data);
+static long hmirror_ioctl_harvest(struct file *file, void *data);
+static long hmirror_ioctl_generations(struct file *file, void *data);
+
+static const struct hmirror_ioctl_desc hmirror_ioctls[] = {
+	HMIRROR_IOCTL(API, HMIRROR_FD_DEV,
+		      struct hmirror_api, features, hmirror_ioctl_api),
+	HMIRROR_IOCTL(CREATE, HMIRROR_FD_DEV,
+		      struct hmirror_create, fd, hmirror_ioctl_create),
+	HMIRROR_IOCTL(SPACE_INFO, HMIRROR_FD_SPACE,
+		      struct hmirror_space_info, size,
+		      hmirror_ioctl_space_info),
+	HMIRROR_IOCTL_NOOUT(ARM, HMIRROR_FD_SPACE,
+			    struct hmirror_arm, hmirror_ioctl_arm),
+	HMIRROR_IOCTL(HARVEST, HMIRROR_FD_SPACE,
+		      struct hmirror_harvest, nr, hmirror_ioctl_harvest),
+	HMIRROR_IOCTL_NOOUT(GENERATIONS, HMIRROR_FD_SPACE,
+			    struct hmirror_generations,
+			    hmirror_ioctl_generations),
+	/* ---- kmod-device ioctls (0x10..0x2f) below ---- */
+	HMIRROR_IOCTL(PIN, HMIRROR_FD_DEV,
+		      struct hmirror_pin_create, fd, hmirror_ioctl_pin),
+	HMIRROR_IOCTL(EXPORT_DMABUF, HMIRROR_FD_SPACE,
+		      struct hmirror_dmabuf_export, fd,
+		      hmirror_ioctl_export_dmabuf),
+};
+
+/* largest argument struct of any ioctl */
+#define HMIRROR_IOCTL_MAX_SIZE	256
+
+static u64 hmirror_ioctl_mask(void)
+{
+	u64 mask = 0;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(hmirror_ioctls); i++)
+		if (hmirror_ioctls[i].fn && i < 64)
+			mask |= 1ULL << i;
+	return mask;
+}
+
+static long hmirror_ioctl_api(struct file *file, void *data)
+{
+	struct hmirror_api *a = data;
+
+	if (a->api != HMIRROR_API)
+		return -EINVAL;
+	a->features = HMIRROR_FEATURES_GUARDS;
+	/* ---- kmod-device: a->features |= ...; ---- */
+	a->features |= HMIRROR_FEATURE_PIN | HMIRROR_FEATURE_DMABUF |
+		       HMIRROR_FEATURE_NETLINK;
+	a->ioctls = hmirror_ioctl_mask();
+	return 0;
+}
+
+static long hmirror_ioctl_create(struct file *file, void *data)
+{
+	struct hmirror_create *c = data;
+	struct hmirror_space *s;
+	int ret, fd;
+
+	ret = hmirror_space_create(c, &s, &fd);
+	if (ret)
+		return ret;
+	c->fd = fd;
+	c->id = s->id;
+	c->nr_chunks = s->nr_chunks;
+	c->view_offset = HMIRROR_MMAP_VIEW;
+	c->gen_offset = HMIRROR_MMAP_GENERATIONS;
+	return 0;
+}
+
+static long hmirror_ioctl_space_info(struct file *file, void *data)
+{
+	struct hmirror_space *s = file->private_data;
+	struct hmirror_space_info *i = data;
+
+	i->size = s->size;
+	i->chunk_shift = s->chunk_shift;
+	i->id = s->id;
+	i->nr_chunks = s->nr_chunks;
+	i->view_offset = HMIRROR_MMAP_VIEW;
+	i->gen_offset = HMIRROR_MMAP_GENERATIONS;
+	i->written = READ_ONCE(s->nr_written);
+	return 0;
+}
+
+static int hmirror_check_range(struct hmirror_space *s,
+			       const struct hmirror_range *r)
+{
+	u64 end;
+
+	if (!r->count || check_add_overflow(r->first, r->count, &end))
+		return -EINVAL;
+	if (end > s->nr_chunks)
+		return -ERANGE;
+	return 0;
+}
+
+static long hmirror_ioctl_arm(struct file *file, void *data)
+{
+	struct hmirror_space *s = file->private_data;
+	struct hmirror_arm *a = data;
+	struct hmirror_range one, *ranges = &one;
+	bool disarm = a->flags & HMIRROR_ARM_DISARM;
+	u32 i, nr = 1;
+	long ret = 0;
+
+	if (a->flags & ~HMIRROR_ARM_DISARM)
+		return -EINVAL;
+	if (a->nr_ranges) {
+		if (a->first || a->count)
+			return -EINVAL;
+		if (a->nr_ranges > HMIRROR_MAX_ARM_RANGES)
+			return -E2BIG;
+		nr = a->nr_ranges;
+		ranges = vmemdup_user(u64_to_user_ptr(a->ranges),
+				      array_size(nr, sizeof(*ranges)));
+		if (IS_ERR(ranges))
+			return PTR_ERR(ranges);
+	} else {
+		if (a->ranges)
+			return -EINVAL;
+		one.first = a->first;
+		one.count = a->count;
+	}
+	/* validate all before touching any */
+	for (i = 0; i < nr && !ret; i++)
+		ret = hmirror_check_range(s, &ranges[i]);
+	for (i = 0; i < nr && !ret; i++)
+		ret = hmirror_guard_arm(s, ranges[i].first, ranges[i].count,
+					disarm);
+	if (ranges != &one)
+		kvfree(ranges);
+	return ret;
+}
+
+static long hmirror_ioctl_harvest(struct file *file, void *data)
+{
+	struct hmirror_space *s = file->private_data;
+	struct hmirror_harvest *h = data;
+	bool more;
+	int ret;
+
+	if (h->flags || h->__pad)
+		return -EINVAL;
+	ret = hmirror_guard_harvest(s, u64_to_user_ptr(h->chunks), h->cap,
+				    &h->nr, &more);
+	h->out_flags = more ? HMIRROR_HARVEST_MORE : 0;
+	return ret;
+}
+
+static long hmirror_ioctl_generations(struct file *file, void *data)
+{
+	struct hmirror_space *s = file->private_data;
+	struct hmirror_generations *g = data;
+	u64 __user *uchunks = u64_to_user_ptr(g->chunks);
+	u64 __user *ugens = u64_to_user_ptr(g->gens);
+	u64 i, chunk;
+
+	if (g->flags)
+		return -EINVAL;
+	if (g->count > HMIRROR_MAX_GEN_BATCH)
+		return -E2BIG;
+	for (i = 0; i < g->count; i++) {
+		if (get_user(chunk, uchunks + i))
+			return -EFAULT;
+		if (chunk >= s->nr_chunks)
+			return -ERANGE;
+		if (put_user(hmirror_guard_generation(s, chunk), ugens + i))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	unsigned int nr = _IOC_NR(cmd), size = _IOC_SIZE(cmd);
+	void __user *uarg = (void __user *)arg;
+	const struct hmirror_ioctl_desc *d;
+	u64 kdata[HMIRROR_IOCTL_MAX_SIZE / sizeof(u64)];
+	enum hmirror_fd_kind kind;
+	long ret;
+
+	if (_IOC_TYPE(cmd) != HMIRROR_IOC_MAGIC || nr >= ARRAY_SIZE(hmirror_ioctls))
+		return -ENOTTY;
+	d = &hmirror_ioctls[nr];
+	if (!d->fn || d->cmd != cmd || size > sizeof(kdata))
+		return -ENOTTY;
+	kind = hmirror_is_space_file(file) ? HMIRROR_FD_SPACE : HMIRROR_FD_DEV;
+	if (d->kind != kind)
+		return -ENOTTY;
+
+	if (_IOC_DIR(cmd) & _IOC_WRITE) {
+		if (copy_from_user(kdata, uarg, size))
+			return -EFAULT;
+	} else {
+		memset(kdata, 0, size);
+	}
+	ret = d->fn(file, kdata);
+	if (ret && d->out_off < size)
+		memset((u8 *)kdata + d->out_off, 0, size - d->out_off);
+	if ((_IOC_DIR(cmd) & _IOC_READ) && d->out_off < size &&
+	    copy_to_user(uarg, kdata, size) && !ret)
+		ret = -EFAULT;
+	return ret;
+}
+
+/* ---- /dev/hmirror ------------------------------------------------------- */
+
+static const struct file_operations hmirror_dev_fops = {
+	.owner = THIS_MODULE,
+	.unlocked_ioctl = hmirror_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
+	/* ---- kmod-device: .open/.release for per-fd pin state ---- */
+};
+
+static struct miscdevice hmirror_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "hmirror",
+	.fops = &hmirror_dev_fops,
+	.mode = 0666,
+};
+
+static int __init hmirror_init(void)
+{
+	int ret;
+
+	BUILD_BUG_ON(sizeof(struct hmirror_create) > HMIRROR_IOCTL_MAX_SIZE);
+	BUILD_BUG_ON(sizeof(struct hmirror_create) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_space_info) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_arm) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_harvest) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_generations) % 8);
+
+	ret = hmirror_fs_init();
+	if (ret)
+		return ret;
+	hmirror_debugfs_init();
+	/* ---- kmod-device init (netlink, ...) here ---- */
+	ret = hmirror_devpath_init();
+	if (ret)
+		goto err_debugfs;
+	ret = misc_register(&hmirror_misc);
+	if (ret)
+		goto err_devpath;
+	pr_info("api %#x, /dev/%s\n", HMIRROR_API, hmirror_misc.name);
+	return 0;
+
+err_devpath:
+	hmirror_devpath_exit();
+err_debugfs:
+	hmirror_debugfs_exit();
+	hmirror_fs_exit();
+	return ret;
+}
+
+static void __exit hmirror_exit(void)
+{
+	misc_deregister(&hmirror_misc);
+	/* ---- kmod-device exit (netlink, ...) here ---- */
+	hmirror_devpath_exit();
+	hmirror_debugfs_exit();
+	hmirror_fs_exit();
+}
+
+module_init(hmirror_init);
+module_exit(hmirror_exit);
+
+MODULE_DESCRIPTION("hmirror: guest spaces with write-watch guards for GPU emulators");
+MODULE_AUTHOR("hmirror developers");
+MODULE_LICENSE("GPL");

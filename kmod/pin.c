@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hmirror: long-term pins of ordinary process memory for device use.
+ *
+ * HMIRROR_IOC_PIN pins a range of the caller's anonymous or memfd (shmem)
+ * memory with FOLL_LONGTERM, charges it to RLIMIT_MEMLOCK and returns a pin
+ * fd; closing the fd (or the process exiting) unpins.  The page array is
+ * kept in page-sized chunks and filled in batches, so a huge request never
+ * needs one giant allocation.
+ *
+ * An mmu_interval_notifier watches the range.  Events after which the
+ * process's page tables may no longer map the pinned frames (munmap,
+ * mremap, MADV_DONTNEED, copy-on-write, migration attempts, exit) mark the
+ * pin invalidated, once: the fd polls EPOLLPRI, HMIRROR_IOC_PIN_STATE reports
+ * cause and range, and a netlink event is sent, so the daemon drops its
+ * import instead of reading stale frames.  Protection changes (mprotect,
+ * fork's write-protect of the parent, soft-dirty, write-protect by this
+ * module's guards) keep the same frames mapped and are ignored.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/anon_inodes.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/idr.h>
+#include <linux/mm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/module.h>
+#include <linux/overflow.h>
+#include <linux/poll.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/shmem_fs.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+
+#include <linux/hmirror.h>
+
+#include "hmirror_config.h"
+#include "devpath.h"
+
+static unsigned long max_pin_mib = 1024 * 1024;	/* 1 TiB */
+module_param(max_pin_mib, ulong, 0644);
+MODULE_PARM_DESC(max_pin_mib, "Largest single pin, in MiB (default 1 TiB; RLIMIT_MEMLOCK applies too)");
+
+static unsigned int max_pins = 4096;
+module_param(max_pins, uint, 0644);
+MODULE_PARM_DESC(max_pins, "Most pins alive at once, all processes (default 4096)");
+
+/* pages pinned by one pin_user_pages() call, between signal checks */
+#define HMIRROR_PIN_BATCH	HMIRROR_PV_PER_CHUNK
+/* pins redone because an invalidation raced the pinning, before -EAGAIN */
+#define HMIRROR_PIN_TRIES	3
+
+enum hmirror_pin_phase {
+	HMIRROR_PIN_PINNING,	/* being pinned: an invalidation forces a redo */
+	HMIRROR_PIN_LIVE,
+	HMIRROR_PIN_DEAD,	/* invalidated */
+};
+
+struct hmirror_pin {
+	struct kref ref;		/* the pin fd, each dma-buf, event work */
+	struct mmu_interval_notifier notifier;
+	struct mm_struct *mm;		/* mmgrab()ed: locked_vm is charged here */
+	pid_t tgid;			/* of the pinning process, init pid ns */
+	u32 id;
+	unsigned long start;
+	unsigned long nr_pages;
+	unsigned long nr_pinned;	/* pages in @pv holding a pin */
+	bool writable;
+	struct hmirror_page_vec pv;
+	struct work_struct event_work;
+	wait_queue_head_t wq;		/* pollers of the pin fd */
+
+	spinlock_t lock;		/* protects the fields below */
+	enum hmirror_pin_phase phase;
+	bool raced;			/* invalidated while PINNING */
+	u32 cause;			/* HMIRROR_INVAL_* */
+	unsigned long inval_start;
+	unsigned long inval_end;
+};
+
+static DEFINE_IDA(hmirror_pin_ida);
+static atomic_t hmirror_nr_pins = ATOMIC_INIT(0);
+static struct workqueue_struct *hmirror_pin_wq;
+
+static u32 hmirror_inval_cause(enum mmu_notifier_event event)
+{
+	switch (event) {
+	case MMU_NOTIFY_UNMAP:
+		return HMIRROR_INVAL_UNMAP;
+	case MMU_NOTIFY_CLEAR:
+		return HMIRROR_INVAL_CLEAR;
+	case MMU_NOTIFY_RELEASE:
+		return HMIRROR_INVAL_RELEASE;
+	case MMU_NOTIFY_MIGRATE:
+		return HMIRROR_INVAL_MIGRATE;
+	case MMU_NOTIFY_EXCLUSIVE:
+		return HMIRROR_INVAL_EXCLUSIVE;
+	default:
+		return HMIRROR_INVAL_OTHER;
+	}
+}
+
+/*
+ * Whether after @range the page tables may map other frames than the
+ * pinned ones.  Protection changes leave the same frames mapped: mprotect,
+ * the write-protect fork applies to the parent's private mappings (pinned
+ * anonymous pages are copied for the child at fork, never shared), the
+ * soft-dirty clear, userfaultfd write-protect, and this module's guards
+ * (wp_shared_mapping_range).  A device migration that this module started
+ * would carry its owner cookie; it starts none, so every MIGRATE counts.
+ */
+static bool hmirror_range_stales_frames(const struct mmu_notifier_range *range)
+{
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+		return false;
+	case MMU_NOTIFY_MIGRATE:
+		return range->owner != &hmirror_pin_ida;
+	default:
+		return true;
+	}
+}
+
+static void hmirror_pin_get(struct hmirror_pin *pin)
+{
+	kref_get(&pin->ref);
+}
+
+static void hmirror_pin_unpin_pages(struct hmirror_pin *pin)
+{
+	unsigned long i, n;
+
+	for (i = 0; i < pin->nr_pinned; i += n) {
+		n = min_t(unsigned long, pin->nr_pinned - i,
+			  HMIRROR_PV_PER_CHUNK - i % HMIRROR_PV_PER_CHUNK);
+		unpin_user_pages_dirty_lock(hmirror_pv_slot(&pin->pv, i), n,
+					    pin->writable);
+	}
+	pin->nr_pinned = 0;
+}
+
+static void hmirror_pin_release(struct kref *ref)
+{
+	struct hmirror_pin *pin = container_of(ref, struct hmirror_pin, ref);
+
+	mmu_interval_notifier_remove(&pin->notifier);
+	hmirror_pin_unpin_pages(pin);
+	hmirror_pv_free(&pin->pv);
+	account_locked_vm(pin->mm, pin->nr_pages, false);
+	mmdrop(pin->mm);
+	atomic64_dec(&hmirror_dev_stats.pins);
+	atomic64_sub(pin->nr_pages << PAGE_SHIFT, &hmirror_dev_stats.pinned_bytes);
+	atomic_dec(&hmirror_nr_pins);
+	ida_free(&hmirror_pin_ida, pin->id);
+	kfree(pin);
+}
+
+static void hmirror_pin_put(struct hmirror_pin *pin)
+{
+	if (pin)
+		kref_put(&pin->ref, hmirror_pin_release);
+}
+
+static void hmirror_pin_event_work(struct work_struct *work)
+{
+	struct hmirror_pin *pin = container_of(work, struct hmirror_pin,
+					       event_work);
+	unsigned long start, end;
+	u32 cause;
+
+	spin_lock(&pin->lock);
+	start = pin->inval_start;
+	end = pin->inval_end;
+	cause = pin->cause;
+	spin_unlock(&pin->lock);
+
+	hmirror_nl_range_invalidated(pin->id, pin->tgid, start, end - start,
+				     cause);
+	hmirror_pin_put(pin);
+}
+
+static bool hmirror_pin_invalidate(struct mmu_interval_notifier *mni,
+				   const struct mmu_notifier_range *range,
+				   unsigned long cur_seq)
+{
+	struct hmirror_pin *pin = container_of(mni, struct hmirror_pin,
+					       notifier);
+	unsigned long end = pin->start + (pin->nr_pages << PAGE_SHIFT);
+	bool first = false;
+	u32 cause;
+
+	if (!hmirror_range_stales_frames(range)) {
+		hmirror_dev_inc(&hmirror_dev_stats.inval_ignored);
+		return true;
+	}
+	cause = hmirror_inval_cause(range->event);
+
+	/* Never sleeps, so the non-blockable case (OOM reaper) is fine. */
+	spin_lock(&pin->lock);
+	mmu_interval_set_seq(mni, cur_seq);
+	if (pin->phase == HMIRROR_PIN_PINNING) {
+		pin->raced = true;
+	} else if (pin->phase == HMIRROR_PIN_LIVE) {
+		pin->phase = HMIRROR_PIN_DEAD;
+		pin->cause = cause;
+		pin->inval_start = max(range->start, pin->start);
+		pin->inval_end = min(range->end, end);
+		first = true;
+	}
+	spin_unlock(&pin->lock);
+
+	if (first) {
+		hmirror_dev_inc(&hmirror_dev_stats.inval[cause - 1]);
+		wake_up_interruptible_poll(&pin->wq, EPOLLPRI);
+		hmirror_pin_get(pin);
+		if (!queue_work(hmirror_pin_wq, &pin->event_work))
+			hmirror_pin_put(pin);
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops hmirror_pin_mn_ops = {
+	.invalidate = hmirror_pin_invalidate,
+};
+
+/* Only anonymous and shmem (memfd) memory; never a space of this module. */
+static int hmirror_pin_check_vmas(struct mm_struct *mm, unsigned long start,
+				  unsigned long end)
+{
+	struct vm_area_struct *vma;
+	unsigned long addr = start;
+
+	mmap_assert_locked(mm);
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start > addr)
+			return -EFAULT;
+		if (vma->vm_flags & (VM_IO | VM_PFNMAP))
+			return -EINVAL;
+		if (!vma_is_anonymous(vma) &&
+		    !(vma->vm_file && shmem_file(vma->vm_file)))
+			return -EINVAL;
+		addr = vma->vm_end;
+	}
+	return 0;
+}
+
+static long hmirror_pin_batch(unsigned long addr, unsigned long n,
+			      unsigned int gup_flags, struct page **pages)
+{
+#ifdef HAVE_PIN_USER_PAGES_VMAS
+	return pin_user_pages(addr, n, gup_flags, pages, NULL);
+#else
+	return pin_user_pages(addr, n, gup_flags, pages);
+#endif
+}
+
+static int hmirror_pin_pages(struct hmirror_pin *pin)
+{
+	unsigned int gup_flags = FOLL_LONGTERM |
+				 (pin->writable ? FOLL_WRITE : 0);
+	struct mm_struct *mm = pin->mm;
+	unsigned long n;
+	long got;
+	int ret;
+
+	mmap_read_lock(mm);
+	ret = hmirror_pin_check_vmas(mm, pin->start,
+				     pin->start + (pin->nr_pages << PAGE_SHIFT));
+	while (!ret && pin->nr_pinned < pin->nr_pages) {
+		n = min_t(unsigned long, pin->nr_pages - pin->nr_pinned,
+			  HMIRROR_PIN_BATCH -
+			  pin->nr_pinned % HMIRROR_PV_PER_CHUNK);
+		got = hmirror_pin_batch(pin->start +
+					(pin->nr_pinned << PAGE_SHIFT), n,
+					gup_flags,
+					hmirror_pv_slot(&pin->pv,
+							pin->nr_pinned));
+		if (got <= 0) {
+			ret = got ? got : -EFAULT;
+			break;
+		}
+		pin->nr_pinned += got;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		if (pin->nr_pinned % HMIRROR_PV_PER_CHUNK == 0)
+			cond_resched();
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+static __poll_t hmirror_pin_poll(struct file *file, poll_table *wait)
+{
+	struct hmirror_pin *pin = file->private_data;
+	__poll_t mask = 0;
+
+	poll_wait(file, &pin->wq, wait);
+	spin_lock(&pin->lock);
+	if (pin->phase == HMIRROR_PIN_DEAD)
+		mask = EPOLLPRI;
+	spin_unlock(&pin->lock);
+	return mask;
+}
+
+static long hmirror_pin_ioctl_state(struct hmirror_pin *pin,
+				    void __user *argp)
+{
+	struct hmirror_pin_state st;
+
+	if (copy_from_user(&st, argp, sizeof(st)))
+		return -EFAULT;
+	if (st.flags || st.__pad)
+		return -EINVAL;
+
+	memset(&st, 0, sizeof(st));
+	st.addr = pin->start;
+	st.size = (u64)pin->nr_pages << PAGE_SHIFT;
+	st.id = pin->id;
+	spin_lock(&pin->lock);
+	if (pin->phase == HMIRROR_PIN_DEAD) {
+		st.state = HMIRROR_PIN_STATE_INVALIDATED;
+		st.cause = pin->cause;
+		st.inval_addr = pin->inval_start;
+		st.inval_size = pin->inval_end - pin->inval_start;
+	} else {
+		st.state = HMIRROR_PIN_STATE_ACTIVE;
+	}
+	spin_unlock(&pin->lock);
+
+	return copy_to_user(argp, &st, sizeof(st)) ? -EFAULT : 0;
+}
+
+static void hmirror_pin_dmabuf_release(void *owner)
+{
+	hmirror_pin_put(owner);
+}
+
+static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
+				     void __user *argp)
+{
+	struct hmirror_dmabuf_export ex;
+	struct hmirror_page_vec pv;
+	unsigned long first, count, i;
+	int ret;
+
+	if (copy_from_user(&ex, argp, sizeof(ex)))
+		return -EFAULT;
+	ret = hmirror_dmabuf_check(&ex, (u64)pin->nr_pages << PAGE_SHIFT,
+				   &first, &count);
+	if (ret)
+		return ret;
+	if (!pin->writable && !(ex.flags & HMIRROR_DMABUF_RDONLY))
+		return -EACCES;
+
+	ret = hmirror_pv_alloc(&pv, count);
+	if (ret)
+		return ret;
+	for (i = 0; i < count; i++) {
+		*hmirror_pv_slot(&pv, i) = hmirror_pv_page(&pin->pv, first + i);
+		get_page(*hmirror_pv_slot(&pv, i));
+	}
+
+	hmirror_pin_get(pin);
+	ret = hmirror_dmabuf_export(&pv, ex.flags, hmirror_pin_dmabuf_release,
+				    pin);
+	if (ret < 0)
+		return ret;	/* the export put the pages and the pin */
+
+	ex.fd = ret;
+	/* on a fault the fd stays installed: the caller owns it anyway */
+	return copy_to_user(argp, &ex, sizeof(ex)) ? -EFAULT : 0;
+}
+
+static long hmirror_pin_ioctl(struct file *file, unsigned int cmd,
+			      unsigned long arg)
+{
+	struct hmirror_pin *pin = file->private_data;
+	void __user *argp = (void __user *)arg;
+
+	switch (cmd) {
+	case HMIRROR_IOC_PIN_STATE:
+		return hmirror_pin_ioctl_state(pin, argp);
+	case HMIRROR_IOC_EXPORT_DMABUF:
+		return hmirror_pin_ioctl_export(pin, argp);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static int hmirror_pin_fd_release(struct inode *inode, struct file *file)
+{
+	hmirror_pin_put(file->private_data);
+	return 0;
+}
+
+static const struct file_operations hmirror_pin_fops = {
+	.owner		= THIS_MODULE,
+	.release	= hmirror_pin_fd_release,
+	.poll		= hmirror_pin_poll,
+	.unlocked_ioctl	= hmirror_pin_ioctl,
+	.compat_ioctl	= hmirror_pin_ioctl,
+	.llseek		= noop_llseek,
+};
+
+/* Pin, registering the notifier first; redo when an invalidation raced. */
+static int hmirror_pin_establish(struct hmirror_pin *pin)
+{
+	unsigned int tries;
+	bool raced;
+	int ret;
+
+	ret = mmu_interval_notifier_insert(&pin->notifier, pin->mm, pin->start,
+					   pin->nr_pages << PAGE_SHIFT,
+					   &hmirror_pin_mn_ops);
+	if (ret)
+		return ret;
+
+	for (tries = 0; tries < HMIRROR_PIN_TRIES; tries++) {
+		ret = hmirror_pin_pages(pin);
+		if (ret)
+			break;
+		spin_lock(&pin->lock);
+		raced = pin->raced;
+		pin->raced = false;
+		if (!raced)
+			pin->phase = HMIRROR_PIN_LIVE;
+		spin_unlock(&pin->lock);
+		if (!raced)
+			return 0;
+		hmirror_dev_inc(&hmirror_dev_stats.pin_retries);
+		hmirror_pin_unpin_pages(pin);
+	}
+	if (!ret)
+		ret = -EAGAIN;
+	hmirror_pin_unpin_pages(pin);
+	mmu_interval_notifier_remove(&pin->notifier);
+	return ret;
+}
+
+/* HMIRROR_IOC_PIN (dev); the dispatcher copies @data in and out */
+long hmirror_ioctl_pin(struct file *file, void *data)
+{
+	struct hmirror_pin_create *req = data;
+	struct hmirror_pin *pin;
+	unsigned long nr_pages;
+	struct file *pfile;
+	u64 end;
+	int fd, ret;
+
+	if ((req->flags & ~HMIRROR_PIN_FLAGS) || req->__pad || req->fd ||
+	    req->id)
+		return -EINVAL;
+	if (!req->size || !IS_ALIGNED(req->addr, PAGE_SIZE) ||
+	    !IS_ALIGNED(req->size, PAGE_SIZE) ||
+	    check_add_overflow(req->addr, req->size, &end) || end > TASK_SIZE)
+		return -EINVAL;
+	if (req->size > (u64)max_pin_mib << 20) {
+		ret = -ENOMEM;
+		goto fail_count;
+	}
+	nr_pages = req->size >> PAGE_SHIFT;
+
+	if (atomic_inc_return(&hmirror_nr_pins) > max_pins) {
+		ret = -ENOSPC;
+		goto fail_nr;
+	}
+	pin = kzalloc(sizeof(*pin), GFP_KERNEL);
+	if (!pin) {
+		ret = -ENOMEM;
+		goto fail_nr;
+	}
+	ret = ida_alloc_min(&hmirror_pin_ida, 1, GFP_KERNEL);
+	if (ret < 0)
+		goto fail_ida;
+	pin->id = ret;
+	kref_init(&pin->ref);
+	spin_lock_init(&pin->lock);
+	init_waitqueue_head(&pin->wq);
+	INIT_WORK(&pin->event_work, hmirror_pin_event_work);
+	pin->phase = HMIRROR_PIN_PINNING;
+	pin->start = req->addr;
+	pin->nr_pages = nr_pages;
+	pin->writable = req->flags & HMIRROR_PIN_WRITE;
+	pin->tgid = task_tgid_nr(current);
+	pin->mm = current->mm;
+	mmgrab(pin->mm);
+
+	/* RLIMIT_MEMLOCK first (-ENOMEM past it, CAP_IPC_LOCK exempt). */
+	ret = account_locked_vm(pin->mm, nr_pages, true);
+	if (ret)
+		goto fail_account;
+	ret = hmirror_pv_alloc(&pin->pv, nr_pages);
+	if (ret)
+		goto fail_pv;
+	ret = hmirror_pin_establish(pin);
+	if (ret)
+		goto fail_pin;
+
+	fd = get_unused_fd_flags(req->flags & HMIRROR_PIN_CLOEXEC ? O_CLOEXEC : 0);
+	if (fd < 0) {
+		ret = fd;
+		goto fail_fd;
+	}
+	pfile = anon_inode_getfile("[hmirror-pin]", &hmirror_pin_fops, pin,
+				   O_RDWR);
+	if (IS_ERR(pfile)) {
+		ret = PTR_ERR(pfile);
+		goto fail_file;
+	}
+
+	/* from here the pin file's release undoes everything */
+	atomic64_inc(&hmirror_dev_stats.pins);
+	atomic64_add(req->size, &hmirror_dev_stats.pinned_bytes);
+	hmirror_dev_inc(&hmirror_dev_stats.pins_created);
+	fd_install(fd, pfile);
+	req->fd = fd;
+	req->id = pin->id;
+	return 0;
+
+fail_file:
+	put_unused_fd(fd);
+fail_fd:
+	mmu_interval_notifier_remove(&pin->notifier);
+	hmirror_pin_unpin_pages(pin);
+fail_pin:
+	hmirror_pv_free(&pin->pv);
+fail_pv:
+	account_locked_vm(pin->mm, nr_pages, false);
+fail_account:
+	mmdrop(pin->mm);
+	ida_free(&hmirror_pin_ida, pin->id);
+fail_ida:
+	kfree(pin);
+fail_nr:
+	atomic_dec(&hmirror_nr_pins);
+fail_count:
+	hmirror_dev_inc(&hmirror_dev_stats.pins_failed);
+	return ret;
+}
+
+int hmirror_pin_init(void)
+{
+	hmirror_pin_wq = alloc_workqueue("hmirror_pin", WQ_UNBOUND, 0);
+	return hmirror_pin_wq ? 0 : -ENOMEM;
+}
+
+void hmirror_pin_exit(void)
+{
+	/* Every pin fd and dma-buf holds a module reference: none is left. */
+	destroy_workqueue(hmirror_pin_wq);
+	ida_destroy(&hmirror_pin_ida);
+}

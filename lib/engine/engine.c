@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The engine: spaces, advice, pipelines, the dispatch sequence and its
+ * statistics.  See lib/include/hmirror/engine.h and Documentation/engine.rst.
+ *
+ * hm_engine_dispatch():
+ *   1 harvest CPU writes; drop the mirrors they hit        (upload.c, rule 2)
+ *   2 upload wanted clean chunks, publish if generation held (upload.c, rule 3)
+ *   3 dispatch with the push block                          (here)
+ *   4 scan marks, copy changed mirror bytes home            (copyback.c, rule 4)
+ * A dispatch flagged HM_DISPATCH_SHARED_WITH_CPU skips 2, repoints every
+ * mirror home for its duration and drops the mirrors it stored into (rule 5).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define HM_HARVEST_BATCH 4096
+
+int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_engine **ret)
+{
+	static const struct hm_engine_params defaults;
+	struct hm_engine *e;
+	uint64_t budget;
+	uint32_t type;
+	int err;
+
+	if (!ret)
+		return -EINVAL;
+	*ret = NULL;
+	if (!vk)
+		return -EINVAL;
+	if (!p)
+		p = &defaults;
+	if (p->flags & ~HM_ENGINE_FLAGS_ALL)
+		return -EINVAL;
+	if (p->chunk_shift && (p->chunk_shift < HM_TABLE_MIN_CHUNK_SHIFT ||
+			       p->chunk_shift > HM_CHUNK_SHIFT_MAX))
+		return -EINVAL;
+	if (vk->lost)
+		return -ENODEV;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	pthread_mutex_init(&e->lock, NULL);
+	e->vk = vk;
+	e->p = *p;
+	e->shift = p->chunk_shift ? p->chunk_shift : HM_CHUNK_SHIFT_DEFAULT;
+	e->chunk = 1ull << e->shift;
+	if (!e->p.hot_marks)
+		e->p.hot_marks = 2;
+	if (!e->p.thrash_drops)
+		e->p.thrash_drops = 3;
+	if (!e->p.thrash_window)
+		e->p.thrash_window = 16;
+	if (!e->p.thrash_backoff)
+		e->p.thrash_backoff = 64;
+	e->mirrors = !(p->flags & HM_ENGINE_NO_MIRRORS);
+	if (e->mirrors && !vk->has_8bit_storage) {
+		/* the copy-back stores single bytes home */
+		err = -EOPNOTSUPP;
+		goto out_free;
+	}
+
+	budget = p->mirror_budget;
+	if (!budget && !hm_vk_memory_type(vk, ~0u, HM_VK_MEM_DEVICE, &type))
+		budget = hm_vk_heap_size(vk, type) / 4;
+	if (!e->mirrors)
+		budget = 0;
+	err = hm_pool_init(e, budget);
+	if (err)
+		goto out_free;
+	e->st.mirror_budget = e->pool.budget;
+
+	e->harvest_cap = HM_HARVEST_BATCH;
+	e->harvest_buf = calloc(e->harvest_cap, sizeof(*e->harvest_buf));
+	if (!e->harvest_buf) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	if (e->mirrors) {
+		err = hm_engine_diff_init(e);
+		if (err)
+			goto out_free;
+	}
+	err = hm_engine_table_rebuild(e, 1);
+	if (err)
+		goto out_free;
+	*ret = e;
+	return 0;
+
+out_free:
+	hm_engine_free(e);
+	return err;
+}
+
+void hm_engine_free(struct hm_engine *e)
+{
+	if (!e)
+		return;
+	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++)
+		if (e->pipes[i].used)
+			hm_vk_pipeline_free(e->vk, &e->pipes[i].p);
+	for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES; i++)
+		if (e->spaces[i].used)
+			hm_espace_release(e, &e->spaces[i]);
+	hm_pool_finish(e);
+	hm_engine_table_free(e);
+	hm_vk_buffer_free(e->vk, &e->descs);
+	hm_vk_buffer_free(e->vk, &e->counts);
+	hm_vk_pipeline_free(e->vk, &e->diff);
+	free(e->queue);
+	free(e->harvest_buf);
+	free(e->cand);
+	free(e->cand_slot);
+	free(e->gens0);
+	free(e->gens1);
+	free(e->idxs);
+	free(e->back);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+}
+
+int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_addr,
+			uint32_t *ret_id)
+{
+	struct hm_espace *sp = NULL;
+	uint64_t size, nr;
+	uint32_t id;
+	int err;
+
+	if (!e || !s)
+		return -EINVAL;
+	size = hm_space_size(s);
+	if (hm_space_chunk_shift(s) != e->shift || guest_addr & (e->chunk - 1) || !size ||
+	    guest_addr + size < guest_addr || (guest_addr >> e->shift) + (size >> e->shift) >=
+	    (1ull << (64 - e->shift)))
+		return -EINVAL;
+	nr = size >> e->shift;
+	pthread_mutex_lock(&e->lock);
+	err = -ENODEV;
+	if (e->vk->lost)
+		goto out_unlock;
+	err = -E2BIG;
+	if (e->total_chunks + nr > HM_ENGINE_MAX_CHUNKS)
+		goto out_unlock;
+	for (id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
+		struct hm_espace *o = &e->spaces[id];
+
+		if (!o->used) {
+			if (!sp)
+				sp = o;
+			continue;
+		}
+		if (o->s == s || (guest_addr < o->guest + o->size && o->guest < guest_addr + size)) {
+			err = -EEXIST;
+			goto out_unlock;
+		}
+	}
+	err = -EMFILE;
+	if (!sp)
+		goto out_unlock;
+	id = sp - e->spaces;
+	memset(sp, 0, sizeof(*sp));
+	sp->s = s;
+	sp->guest = guest_addr;
+	sp->size = size;
+	sp->first_chunk = guest_addr >> e->shift;
+	sp->nr_chunks = nr;
+	sp->ch = malloc(nr * sizeof(*sp->ch));
+	err = -ENOMEM;
+	if (!sp->ch)
+		goto out_unlock;
+	for (uint64_t i = 0; i < nr; i++)
+		sp->ch[i] = (struct hm_chunk){ .mirror = HM_NO_MIRROR };
+	err = hm_espace_import(e, sp);
+	if (err)
+		goto out_release;
+	sp->used = true;
+	e->total_chunks += nr;
+	err = hm_engine_table_add(e, id);
+	if (err) {
+		e->total_chunks -= nr;
+		goto out_release;
+	}
+	if (ret_id)
+		*ret_id = id;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+
+out_release:
+	hm_espace_release(e, sp);
+out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+int hm_engine_remove_space(struct hm_engine *e, uint32_t id)
+{
+	struct hm_espace *sp;
+
+	if (!e || id >= HM_ENGINE_MAX_SPACES)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	sp = &e->spaces[id];
+	if (!sp->used) {
+		pthread_mutex_unlock(&e->lock);
+		return -ENOENT;
+	}
+	/* mirrors hold nothing that is not home: every dispatch copied back */
+	for (uint64_t i = 0; i < sp->nr_chunks; i++) {
+		hm_engine_drop_mirror(e, id, i);
+		hm_table_remove(e->table, sp->first_chunk + i);
+	}
+	{
+		size_t keep = 0;
+
+		for (size_t q = 0; q < e->nr_queue; q++)
+			if (hm_ref_space(e->queue[q]) != id)
+				e->queue[keep++] = e->queue[q];
+		e->nr_queue = keep;
+	}
+	e->total_chunks -= sp->nr_chunks;
+	hm_espace_release(e, sp);
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, enum hm_advice a)
+{
+	uint64_t end = guest_addr + size;
+	bool hit = false;
+
+	if (!e || !size || end < guest_addr || (unsigned)a > HM_ADVICE_NEVER_MIRROR)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
+		struct hm_espace *sp = &e->spaces[id];
+		uint64_t lo, hi;
+
+		if (!sp->used || end <= sp->guest || guest_addr >= sp->guest + sp->size)
+			continue;
+		hit = true;
+		lo = (guest_addr > sp->guest ? guest_addr - sp->guest : 0) >> e->shift;
+		hi = ((end < sp->guest + sp->size ? end : sp->guest + sp->size) - sp->guest +
+		      e->chunk - 1) >> e->shift;
+		for (uint64_t i = lo; i < hi; i++) {
+			struct hm_chunk *c = &sp->ch[i];
+
+			c->advice = a;
+			if (a == HM_ADVICE_NEVER_MIRROR) {
+				hm_engine_drop_mirror(e, id, i);
+			} else if (c->mirror != HM_NO_MIRROR) {
+				/* same mirror, new class */
+				uint8_t prio = hm_chunk_prio(e, c);
+
+				hm_pool_lru_del(e, c->mirror);
+				hm_pool_lru_add(e, c->mirror, id, i, prio ? prio : HM_PRIO_HOT);
+			} else if (hm_chunk_prio(e, c) != HM_PRIO_NONE) {
+				hm_engine_queue(e, id, i);
+			}
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return hit ? 0 : -ENOENT;
+}
+
+int hm_engine_pipeline_new(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
+			   const char *entry, uint32_t user_push_words, uint32_t *ret_id)
+{
+	struct hm_pipe *pp = NULL;
+	int err;
+
+	if (!e || !spirv || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++) {
+		if (!e->pipes[i].used) {
+			pp = &e->pipes[i];
+			break;
+		}
+	}
+	err = -EMFILE;
+	if (pp) {
+		err = hm_vk_pipeline_new(e->vk, spirv, nr_words, entry,
+					 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words), &pp->p);
+		if (!err) {
+			pp->used = true;
+			pp->user_words = user_push_words;
+			*ret_id = pp - e->pipes;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id)
+{
+	if (!e || id >= HM_ENGINE_MAX_PIPELINES)
+		return;
+	pthread_mutex_lock(&e->lock);
+	if (e->pipes[id].used) {
+		hm_vk_pipeline_free(e->vk, &e->pipes[id].p);
+		e->pipes[id].used = false;
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, uint32_t gy,
+			uint32_t gz, const uint32_t *push, uint32_t nr_push)
+{
+	uint32_t words[HM_DEVICE_TABLE_PUSH_WORDS + HM_ENGINE_MAX_USER_PUSH_WORDS];
+	uint64_t marks = e->marks_buf.addr;
+	VkCommandBuffer cb;
+	int err;
+
+	words[HM_PUSH_TABLE_ADDR_LO] = (uint32_t)e->table_buf.addr;
+	words[HM_PUSH_TABLE_ADDR_HI] = (uint32_t)(e->table_buf.addr >> 32);
+	words[HM_PUSH_TABLE_NR_HOME] = hm_table_nr_home(e->table);
+	words[HM_PUSH_CHUNK_SHIFT] = e->shift;
+	words[HM_PUSH_MARKS_ADDR_LO] = (uint32_t)marks;
+	words[HM_PUSH_MARKS_ADDR_HI] = (uint32_t)(marks >> 32);
+	if (nr_push)
+		memcpy(words + HM_DEVICE_TABLE_PUSH_WORDS, push, 4 * nr_push);
+	err = hm_vk_cmd_begin(e->vk, &cb);
+	if (err)
+		return err;
+	hm_vk_cmd_dispatch(cb, &pp->p, words, 4 * (HM_DEVICE_TABLE_PUSH_WORDS + nr_push),
+			   gx, gy, gz);
+	hm_vk_cmd_barrier(cb);
+	return hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+}
+
+int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
+		       uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags)
+{
+	bool shared = flags & HM_DISPATCH_SHARED_WITH_CPU;
+	uint64_t t0, t1, t2, t3, t4, t5;
+	struct hm_pipe *pp;
+	int err;
+
+	if (!e || pipeline >= HM_ENGINE_MAX_PIPELINES || (flags & ~HM_DISPATCH_FLAGS_ALL) ||
+	    (nr_push && !push))
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	pp = &e->pipes[pipeline];
+	err = -EINVAL;
+	if (!pp->used || nr_push != pp->user_words)
+		goto out_unlock;
+	err = -ENODEV;
+	if (e->vk->lost)
+		goto out_unlock;
+	e->seq++;
+	t0 = hm_now_ns();
+	err = hm_engine_harvest(e);
+	if (err)
+		goto out_unlock;
+	t1 = hm_now_ns();
+	if (shared) {
+		err = hm_engine_unpublish_all(e);
+	} else {
+		err = hm_engine_republish(e);
+		if (!err)
+			err = hm_engine_upload(e);
+	}
+	if (err)
+		goto out_unlock;
+	if (e->p.test_before_dispatch)
+		e->p.test_before_dispatch(e->p.test_arg);
+	t2 = hm_now_ns();
+	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push);
+	t3 = hm_now_ns();
+	if (err)
+		goto out_unlock;        /* device lost: nothing is copied home */
+	err = hm_engine_scan_marks(e, shared);
+	t4 = hm_now_ns();
+	if (!err && !shared)
+		err = hm_engine_copy_back(e);
+	t5 = hm_now_ns();
+	e->st.dispatches++;
+	if (shared)
+		e->st.shared_dispatches++;
+	e->st.ns_harvest += t1 - t0;
+	e->st.ns_upload += t2 - t1;
+	e->st.ns_dispatch += t3 - t2;
+	e->st.ns_marks += t4 - t3;
+	e->st.ns_copy_back += t5 - t4;
+	e->st.ns_total += t5 - t0;
+out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+int hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret)
+{
+	struct hm_espace *sp;
+	int err = 0;
+
+	if (!e || !ret)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	sp = hm_engine_space_of_chunk(e, guest_addr >> e->shift, NULL);
+	if (!sp) {
+		err = -ENOENT;
+	} else {
+		struct hm_chunk *c = &sp->ch[(guest_addr >> e->shift) - sp->first_chunk];
+
+		*ret = c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+int hm_engine_device_addr(struct hm_engine *e, uint64_t guest_addr, uint64_t *ret)
+{
+	int err;
+
+	if (!e || !ret)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	err = hm_table_lookup(e->table, guest_addr, ret, NULL);
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+int hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret)
+{
+	if (!e || !ret)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->st.chunks_mirrored = e->pool.nr_live;
+	e->st.mirror_bytes = e->pool.used;
+	*ret = e->st;
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}

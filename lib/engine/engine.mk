@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: GPL-2.0
+# Vulkan context (lib/vkctx.c) and the engine (lib/engine/*.c).
+#
+# Shaders of the engine (lib/engine/*.comp) are compiled at build time with
+# glslangValidator and embedded as C arrays (build/include/engine/*.spv.h).
+
+GLSLANG ?= glslangValidator
+SPIRV_LINK ?= spirv-link
+SPIRV_AS ?= spirv-as
+SPIRV_VAL ?= spirv-val
+
+VKCTX_OBJS := $(O)/lib/vkctx.o
+LIB_OBJS += $(VKCTX_OBJS)
+LIB_LIBS += -lvulkan
+
+$(B)/include/engine/%.spv.h: lib/engine/%.comp | $(DEPS)
+	@mkdir -p $(dir $@)
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet --vn hm_$(subst -,_,$*)_spv -o $@ $<
+
+ENGINE_OBJS := $(O)/lib/engine/engine.o $(O)/lib/engine/space.o $(O)/lib/engine/pool.o \
+	$(O)/lib/engine/upload.o $(O)/lib/engine/copyback.o
+LIB_OBJS += $(ENGINE_OBJS)
+
+$(O)/lib/engine/copyback.o: $(B)/include/engine/diff.spv.h

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * Engine internals, shared by the lib/engine sources.  Everything here runs under
+ * hm_engine.lock.
+ */
+#ifndef HMIRROR_ENGINE_INTERNAL_H
+#define HMIRROR_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <time.h>
+
+#include "hmirror/engine.h"
+#include "hmirror/table.h"
+
+#define HM_NO_MIRROR		UINT32_MAX
+
+/* hm_chunk.flags */
+#define HM_CH_ARMED		(1u << 0) /* guard armed (stays armed: no disarm in watch.h) */
+#define HM_CH_PUBLISHED		(1u << 1) /* the table names the mirror */
+#define HM_CH_QUEUED		(1u << 2) /* on the want list */
+
+/* Mirror priority classes (eviction takes the lowest first). */
+enum hm_prio { HM_PRIO_NONE = 0, HM_PRIO_HOT = 1, HM_PRIO_READ_MOSTLY = 2, HM_PRIO_DEVICE = 3 };
+#define HM_NR_PRIO 4
+
+/* Per-chunk state of a space (20 bytes). */
+struct hm_chunk {
+	uint32_t mirror;        /* pool slot, HM_NO_MIRROR */
+	uint8_t advice;         /* enum hm_advice */
+	uint8_t hist;           /* device-write marks of the last 8 dispatches, bit 0 = hist_seq */
+	uint8_t drops;          /* guard drops in the current thrash window */
+	uint8_t flags;
+	uint32_t hist_seq;
+	uint32_t window_start;
+	uint32_t backoff_until;
+};
+
+struct hm_import_piece {
+	struct hm_vk_buffer buf;
+};
+
+struct hm_espace {
+	bool used;
+	struct hm_space *s;
+	uint64_t guest;         /* guest address of byte 0 */
+	uint64_t size;
+	uint64_t first_chunk;   /* guest >> chunk_shift */
+	uint64_t nr_chunks;
+	void *view;             /* device view (hm_space_device_view) */
+	struct hm_import_piece *pieces;
+	unsigned nr_pieces;
+	uint64_t piece_bytes;
+	struct hm_chunk *ch;
+	uint64_t nr_armed;
+};
+
+/* One mirror slot of the pool: a mirror chunk and its twin. */
+struct hm_mirror {
+	uint32_t space;         /* owner, or UINT32_MAX when free */
+	uint32_t idx;           /* chunk index in the space */
+	uint32_t prev, next;    /* LRU list of its priority class */
+	uint8_t prio;
+};
+
+struct hm_pool {
+	uint64_t chunk;         /* chunk bytes */
+	uint64_t budget;        /* bytes (2 chunks a slot) */
+	uint64_t used;          /* bytes of slots in use */
+	uint64_t slab_bytes;
+	uint32_t slots_per_slab;
+	struct hm_vk_buffer *slabs;
+	uint32_t nr_slabs, cap_slabs;
+	struct hm_mirror *m;    /* nr_slabs * slots_per_slab */
+	uint32_t *free_ids;
+	uint32_t nr_free;
+	uint32_t head[HM_NR_PRIO], tail[HM_NR_PRIO];  /* LRU: head = oldest */
+	uint32_t nr_live;
+};
+
+struct hm_pipe {
+	bool used;
+	struct hm_vk_pipeline p;
+	uint32_t user_words;
+};
+
+struct hm_engine {
+	struct hm_vk *vk;
+	struct hm_engine_params p;
+	pthread_mutex_t lock;
+	unsigned shift;
+	uint64_t chunk;
+	uint32_t seq;           /* dispatch sequence number */
+	bool mirrors;           /* mirroring enabled */
+	bool need_republish;    /* a shared dispatch repointed mirrors home */
+
+	struct hm_espace spaces[HM_ENGINE_MAX_SPACES];
+	uint64_t total_chunks;
+
+	/* device table and marks */
+	struct hm_table *table;
+	struct hm_vk_buffer table_buf;
+	bool table_device_local;
+	struct hm_vk_buffer marks_buf;
+	void *marks_mem;        /* mmap()ed when imported */
+	size_t marks_map_bytes;
+	bool marks_imported;
+
+	struct hm_pool pool;
+
+	/* want list: (space << 40 | idx) */
+	uint64_t *queue;
+	size_t nr_queue, cap_queue;
+
+	/* scratch */
+	uint64_t *harvest_buf;
+	size_t harvest_cap;
+	uint64_t *cand;         /* candidates of this dispatch's upload */
+	uint32_t *cand_slot;
+	uint64_t *gens0, *gens1, *idxs;
+	size_t cap_cand;
+	uint64_t *back;         /* marked mirrored chunks of this dispatch */
+	size_t nr_back, cap_back;
+	struct hm_vk_buffer descs, counts;  /* copy-back descriptors and byte counts */
+	size_t cap_descs;
+
+	struct hm_vk_pipeline diff;
+	struct hm_pipe pipes[HM_ENGINE_MAX_PIPELINES];
+
+	struct hm_engine_stats st;
+};
+
+static inline uint64_t hm_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static inline uint64_t hm_ref(uint32_t space, uint64_t idx)
+{
+	return ((uint64_t)space << 40) | idx;
+}
+static inline uint32_t hm_ref_space(uint64_t r) { return r >> 40; }
+static inline uint64_t hm_ref_idx(uint64_t r) { return r & ((1ull << 40) - 1); }
+
+/* space.c */
+int  hm_espace_import(struct hm_engine *e, struct hm_espace *sp);
+void hm_espace_release(struct hm_engine *e, struct hm_espace *sp);
+uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
+int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
+			VkBuffer *ret_buf, uint64_t *ret_off);
+int  hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks);
+int  hm_engine_table_add(struct hm_engine *e, uint32_t space);
+void hm_engine_table_free(struct hm_engine *e);
+struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id);
+int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* pool.c */
+int  hm_pool_init(struct hm_engine *e, uint64_t budget);
+void hm_pool_finish(struct hm_engine *e);
+int  hm_pool_alloc(struct hm_engine *e, uint32_t *ret_id);
+void hm_pool_free_slot(struct hm_engine *e, uint32_t id);
+uint64_t hm_pool_mirror_addr(const struct hm_engine *e, uint32_t id);
+uint64_t hm_pool_twin_addr(const struct hm_engine *e, uint32_t id);
+uint64_t hm_pool_twin_offset(const struct hm_engine *e);
+/* the slab of a slot and the mirror's offset in it (twin: + hm_pool_twin_offset) */
+VkBuffer hm_pool_slab(const struct hm_engine *e, uint32_t id, uint64_t *ret_off);
+void hm_pool_lru_add(struct hm_engine *e, uint32_t id, uint32_t space, uint64_t idx, uint8_t prio);
+void hm_pool_lru_del(struct hm_engine *e, uint32_t id);
+void hm_pool_lru_touch(struct hm_engine *e, uint32_t id);
+uint32_t hm_pool_victim(struct hm_engine *e, uint8_t below_prio);
+
+/* upload.c */
+uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c);
+void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
+void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
+int  hm_engine_harvest(struct hm_engine *e);
+int  hm_engine_upload(struct hm_engine *e);
+int  hm_engine_republish(struct hm_engine *e);
+int  hm_engine_unpublish_all(struct hm_engine *e);
+
+/* copyback.c */
+int  hm_engine_scan_marks(struct hm_engine *e, bool shared);
+int  hm_engine_copy_back(struct hm_engine *e);
+int  hm_engine_diff_init(struct hm_engine *e);
+
+#endif /* HMIRROR_ENGINE_INTERNAL_H */

@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Home imports of guest spaces and the device table that names them.
+ *
+ * A space's home pages reach the device through its device view
+ * (hm_space_device_view(): the same pages, never write-protected by the
+ * guards), imported with VK_EXT_external_memory_host in pieces of at most
+ * maxMemoryAllocationSize, each a multiple of the chunk size, so no chunk
+ * straddles two imports.  dma-buf import is not used: neither lavapipe nor
+ * the H200's NVIDIA driver offers VK_EXT_external_memory_dma_buf, and the
+ * watch API exports no dma-buf (Documentation/engine.rst).
+ *
+ * The table lies in device-local host-visible memory when the device has
+ * such a type and the allocation succeeds, else in host-visible memory;
+ * the host alone writes it, between dispatches.  The marks lie in host
+ * memory the device imports (host-visible memory where the import fails).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+#define HM_IMPORT_MIN_PIECE (256ull << 20)
+
+int hm_grow(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 64;
+	void *p;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	p = realloc(*arr, n * elem);
+	if (!p)
+		return -ENOMEM;
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+static void free_pieces(struct hm_engine *e, struct hm_espace *sp)
+{
+	for (unsigned i = 0; i < sp->nr_pieces; i++)
+		hm_vk_buffer_free(e->vk, &sp->pieces[i].buf);
+	free(sp->pieces);
+	sp->pieces = NULL;
+	sp->nr_pieces = 0;
+}
+
+static int import_pieces(struct hm_engine *e, struct hm_espace *sp, uint64_t piece)
+{
+	unsigned n = (sp->size + piece - 1) / piece;
+	int err;
+
+	sp->pieces = calloc(n, sizeof(*sp->pieces));
+	if (!sp->pieces)
+		return -ENOMEM;
+	sp->piece_bytes = piece;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t off = (uint64_t)i * piece;
+		uint64_t len = sp->size - off < piece ? sp->size - off : piece;
+
+		err = hm_vk_import_host(e->vk, (char *)sp->view + off, len, &sp->pieces[i].buf);
+		if (err) {
+			free_pieces(e, sp);
+			return err;
+		}
+		sp->nr_pieces++;
+	}
+	return 0;
+}
+
+int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
+{
+	uint64_t align = e->vk->min_import_align ? e->vk->min_import_align : 4096;
+	uint64_t piece;
+	int err;
+
+	err = hm_space_device_view(sp->s, &sp->view);
+	if (err)
+		return err;
+	if (!e->vk->has_host_import)
+		return -EOPNOTSUPP;
+	if ((uintptr_t)sp->view % align || sp->size % align)
+		return -EINVAL;
+	piece = e->vk->max_buffer;
+	if (piece > sp->size)
+		piece = sp->size;
+	piece = piece / e->chunk * e->chunk;
+	piece = piece / align * align;
+	if (!piece)
+		return -EINVAL;
+	/* a driver may refuse one large import: halve, down to 256 MiB */
+	for (;;) {
+		err = import_pieces(e, sp, piece);
+		if (!err)
+			break;
+		if (err == -EINVAL || err == -EOPNOTSUPP || piece <= HM_IMPORT_MIN_PIECE)
+			return err;
+		piece = (piece / 2) / e->chunk * e->chunk;
+		piece = piece / align * align;
+		if (!piece)
+			return err;
+	}
+	e->st.import_pieces += sp->nr_pieces;
+	return 0;
+}
+
+void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
+{
+	if (sp->nr_pieces)
+		e->st.import_pieces -= sp->nr_pieces;
+	free_pieces(e, sp);
+	free(sp->ch);
+	memset(sp, 0, sizeof(*sp));
+}
+
+int hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
+		       VkBuffer *ret_buf, uint64_t *ret_off)
+{
+	uint64_t off = idx << e->shift;
+	unsigned i = off / sp->piece_bytes;
+
+	if (i >= sp->nr_pieces)
+		return -EINVAL;
+	*ret_buf = sp->pieces[i].buf.buf;
+	*ret_off = off - (uint64_t)i * sp->piece_bytes;
+	return 0;
+}
+
+uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+{
+	uint64_t off = idx << e->shift;
+	unsigned i = off / sp->piece_bytes;
+
+	return sp->pieces[i].buf.addr + (off - (uint64_t)i * sp->piece_bytes);
+}
+
+struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id)
+{
+	for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES; i++) {
+		struct hm_espace *sp = &e->spaces[i];
+
+		if (sp->used && chunk >= sp->first_chunk && chunk - sp->first_chunk < sp->nr_chunks) {
+			if (ret_id)
+				*ret_id = i;
+			return sp;
+		}
+	}
+	return NULL;
+}
+
+/* Current delta of a chunk: its published mirror, else home. */
+static int64_t chunk_delta(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+{
+	const struct hm_chunk *c = &sp->ch[idx];
+	uint64_t guest = sp->guest + (idx << e->shift);
+	uint64_t dev;
+
+	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
+		dev = hm_pool_mirror_addr(e, c->mirror);
+	else
+		dev = hm_espace_home_addr(e, sp, idx);
+	return (int64_t)(dev - guest);
+}
+
+static int insert_space(struct hm_engine *e, struct hm_table *t, uint32_t id)
+{
+	struct hm_espace *sp = &e->spaces[id];
+	int err;
+
+	for (uint64_t i = 0; i < sp->nr_chunks; i++) {
+		err = hm_table_set(t, sp->first_chunk + i, chunk_delta(e, sp, i), NULL);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void hm_engine_table_free(struct hm_engine *e)
+{
+	hm_table_free(e->table);
+	e->table = NULL;
+	hm_vk_buffer_free(e->vk, &e->table_buf);
+	hm_vk_buffer_free(e->vk, &e->marks_buf);
+	if (e->marks_mem)
+		munmap(e->marks_mem, e->marks_map_bytes);
+	e->marks_mem = NULL;
+}
+
+/* Table memory: device-local host-visible where there is room, else host. */
+static int alloc_table_mem(struct hm_engine *e, size_t bytes, struct hm_vk_buffer *ret,
+			   bool *ret_device_local)
+{
+	uint32_t type;
+
+	if (!(e->p.flags & HM_ENGINE_TABLE_HOST) &&
+	    !hm_vk_memory_type(e->vk, ~0u, HM_VK_MEM_DEVICE_HOST, &type) &&
+	    hm_vk_heap_size(e->vk, type) >= 4 * (uint64_t)bytes &&
+	    !hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_DEVICE_HOST, ret)) {
+		*ret_device_local = true;
+		return 0;
+	}
+	*ret_device_local = false;
+	return hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_HOST, ret);
+}
+
+static int alloc_marks(struct hm_engine *e, uint32_t nr_slots, struct hm_vk_buffer *ret,
+		       void **ret_mem, size_t *ret_map, bool *ret_imported)
+{
+	uint64_t align = e->vk->min_import_align ? e->vk->min_import_align : 4096;
+	size_t bytes = hm_marks_bytes_for(nr_slots);
+	size_t map = (bytes + align - 1) / align * align;
+	void *mem;
+	int err;
+
+	*ret_mem = NULL;
+	*ret_imported = false;
+	mem = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem != MAP_FAILED) {
+		if (e->vk->has_host_import && !((uintptr_t)mem % align) &&
+		    !hm_vk_import_host(e->vk, mem, map, ret)) {
+			*ret_mem = mem;
+			*ret_map = map;
+			*ret_imported = true;
+			memset(mem, 0, map);
+			return 0;
+		}
+		munmap(mem, map);
+	}
+	err = hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_HOST, ret);
+	if (!err)
+		memset(ret->map, 0, bytes);
+	return err;
+}
+
+/* A table for nr_chunks (at least), holding every space's chunks. */
+int hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks)
+{
+	uint32_t nr_home = hm_table_nr_home_for(nr_chunks ? nr_chunks : 1);
+	struct hm_vk_buffer tb, mb;
+	struct hm_table *t = NULL;
+	bool dl, imported;
+	void *mmem;
+	size_t mmap_bytes = 0;
+	int err;
+
+	for (int tries = 0; tries < 8; tries++) {
+		memset(&tb, 0, sizeof(tb));
+		memset(&mb, 0, sizeof(mb));
+		err = alloc_table_mem(e, hm_table_bytes_for(nr_home), &tb, &dl);
+		if (err)
+			return err;
+		err = hm_table_new(tb.map, tb.size, nr_home, e->shift, &t);
+		if (err) {
+			hm_vk_buffer_free(e->vk, &tb);
+			return err;
+		}
+		for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES && !err; i++)
+			if (e->spaces[i].used && e->spaces[i].pieces)
+				err = insert_space(e, t, i);
+		if (!err)
+			break;
+		hm_table_free(t);
+		t = NULL;
+		hm_vk_buffer_free(e->vk, &tb);
+		if (err != -ENOSPC)
+			return err;
+		nr_home = hm_table_grow_nr_home(nr_home);
+	}
+	if (!t)
+		return -ENOSPC;
+	err = alloc_marks(e, hm_table_nr_slots(t), &mb, &mmem, &mmap_bytes, &imported);
+	if (err) {
+		hm_table_free(t);
+		hm_vk_buffer_free(e->vk, &tb);
+		return err;
+	}
+	hm_engine_table_free(e);
+	e->table = t;
+	e->table_buf = tb;
+	e->table_device_local = dl;
+	e->marks_buf = mb;
+	e->marks_mem = mmem;
+	e->marks_map_bytes = mmap_bytes;
+	e->marks_imported = imported;
+	e->st.table_nr_home = nr_home;
+	e->st.table_device_local = dl;
+	e->st.marks_imported = imported;
+	return 0;
+}
+
+/* Insert a new space's chunks; grow the table where it is too small. */
+int hm_engine_table_add(struct hm_engine *e, uint32_t id)
+{
+	int err;
+
+	if (e->table && hm_table_nr_home(e->table) >= hm_table_nr_home_for(e->total_chunks)) {
+		err = insert_space(e, e->table, id);
+		if (!err)
+			return 0;
+		/* undo the partial insert, then rebuild bigger */
+		for (uint64_t i = 0; i < e->spaces[id].nr_chunks; i++)
+			hm_table_remove(e->table, e->spaces[id].first_chunk + i);
+		if (err != -ENOSPC)
+			return err;
+		return hm_engine_table_rebuild(e, 2 * e->total_chunks);
+	}
+	return hm_engine_table_rebuild(e, e->total_chunks);
+}

@@ -1,0 +1,495 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Which chunks are mirrored, and how they get there.
+ *
+ * Before each dispatch: harvest the CPU writes of every space with armed
+ * chunks; a written chunk's mirror is dropped (its slot repointed home,
+ * rule 2) and thrash control counts the drop.  Then the want list is
+ * walked: each wanted chunk gets a pool slot (evicting a mirror of a
+ * lower priority class when the budget is full), its guard is armed, its
+ * write generation noted, and one command buffer copies every candidate
+ * home -> mirror -> twin.  A candidate is published (the table names its
+ * mirror) only if its generation did not move meanwhile (rule 3).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk *c)
+{
+	uint32_t age = e->seq - c->hist_seq;
+
+	return age >= 8 ? 0 : (uint8_t)(c->hist << age);
+}
+
+/* The class a chunk is wanted in, HM_PRIO_NONE if it should stay home. */
+uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c)
+{
+	switch (c->advice) {
+	case HM_ADVICE_PREFER_DEVICE:
+		return HM_PRIO_DEVICE;
+	case HM_ADVICE_READ_MOSTLY:
+		return HM_PRIO_READ_MOSTLY;
+	case HM_ADVICE_NEVER_MIRROR:
+		return HM_PRIO_NONE;
+	default:
+		if (e->p.hot_marks <= 8 &&
+		    (unsigned)__builtin_popcount(hist_now(e, c)) >= e->p.hot_marks)
+			return HM_PRIO_HOT;
+		return HM_PRIO_NONE;
+	}
+}
+
+void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_chunk *c = &e->spaces[space].ch[idx];
+
+	if (!e->mirrors || (c->flags & HM_CH_QUEUED) || c->mirror != HM_NO_MIRROR)
+		return;
+	if (hm_grow((void **)&e->queue, &e->cap_queue, e->nr_queue + 1, sizeof(*e->queue)))
+		return;         /* not queued: wanted again later */
+	e->queue[e->nr_queue++] = hm_ref(space, idx);
+	c->flags |= HM_CH_QUEUED;
+}
+
+static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
+{
+	uint64_t guest = sp->guest + (idx << e->shift);
+
+	return hm_table_update(e->table, sp->first_chunk + idx,
+			       (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
+}
+
+/* Forget a chunk's mirror: the table names home again. */
+void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c = &sp->ch[idx];
+
+	if (c->mirror == HM_NO_MIRROR)
+		return;
+	if (c->flags & HM_CH_PUBLISHED)
+		repoint_home(e, sp, idx);
+	hm_pool_lru_del(e, c->mirror);
+	hm_pool_free_slot(e, c->mirror);
+	c->mirror = HM_NO_MIRROR;
+	c->flags &= ~HM_CH_PUBLISHED;
+}
+
+static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
+{
+	if (e->seq - c->window_start > e->p.thrash_window) {
+		c->window_start = e->seq;
+		c->drops = 0;
+	}
+	if (++c->drops >= e->p.thrash_drops) {
+		c->drops = 0;
+		c->backoff_until = e->seq + e->p.thrash_backoff;
+		e->st.thrash_backoffs++;
+	}
+}
+
+int hm_engine_harvest(struct hm_engine *e)
+{
+	int err;
+
+	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
+		struct hm_espace *sp = &e->spaces[id];
+		bool more = true;
+
+		if (!sp->used || !sp->nr_armed)
+			continue;
+		while (more) {
+			size_t n = 0;
+
+			err = hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
+			if (err)
+				return err;
+			e->st.chunks_harvested += n;
+			for (size_t i = 0; i < n; i++) {
+				uint64_t idx = e->harvest_buf[i];
+				struct hm_chunk *c;
+
+				if (idx >= sp->nr_chunks)
+					continue;
+				c = &sp->ch[idx];
+				if (c->mirror == HM_NO_MIRROR)
+					continue;
+				hm_engine_drop_mirror(e, id, idx);
+				e->st.mirrors_dropped_by_guard++;
+				thrash_note(e, c);
+				if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
+					hm_engine_queue(e, id, idx);
+			}
+		}
+	}
+	return 0;
+}
+
+/* Repoint every live mirror home (before a dispatch shared with the CPU). */
+int hm_engine_unpublish_all(struct hm_engine *e)
+{
+	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
+		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
+			struct hm_mirror *m = &e->pool.m[id];
+			struct hm_espace *sp = &e->spaces[m->space];
+			struct hm_chunk *c = &sp->ch[m->idx];
+
+			if (!(c->flags & HM_CH_PUBLISHED))
+				continue;
+			repoint_home(e, sp, m->idx);
+			c->flags &= ~HM_CH_PUBLISHED;
+			e->need_republish = true;
+		}
+	}
+	return 0;
+}
+
+/* Name again every live mirror that a shared dispatch left unpublished. */
+int hm_engine_republish(struct hm_engine *e)
+{
+	int err;
+
+	if (!e->need_republish)
+		return 0;
+	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
+		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
+			struct hm_mirror *m = &e->pool.m[id];
+			struct hm_espace *sp = &e->spaces[m->space];
+			struct hm_chunk *c = &sp->ch[m->idx];
+			uint64_t guest = sp->guest + ((uint64_t)m->idx << e->shift);
+
+			if (c->flags & HM_CH_PUBLISHED)
+				continue;
+			err = hm_table_update(e->table, sp->first_chunk + m->idx,
+					      (int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			if (err)
+				return err;
+			c->flags |= HM_CH_PUBLISHED;
+		}
+	}
+	e->need_republish = false;
+	return 0;
+}
+
+/* Make room for a chunk of class prio: a free slot, or evict a lower class. */
+static int take_slot(struct hm_engine *e, uint8_t prio, uint32_t *ret_id, uint64_t *ret_evicted)
+{
+	uint32_t victim;
+	int err;
+
+	*ret_evicted = UINT64_MAX;
+	err = hm_pool_alloc(e, ret_id);
+	if (err != -ENOSPC)
+		return err;
+	victim = hm_pool_victim(e, prio);
+	if (victim == HM_NO_MIRROR)
+		return -ENOSPC;
+	*ret_evicted = hm_ref(e->pool.m[victim].space, e->pool.m[victim].idx);
+	hm_engine_drop_mirror(e, e->pool.m[victim].space, e->pool.m[victim].idx);
+	e->st.mirrors_evicted++;
+	return hm_pool_alloc(e, ret_id);
+}
+
+static int ensure_cand(struct hm_engine *e, size_t n)
+{
+	size_t cap = e->cap_cand;
+
+	if (n <= cap)
+		return 0;
+	cap = cap ? cap : 256;
+	while (cap < n)
+		cap *= 2;
+#define G(f) do { void *p = realloc(e->f, cap * sizeof(*e->f)); if (!p) return -ENOMEM; e->f = p; } while (0)
+	G(cand); G(cand_slot); G(gens0); G(gens1); G(idxs);
+#undef G
+	e->cap_cand = cap;
+	return 0;
+}
+
+/* Pick this dispatch's candidates off the want list. */
+static int select_candidates(struct hm_engine *e, size_t *ret_n)
+{
+	size_t keep = 0, n = 0;
+	uint64_t bytes = 0;
+	uint8_t blocked = HM_PRIO_NONE;   /* budget full for classes <= blocked */
+	uint64_t *evicted = NULL;
+	size_t nr_evicted = 0, cap_evicted = 0;
+	int err = 0;
+
+	for (size_t q = 0; q < e->nr_queue; q++) {
+		uint64_t r = e->queue[q];
+		struct hm_espace *sp = &e->spaces[hm_ref_space(r)];
+		struct hm_chunk *c;
+		uint8_t prio;
+		uint32_t slot;
+
+		if (!sp->used || hm_ref_idx(r) >= sp->nr_chunks)
+			continue;
+		c = &sp->ch[hm_ref_idx(r)];
+		prio = hm_chunk_prio(e, c);
+		if (prio == HM_PRIO_NONE || c->mirror != HM_NO_MIRROR) {
+			c->flags &= ~HM_CH_QUEUED;
+			continue;
+		}
+		if ((int32_t)(c->backoff_until - e->seq) > 0 || prio <= blocked || err ||
+		    (e->p.max_upload_bytes && bytes + e->chunk > e->p.max_upload_bytes)) {
+			e->queue[keep++] = r;
+			continue;
+		}
+		err = ensure_cand(e, n + 1);
+		if (!err)
+			err = hm_grow((void **)&evicted, &cap_evicted, nr_evicted + 1, sizeof(*evicted));
+		if (!err) {
+			uint64_t ev;
+
+			err = take_slot(e, prio, &slot, &ev);
+			if (ev != UINT64_MAX)
+				evicted[nr_evicted++] = ev;
+		}
+		if (err == -ENOSPC || (err && err != -ENOMEM)) {
+			/* budget (or device memory) exhausted for this class */
+			e->st.budget_refusals++;
+			blocked = prio;
+			err = 0;
+			e->queue[keep++] = r;
+			continue;
+		}
+		if (err) {
+			e->queue[keep++] = r;
+			continue;
+		}
+		c->flags &= ~HM_CH_QUEUED;
+		c->mirror = slot;
+		e->cand[n] = r;
+		e->cand_slot[n] = slot;
+		n++;
+		bytes += e->chunk;
+	}
+	e->nr_queue = keep;
+	/* evicted chunks are wanted again, behind the others */
+	for (size_t i = 0; i < nr_evicted; i++)
+		hm_engine_queue(e, hm_ref_space(evicted[i]), hm_ref_idx(evicted[i]));
+	free(evicted);
+	*ret_n = n;
+	return 0;       /* -ENOMEM above only shortens this dispatch's list */
+}
+
+/* Arm the guards of candidates not yet armed, then note generations. */
+static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
+{
+	size_t i = 0;
+	int err;
+
+	while (i < n) {
+		uint32_t space = hm_ref_space(e->cand[i]);
+		struct hm_espace *sp = &e->spaces[space];
+		size_t j = i, k = 0;
+
+		while (j < n && hm_ref_space(e->cand[j]) == space) {
+			uint64_t idx = hm_ref_idx(e->cand[j]), run = 1;
+
+			e->idxs[k++] = idx;
+			j++;
+			if (sp->ch[idx].flags & HM_CH_ARMED)
+				continue;
+			/* one arm call for a run of consecutive unarmed chunks */
+			while (j < n && hm_ref_space(e->cand[j]) == space &&
+			       hm_ref_idx(e->cand[j]) == idx + run &&
+			       !(sp->ch[idx + run].flags & HM_CH_ARMED)) {
+				e->idxs[k++] = idx + run;
+				run++;
+				j++;
+			}
+			err = hm_space_arm(sp->s, idx, run);
+			if (err)
+				return err;
+			for (uint64_t r = 0; r < run; r++)
+				sp->ch[idx + r].flags |= HM_CH_ARMED;
+			sp->nr_armed += run;
+		}
+		err = hm_space_generations(sp->s, e->idxs, k, gens + i);
+		if (err)
+			return err;
+		i = j;
+	}
+	return 0;
+}
+
+static int cmp_cand(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Append a copy region, merged with the previous one when contiguous. */
+static void add_region(VkBufferCopy *reg, size_t *k, uint64_t so, uint64_t dof, uint64_t size)
+{
+	if (*k && reg[*k - 1].srcOffset + reg[*k - 1].size == so &&
+	    reg[*k - 1].dstOffset + reg[*k - 1].size == dof) {
+		reg[*k - 1].size += size;
+		return;
+	}
+	reg[(*k)++] = (VkBufferCopy){ .srcOffset = so, .dstOffset = dof, .size = size };
+}
+
+/* One command buffer: home -> mirror for all, barrier, mirror -> twin. */
+static int copy_candidates(struct hm_engine *e, size_t n)
+{
+	uint64_t twin = hm_pool_twin_offset(e);
+	VkBufferCopy *reg;
+	VkCommandBuffer cb;
+	uint64_t t0;
+	int err;
+
+	reg = malloc(n * sizeof(*reg));
+	if (!reg)
+		return -ENOMEM;
+	err = hm_vk_cmd_begin(e->vk, &cb);
+	if (err)
+		goto out_free;
+	/* consecutive candidates sharing a (home piece, slab) pair: one copy */
+	for (size_t i = 0; i < n;) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		VkBuffer src, dst, s2, d2;
+		uint64_t so, dof;
+		size_t k = 0;
+
+		hm_espace_home_loc(e, sp, hm_ref_idx(e->cand[i]), &src, &so);
+		dst = hm_pool_slab(e, e->cand_slot[i], &dof);
+		while (i < n) {
+			struct hm_espace *sj = &e->spaces[hm_ref_space(e->cand[i])];
+
+			hm_espace_home_loc(e, sj, hm_ref_idx(e->cand[i]), &s2, &so);
+			d2 = hm_pool_slab(e, e->cand_slot[i], &dof);
+			if (s2 != src || d2 != dst)
+				break;
+			add_region(reg, &k, so, dof, e->chunk);
+			i++;
+		}
+		vkCmdCopyBuffer(cb, src, dst, k, reg);
+	}
+	{
+		VkMemoryBarrier mb = {
+			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+			.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+		};
+
+		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+				     0, 1, &mb, 0, NULL, 0, NULL);
+	}
+	/* twins: same slab, second half (device-local to device-local) */
+	for (size_t i = 0; i < n;) {
+		uint64_t off;
+		VkBuffer slab = hm_pool_slab(e, e->cand_slot[i], &off);
+		size_t k = 0;
+
+		while (i < n) {
+			VkBuffer s2 = hm_pool_slab(e, e->cand_slot[i], &off);
+
+			if (s2 != slab)
+				break;
+			add_region(reg, &k, off, off + twin, e->chunk);
+			i++;
+		}
+		vkCmdCopyBuffer(cb, slab, slab, k, reg);
+	}
+	hm_vk_cmd_barrier(cb);
+	t0 = hm_now_ns();
+	err = hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+	e->st.ns_upload_copy += hm_now_ns() - t0;
+out_free:
+	free(reg);
+	return err;
+}
+
+int hm_engine_upload(struct hm_engine *e)
+{
+	size_t n = 0;
+	int err;
+
+	if (!e->mirrors || !e->nr_queue)
+		return 0;
+	err = select_candidates(e, &n);
+	if (err || !n)
+		return err;
+	/* sort by (space, idx): one generations call per space and copies that
+	 * group by home piece; the slot follows its chunk */
+	{
+		uint64_t *pairs = malloc(2 * n * sizeof(*pairs));
+
+		if (!pairs) {
+			err = -ENOMEM;
+			goto out_unwind;
+		}
+		for (size_t i = 0; i < n; i++) {
+			pairs[2 * i] = e->cand[i];
+			pairs[2 * i + 1] = e->cand_slot[i];
+		}
+		qsort(pairs, n, 2 * sizeof(*pairs), cmp_cand);
+		for (size_t i = 0; i < n; i++) {
+			e->cand[i] = pairs[2 * i];
+			e->cand_slot[i] = pairs[2 * i + 1];
+		}
+		free(pairs);
+	}
+	err = arm_and_note(e, n, e->gens0);
+	if (err)
+		goto out_unwind;
+	err = copy_candidates(e, n);
+	if (err)
+		goto out_unwind;
+	if (e->p.test_after_upload_copy)
+		e->p.test_after_upload_copy(e->p.test_arg);
+	err = arm_and_note(e, n, e->gens1);
+	if (err)
+		goto out_unwind;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t space = hm_ref_space(e->cand[i]);
+		uint64_t idx = hm_ref_idx(e->cand[i]);
+		struct hm_espace *sp = &e->spaces[space];
+		struct hm_chunk *c = &sp->ch[idx];
+		uint64_t guest = sp->guest + (idx << e->shift);
+
+		if (e->gens0[i] != e->gens1[i]) {
+			/* written while copying: stays home for this dispatch */
+			c->mirror = HM_NO_MIRROR;
+			hm_pool_free_slot(e, e->cand_slot[i]);
+			e->st.uploads_discarded++;
+			hm_engine_queue(e, space, idx);
+			continue;
+		}
+		err = hm_table_update(e->table, sp->first_chunk + idx,
+				      (int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
+		if (err) {
+			c->mirror = HM_NO_MIRROR;
+			hm_pool_free_slot(e, e->cand_slot[i]);
+			continue;
+		}
+		c->flags |= HM_CH_PUBLISHED;
+		{
+			uint8_t prio = hm_chunk_prio(e, c);
+
+			hm_pool_lru_add(e, e->cand_slot[i], space, idx,
+					prio == HM_PRIO_NONE ? HM_PRIO_HOT : prio);
+		}
+		e->st.uploads++;
+		e->st.upload_bytes += e->chunk;
+	}
+	return 0;
+
+out_unwind:
+	/* nothing was published: give every candidate's slot back */
+	for (size_t i = 0; i < n; i++) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+		sp->ch[hm_ref_idx(e->cand[i])].mirror = HM_NO_MIRROR;
+		hm_pool_free_slot(e, e->cand_slot[i]);
+		hm_engine_queue(e, hm_ref_space(e->cand[i]), hm_ref_idx(e->cand[i]));
+	}
+	return err;
+}

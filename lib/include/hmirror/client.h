@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libhmirror: the client side of hmirrord.
+ *
+ * One struct hm_client is one connection.  It is not thread-safe: use one
+ * per thread, or lock around it.  Every call returns 0 or a negative errno;
+ * when the daemon dies or restarts, calls fail with -ENOTCONN (or
+ * -ECONNRESET for dispatches that were in flight), never crash and never
+ * raise SIGPIPE; free the client and connect again.
+ */
+#ifndef HMIRROR_CLIENT_H
+#define HMIRROR_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hmirror/protocol.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct hm_client;
+struct hm_space;
+struct hm_space_handoff;
+
+/* path NULL: $HMIRROR_SOCKET, else HM_PROTO_SOCKET */
+int  hm_client_connect(const char *path, struct hm_client **ret);
+void hm_client_free(struct hm_client *c);		/* NULL ok */
+
+/* what the daemon said in the handshake */
+const struct hm_msg_hello_reply *hm_client_info(const struct hm_client *c);
+
+/* readable when a dispatch completion (or a daemon hang-up) is waiting;
+ * call hm_client_process() then, or hm_client_wait() */
+int  hm_client_fd(const struct hm_client *c);
+/* read whatever has arrived, without blocking; completed dispatches are
+ * kept for hm_client_wait() */
+int  hm_client_process(struct hm_client *c);
+
+int  hm_client_ping(struct hm_client *c);
+
+/* hand a space to the daemon (hm_space_export() + SCM_RIGHTS) */
+int  hm_client_space_add(struct hm_client *c, struct hm_space *s,
+			 uint64_t guest_addr, uint32_t *ret_space);
+/* the same from an export the caller already made */
+int  hm_client_space_add_handoff(struct hm_client *c,
+				 const struct hm_space_handoff *h,
+				 uint64_t guest_addr, uint32_t *ret_space);
+int  hm_client_space_remove(struct hm_client *c, uint32_t space);
+
+int  hm_client_advise(struct hm_client *c, uint64_t guest_addr,
+		      uint64_t size, uint32_t advice);
+
+/* a SPIR-V module already linked with hm_lookup; validated by the daemon */
+int  hm_client_pipeline_new(struct hm_client *c, const uint32_t *spirv,
+			    size_t nr_words, const char *entry,
+			    uint32_t user_push_words, uint32_t *ret_pipeline);
+int  hm_client_pipeline_free(struct hm_client *c, uint32_t pipeline);
+
+struct hm_client_dispatch {
+	uint32_t pipeline;
+	uint32_t groups[3];
+	uint32_t flags;			/* HM_DISPF_* */
+	uint32_t nr_push;
+	const uint32_t *push;
+};
+
+struct hm_client_result {
+	int status;			/* 0 or -errno of the dispatch */
+	uint64_t queued_ns, run_ns, dispatch_id;
+};
+
+/* queue a dispatch; *ret_ticket names it for hm_client_wait() */
+int  hm_client_submit(struct hm_client *c, const struct hm_client_dispatch *d,
+		      uint64_t *ret_ticket);
+/* wait for a ticket: timeout_ms < 0 forever, 0 poll; -ETIMEDOUT when not
+ * yet done; the dispatch's own status is in ret->status (and returned) */
+int  hm_client_wait(struct hm_client *c, uint64_t ticket, int timeout_ms,
+		    struct hm_client_result *ret);
+/* submit + wait */
+int  hm_client_dispatch(struct hm_client *c, const struct hm_client_dispatch *d,
+			int timeout_ms, struct hm_client_result *ret);
+
+struct hm_client_stats {
+	uint32_t nr_daemon, nr_engine;
+	uint64_t daemon[HM_DSTAT_NR];	/* enum hm_daemon_stat */
+	uint64_t engine[HM_ESTAT_NR];	/* enum hm_engine_stat; this client's */
+};
+int  hm_client_stats(struct hm_client *c, struct hm_client_stats *ret);
+const char *hm_daemon_stat_name(unsigned i);
+const char *hm_engine_stat_name(unsigned i);
+
+/* low level, for tests and tools: send one raw datagram (with fds) and
+ * receive the next message into buf; both return bytes or -errno */
+int  hm_client_send_raw(struct hm_client *c, const void *buf, size_t len,
+			const int *fds, unsigned nr_fds);
+int  hm_client_recv_raw(struct hm_client *c, void *buf, size_t cap,
+			int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HMIRROR_CLIENT_H */

@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * hmirror engine: home imports, the device table, device-local mirrors of
+ * hot chunks, clean-only uploads, copy-back of device writes before a
+ * dispatch is reported done (DESIGN.md, rules 1-6; Documentation/engine.rst).
+ *
+ * The engine runs on the caller's hm_vk (which may wrap the caller's own
+ * VkDevice and queue).  Guest spaces come from the watch API (watch.h):
+ * the engine imports each space's device view, arms guards on the chunks
+ * it mirrors, harvests them before each dispatch and checks their write
+ * generation around each upload.
+ *
+ * All calls on one engine are serialised by the engine's lock.  Functions
+ * return 0 or a negative errno.  After the device was lost every call that
+ * needs the device returns -ENODEV; home pages are never written by a
+ * failed dispatch's copy-back.
+ */
+#ifndef HMIRROR_ENGINE_H
+#define HMIRROR_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/hmirror_table.h>
+#include "hmirror/vkctx.h"
+#include "hmirror/watch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct hm_engine;
+
+/* hm_engine_params.flags */
+#define HM_ENGINE_NO_MIRRORS	(1u << 0) /* every access reads home */
+#define HM_ENGINE_TABLE_HOST	(1u << 1) /* table in host memory even where device-local host-visible exists */
+#define HM_ENGINE_FLAGS_ALL	(HM_ENGINE_NO_MIRRORS | HM_ENGINE_TABLE_HOST)
+
+/* Limits */
+#define HM_ENGINE_MAX_SPACES	64
+#define HM_ENGINE_MAX_PIPELINES	256
+#define HM_ENGINE_MAX_CHUNKS	(1u << 24)	/* chunks over all spaces */
+#define HM_ENGINE_MAX_USER_PUSH_WORDS 26	/* 128-byte push block - 6 table words */
+
+struct hm_engine_params {
+	uint32_t flags;
+	uint32_t chunk_shift;           /* every space's; 0 = HM_CHUNK_SHIFT_DEFAULT */
+	uint64_t mirror_budget;         /* device-local bytes for mirrors and their twins
+					   (2 chunks each); 0 = 1/4 of the device-local heap */
+	uint64_t max_upload_bytes;      /* per dispatch, 0 = no limit beyond the budget */
+	/* hotness of chunks without advice: mirrored once the device wrote
+	 * them in hot_marks of the last 8 dispatches; 0 = 2, > 8 = never */
+	uint32_t hot_marks;
+	/* thrash control: thrash_drops guard drops of one chunk within
+	 * thrash_window dispatches stop its mirroring for thrash_backoff
+	 * dispatches; 0 = defaults 3, 16, 64 */
+	uint32_t thrash_drops;
+	uint32_t thrash_window;
+	uint32_t thrash_backoff;
+	uint64_t timeout_ns;            /* per submission; 0 = 10 s */
+	/* testing: called after an upload's copy completed and before its
+	 * generations are checked (a CPU write here must discard it) */
+	void (*test_after_upload_copy)(void *arg);
+	/* testing: called once the table is final, just before the submission */
+	void (*test_before_dispatch)(void *arg);
+	void *test_arg;
+};
+
+enum hm_advice {
+	HM_ADVICE_DEFAULT = 0,          /* mirror when measured hot */
+	HM_ADVICE_READ_MOSTLY,          /* read duplicate: mirror, drop on CPU write, re-upload */
+	HM_ADVICE_PREFER_DEVICE,        /* mirror, evicted last */
+	HM_ADVICE_NEVER_MIRROR,         /* always home */
+};
+
+/* hm_engine_dispatch() flags */
+#define HM_DISPATCH_SHARED_WITH_CPU (1u << 0) /* rule 5: reads and writes home only */
+#define HM_DISPATCH_FLAGS_ALL	(HM_DISPATCH_SHARED_WITH_CPU)
+
+int  hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_engine **ret);
+void hm_engine_free(struct hm_engine *e);               /* NULL ok */
+
+/*
+ * Import space s (its device view) and map guest [guest_addr,
+ * guest_addr + size) in the table.  guest_addr chunk-aligned; ranges of
+ * spaces must not overlap (-EEXIST); the space's chunk shift must be the
+ * engine's (-EINVAL).  The engine does not own s: remove the space before
+ * freeing it.  An import refused by the driver returns its error (e.g.
+ * -EBADF, -EOPNOTSUPP) and leaves the engine as it was.
+ */
+int  hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_addr,
+			 uint32_t *ret_id);
+int  hm_engine_remove_space(struct hm_engine *e, uint32_t id);
+
+/* Advice for every chunk overlapping [guest_addr, guest_addr + size)
+ * (chunk granularity).  -ENOENT where no space maps part of the range. */
+int  hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, enum hm_advice a);
+
+/* A compute pipeline from a SPIR-V module that calls the lookup helper
+ * (already linked).  Its push block: HM_DEVICE_TABLE_PUSH_WORDS table words
+ * (uapi/linux/hmirror_table.h) then user_push_words of the caller's. */
+int  hm_engine_pipeline_new(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
+			    const char *entry, uint32_t user_push_words, uint32_t *ret_id);
+void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id);
+
+/*
+ * Run a dispatch: harvest CPU writes and drop the mirrors they hit, upload
+ * clean wanted chunks (one batched copy, published only if their write
+ * generation held), dispatch with the push block, then scan the marks and
+ * copy home exactly the bytes the device changed in mirrors.  Returns once
+ * every device write is home (rule 4).  nr_push must equal the pipeline's
+ * user_push_words.
+ */
+int  hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
+			uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags);
+
+/* Is the chunk holding guest_addr mirrored (published in the table) now? */
+int  hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret);
+/* The device address the table answers for guest_addr now (0 if none). */
+int  hm_engine_device_addr(struct hm_engine *e, uint64_t guest_addr, uint64_t *ret);
+
+struct hm_engine_stats {
+	uint64_t dispatches;
+	uint64_t shared_dispatches;
+	uint64_t chunks_mirrored;       /* now */
+	uint64_t mirror_bytes;          /* device-local bytes held now (mirror + twin) */
+	uint64_t mirror_budget;
+	uint64_t uploads;               /* chunks copied home -> mirror */
+	uint64_t upload_bytes;
+	uint64_t uploads_discarded;     /* generation moved during the copy */
+	uint64_t mirrors_dropped_by_guard;
+	uint64_t mirrors_dropped_shared;  /* device wrote home in a shared dispatch */
+	uint64_t mirrors_evicted;       /* over budget, for a chunk of higher priority */
+	uint64_t budget_refusals;       /* wanted chunks left home: budget full */
+	uint64_t alloc_failures;        /* device memory for the pool refused */
+	uint64_t thrash_backoffs;
+	uint64_t chunks_harvested;
+	uint64_t marks_scanned;         /* marked slots seen after dispatches */
+	uint64_t sink_marks;            /* dispatches that stored somewhere unmapped */
+	uint64_t chunks_copied_home;    /* marked mirrored chunks diffed */
+	uint64_t bytes_copied_home;     /* bytes the device changed in mirrors, written home */
+	uint64_t import_pieces;         /* host-pointer imports over all spaces */
+	/* time per phase, nanoseconds, summed over dispatches */
+	uint64_t ns_harvest;
+	uint64_t ns_upload;             /* selection, generations, copy, publish */
+	uint64_t ns_upload_copy;        /* the submitted copy alone (submit + wait) */
+	uint64_t ns_dispatch;           /* the caller's dispatch (submit + wait) */
+	uint64_t ns_marks;
+	uint64_t ns_copy_back;          /* diff + copy home (submit + wait) */
+	uint64_t ns_total;
+	uint32_t table_nr_home;
+	bool table_device_local;
+	bool marks_imported;
+};
+int  hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HMIRROR_ENGINE_H */

@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * hmirror lookup helper as SPIR-V (D969).
+ *
+ * One function, DontInline, that every device-addressed access calls:
+ *
+ *   struct hm_lookup_result { uint dev_lo, dev_hi, mark_lo, mark_hi; }
+ *   hm_lookup(uint64 guest, uint64 table, uint nr_home, uint chunk_shift,
+ *             uint64 marks)
+ *
+ * dev = guest + delta of the chunk's slot, 0 where no slot maps the chunk;
+ * mark = marks + 4 * (1 + slot), or marks (the sink) where unmapped.  It
+ * reads nothing of its caller's (no globals, no push constants), only the
+ * four slots of the chunk's window through PhysicalStorageBuffer pointers,
+ * and works the same for one invocation per lane.  The answer is four
+ * 32-bit halves, never a vector of two 64-bit words (D969:
+ * every_word_of_a_wide_access_lands).
+ *
+ * Two forms:
+ *  (a) hm_spirv_module: a small module builder with capability, extension,
+ *      type and constant dedup and separate sections; a translator builds
+ *      its module with it (or appends its own words to the sections) and
+ *      calls hm_spirv_lookup_fn() to get the helper's function id: the
+ *      helper is written whole into the helper section the first time,
+ *      even while the caller's function is open.  64-bit constants are
+ *      declared once per module.
+ *  (b) a library module (Linkage capability, function exported as
+ *      "hm_lookup"), hm_spirv_lookup_library(), installed at build time as
+ *      build/share/hmirror/hmirror-lookup.spv; link it with spirv-link
+ *      into a module that declares hm_lookup with Import linkage and the
+ *      same function type.
+ *
+ * Modules are SPIR-V 1.5 (Vulkan 1.2), addressing model
+ * PhysicalStorageBuffer64, memory model GLSL450; the helper needs the
+ * capabilities Shader, Int64, PhysicalStorageBufferAddresses and the
+ * extension SPV_KHR_physical_storage_buffer (declared by the builder).
+ */
+#ifndef HMIRROR_LOOKUP_H
+#define HMIRROR_LOOKUP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/hmirror_table.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HM_LOOKUP_EXPORT_NAME	"hm_lookup"
+#define HM_LOOKUP_LIBRARY_FILE	"hmirror-lookup.spv"
+/* Largest access the shared-lookup plan covers. */
+#define HM_ACCESS_MAX_BYTES	64
+
+/* ---- (a) the module builder -------------------------------------------- */
+enum hm_spv_section {
+	HM_SPV_SEC_CAPABILITY = 0,
+	HM_SPV_SEC_EXTENSION,
+	HM_SPV_SEC_EXT_IMPORT,
+	HM_SPV_SEC_MEMORY_MODEL,    /* written by the builder */
+	HM_SPV_SEC_ENTRY_POINT,
+	HM_SPV_SEC_EXEC_MODE,
+	HM_SPV_SEC_DEBUG,
+	HM_SPV_SEC_ANNOTATION,
+	HM_SPV_SEC_GLOBAL,          /* types, constants, global variables */
+	HM_SPV_SEC_FUNCTION,        /* the caller's functions */
+	HM_SPV_SEC_HELPER,          /* helper functions (hm_lookup) */
+	HM_SPV_NR_SECTIONS
+};
+
+/* Limit on a module's size (words) and ids. */
+#define HM_SPV_MAX_WORDS	(64u << 20)
+
+struct hm_spirv_module;
+
+int  hm_spirv_module_new(struct hm_spirv_module **ret);
+void hm_spirv_module_free(struct hm_spirv_module *m);   /* NULL ok */
+/* A sticky error: the first failure of any emission call (-ENOMEM,
+ * -E2BIG, -EINVAL); emission calls return id 0 once it is set. */
+int  hm_spirv_error(const struct hm_spirv_module *m);
+
+uint32_t hm_spirv_id(struct hm_spirv_module *m);         /* a fresh id */
+uint32_t hm_spirv_bound(const struct hm_spirv_module *m);
+
+/* Append one instruction (opcode + operands) to a section. */
+void hm_spirv_inst(struct hm_spirv_module *m, enum hm_spv_section sec,
+		   uint16_t opcode, const uint32_t *operands, size_t nr);
+/* The same with the operands inline: HM_SPV(m, sec, op, a, b, ...). */
+#define HM_SPV(m, sec, op, ...) \
+	hm_spirv_inst((m), (sec), (op), (const uint32_t[]){ __VA_ARGS__ }, \
+		      sizeof((const uint32_t[]){ __VA_ARGS__ }) / sizeof(uint32_t))
+/* A result-producing instruction: allocates and returns the result id,
+ * emits op result_type result operands... */
+uint32_t hm_spirv_op(struct hm_spirv_module *m, enum hm_spv_section sec,
+		     uint16_t opcode, uint32_t result_type,
+		     const uint32_t *operands, size_t nr);
+#define HM_SPV_OP(m, sec, op, type, ...) \
+	hm_spirv_op((m), (sec), (op), (type), (const uint32_t[]){ __VA_ARGS__ }, \
+		    sizeof((const uint32_t[]){ __VA_ARGS__ }) / sizeof(uint32_t))
+/* Number of words a string literal takes, and append one to an array. */
+size_t hm_spirv_string_words(const char *s);
+size_t hm_spirv_put_string(uint32_t *dst, const char *s);
+
+/* Deduplicated declarations (each returns the id, 0 after an error). */
+void     hm_spirv_capability(struct hm_spirv_module *m, uint32_t cap);
+void     hm_spirv_extension(struct hm_spirv_module *m, const char *name);
+void     hm_spirv_name(struct hm_spirv_module *m, uint32_t id, const char *name);
+uint32_t hm_spirv_type_void(struct hm_spirv_module *m);
+uint32_t hm_spirv_type_bool(struct hm_spirv_module *m);
+uint32_t hm_spirv_type_int(struct hm_spirv_module *m, uint32_t width, bool is_signed);
+uint32_t hm_spirv_type_vector(struct hm_spirv_module *m, uint32_t component, uint32_t n);
+/* Plain struct types are deduplicated by their member list; decorated
+ * ones (Block, Offset) need hm_spirv_type_struct_unique(). */
+uint32_t hm_spirv_type_struct(struct hm_spirv_module *m, const uint32_t *members, size_t n);
+uint32_t hm_spirv_type_struct_unique(struct hm_spirv_module *m, const uint32_t *members, size_t n);
+uint32_t hm_spirv_type_pointer(struct hm_spirv_module *m, uint32_t storage_class, uint32_t pointee);
+uint32_t hm_spirv_type_function(struct hm_spirv_module *m, uint32_t ret_type,
+				const uint32_t *params, size_t n);
+uint32_t hm_spirv_const_u32(struct hm_spirv_module *m, uint32_t v);
+uint32_t hm_spirv_const_u64(struct hm_spirv_module *m, uint64_t v);
+uint32_t hm_spirv_const_bool(struct hm_spirv_module *m, bool v);
+
+/* The helper's result struct type {u32 x4} and function type. */
+uint32_t hm_spirv_lookup_result_type(struct hm_spirv_module *m);
+uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m);
+/* The helper's function id; writes the helper into HM_SPV_SEC_HELPER the
+ * first time (declaring what it needs).  Call it with OpFunctionCall:
+ *   %r = OpFunctionCall %result_type %fn %guest %table %nr_home %shift %marks
+ * (u64, u64, u32, u32, u64). */
+uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m);
+
+/* Serialise: header (SPIR-V 1.5, bound) + sections.  *ret_words is
+ * malloc()ed; free() it. */
+int  hm_spirv_module_finish(struct hm_spirv_module *m, uint32_t **ret_words, size_t *ret_nr);
+
+/* ---- (b) the library module --------------------------------------------- */
+/* The helper alone, exported as "hm_lookup" (Linkage).  malloc()ed. */
+int  hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr);
+
+/* ---- shared lookups ------------------------------------------------------
+ * An access of nr_bytes (4..64, a multiple of 4) at guest address g calls
+ * the helper twice at most: for its first word (g) and its last word
+ * (g + nr_bytes - 4).  A chunk is at least a page and the access at most 64
+ * bytes, so its words lie in those two chunks.  Word i takes the first
+ * lookup if (g + 4i) >> shift == g >> shift, else the last.  When both
+ * words lie in one chunk, the second call is skipped (nr_lookups = 1).
+ */
+struct hm_access_plan {
+	uint32_t nr_words;
+	uint32_t nr_lookups;                    /* 1 or 2 */
+	uint32_t split;                         /* words [0, split) use lookup 0 */
+	uint32_t lookup_of_word[HM_ACCESS_MAX_BYTES / 4];
+	uint64_t lookup_guest[2];               /* guest address of each lookup */
+};
+/* The plan for a known address (host reference; tests; an address known
+ * at translation time).  -EINVAL for a size out of range or unaligned. */
+int  hm_access_plan(uint64_t guest_addr, uint32_t nr_bytes, unsigned chunk_shift,
+		    struct hm_access_plan *ret);
+
+/* Device form, emitted into the open function (HM_SPV_SEC_FUNCTION): two
+ * helper calls (first and last word), then for each word its device
+ * address (u64, 0 where unmapped) and its mark address (u64).  guest is a
+ * u64 id; table/marks u64 ids, nr_home/shift u32 ids (the push words).
+ * ret_dev[nr_words], ret_mark[nr_words] receive u64 ids. */
+struct hm_spirv_table_ids {
+	uint32_t table;         /* u64 */
+	uint32_t nr_home;       /* u32 */
+	uint32_t chunk_shift;   /* u32 */
+	uint32_t marks;         /* u64 */
+};
+int  hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			  uint32_t guest, uint32_t nr_words,
+			  uint32_t *ret_dev, uint32_t *ret_mark);
+/* One lookup, emitted into the open function: u64 ids of dev and mark. */
+int  hm_spirv_emit_lookup(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			  uint32_t guest, uint32_t *ret_dev, uint32_t *ret_mark);
+
+/* ---- SPIR-V numbers the builder, the tests and the benchmark use -------- */
+enum hm_spv_op {
+	HM_SpvOpName = 5, HM_SpvOpExtension = 10, HM_SpvOpMemoryModel = 14,
+	HM_SpvOpEntryPoint = 15, HM_SpvOpExecutionMode = 16, HM_SpvOpCapability = 17,
+	HM_SpvOpTypeVoid = 19, HM_SpvOpTypeBool = 20, HM_SpvOpTypeInt = 21,
+	HM_SpvOpTypeVector = 23, HM_SpvOpTypeArray = 28, HM_SpvOpTypeStruct = 30,
+	HM_SpvOpTypePointer = 32, HM_SpvOpTypeFunction = 33,
+	HM_SpvOpConstantTrue = 41, HM_SpvOpConstantFalse = 42, HM_SpvOpConstant = 43,
+	HM_SpvOpFunction = 54, HM_SpvOpFunctionParameter = 55, HM_SpvOpFunctionEnd = 56,
+	HM_SpvOpFunctionCall = 57, HM_SpvOpVariable = 59, HM_SpvOpLoad = 61,
+	HM_SpvOpStore = 62, HM_SpvOpAccessChain = 65, HM_SpvOpDecorate = 71,
+	HM_SpvOpMemberDecorate = 72, HM_SpvOpCompositeConstruct = 80,
+	HM_SpvOpCompositeExtract = 81, HM_SpvOpUConvert = 113,
+	HM_SpvOpConvertUToPtr = 120, HM_SpvOpBitcast = 124, HM_SpvOpIAdd = 128,
+	HM_SpvOpISub = 130, HM_SpvOpIMul = 132, HM_SpvOpUMod = 137, HM_SpvOpUMulExtended = 151,
+	HM_SpvOpLogicalOr = 166, HM_SpvOpLogicalAnd = 167, HM_SpvOpSelect = 169,
+	HM_SpvOpIEqual = 170, HM_SpvOpINotEqual = 171, HM_SpvOpULessThan = 176,
+	HM_SpvOpShiftRightLogical = 194, HM_SpvOpShiftLeftLogical = 196,
+	HM_SpvOpBitwiseOr = 197, HM_SpvOpBitwiseXor = 198, HM_SpvOpBitwiseAnd = 199,
+	HM_SpvOpControlBarrier = 224, HM_SpvOpAtomicIAdd = 234, HM_SpvOpPhi = 245,
+	HM_SpvOpLoopMerge = 246, HM_SpvOpSelectionMerge = 247, HM_SpvOpLabel = 248,
+	HM_SpvOpBranch = 249, HM_SpvOpBranchConditional = 250, HM_SpvOpReturn = 253,
+	HM_SpvOpReturnValue = 254,
+};
+enum {
+	HM_SpvCapShader = 1, HM_SpvCapLinkage = 5, HM_SpvCapInt64 = 11,
+	HM_SpvCapPhysicalStorageBufferAddresses = 5347,
+	HM_SpvStorageInput = 1, HM_SpvStorageWorkgroup = 4, HM_SpvStoragePrivate = 6,
+	HM_SpvStorageFunction = 7, HM_SpvStoragePushConstant = 9,
+	HM_SpvStoragePhysicalStorageBuffer = 5349,
+	HM_SpvAddressingPhysicalStorageBuffer64 = 5348, HM_SpvMemoryModelGLSL450 = 1,
+	HM_SpvExecModelGLCompute = 5, HM_SpvExecModeLocalSize = 17,
+	HM_SpvDecorationBlock = 2, HM_SpvDecorationBuiltIn = 11,
+	HM_SpvDecorationOffset = 35, HM_SpvDecorationLinkageAttributes = 41,
+	HM_SpvBuiltInWorkgroupId = 26, HM_SpvBuiltInLocalInvocationId = 27,
+	HM_SpvBuiltInGlobalInvocationId = 28,
+	HM_SpvLinkageExport = 0, HM_SpvLinkageImport = 1,
+	HM_SpvFunctionControlNone = 0, HM_SpvFunctionControlDontInline = 2,
+	HM_SpvMemoryAccessVolatile = 1, HM_SpvMemoryAccessAligned = 2,
+	HM_SpvSelectionControlNone = 0, HM_SpvLoopControlNone = 0,
+	HM_SpvScopeDevice = 1, HM_SpvScopeWorkgroup = 2, HM_SpvScopeInvocation = 4,
+	HM_SpvSemanticsNone = 0,
+};
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HMIRROR_LOOKUP_H */

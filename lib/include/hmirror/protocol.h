@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * hmirror daemon protocol (hmirrord <-> libhmirror client), version 1.
+ *
+ * Transport: an AF_UNIX SOCK_SEQPACKET socket; one message = one datagram,
+ * at most HM_PROTO_MAX_MSG bytes, header included.  Spaces and large SPIR-V
+ * modules travel as file descriptors (SCM_RIGHTS) beside their message.
+ *
+ * Every integer is little-endian; every struct has fixed size, explicit
+ * padding (which must be zero) and a size that is a multiple of 8.
+ * A message is: struct hm_msg_hdr, then a payload of exactly
+ * hdr.len - sizeof(hdr) bytes, whose layout is fixed by hdr.type.
+ *
+ * Requests carry a client-chosen seq; the daemon answers each request with
+ * exactly one reply of the same type and seq, HM_MSGF_REPLY set, status 0
+ * or a negative errno.  A message the daemon cannot parse at all is answered
+ * by HM_MSG_ERROR with the offending seq (0 when unreadable).  Replies may
+ * come out of order (dispatch completions come when the device is done).
+ * See Documentation/daemon.rst.
+ */
+#ifndef HMIRROR_PROTOCOL_H
+#define HMIRROR_PROTOCOL_H
+
+#include <endian.h>
+#include <stdint.h>
+
+#define HM_PROTO_MAGIC		0x524d4d48u	/* "HMMR" */
+#define HM_PROTO_VERSION	1u
+#define HM_PROTO_MAX_MSG	65536u		/* bytes, header included */
+#define HM_PROTO_MAX_FDS	4u		/* fds beside one message */
+#define HM_PROTO_MAX_PUSH	32u		/* user push words a dispatch */
+#define HM_PROTO_ENTRY_MAX	64u		/* entry point name, NUL included */
+#define HM_PROTO_BLOB_MAX	64u		/* == sizeof(hm_space_handoff.blob) */
+#define HM_PROTO_SOCKET		"/run/hmirror/hmirrord.sock"
+#define HM_PROTO_SOCKET_ENV	"HMIRROR_SOCKET"
+
+enum hm_msg_type {
+	HM_MSG_INVALID = 0,
+	HM_MSG_HELLO = 1,		/* must be first; version handshake */
+	HM_MSG_PING = 2,
+	HM_MSG_SPACE_ADD = 3,		/* + the space's fds */
+	HM_MSG_SPACE_REMOVE = 4,
+	HM_MSG_ADVISE = 5,
+	HM_MSG_PIPELINE_NEW = 6,	/* SPIR-V inline, or + one sealed memfd */
+	HM_MSG_PIPELINE_FREE = 7,
+	HM_MSG_DISPATCH = 8,		/* reply comes when writes are home */
+	HM_MSG_STATS = 9,
+	HM_MSG_ERROR = 10,		/* daemon -> client only */
+	HM_MSG_NR
+};
+
+#define HM_MSGF_REPLY		0x1u
+#define HM_MSGF_ALL		HM_MSGF_REPLY
+
+struct hm_msg_hdr {
+	uint32_t magic;		/* HM_PROTO_MAGIC */
+	uint16_t type;		/* enum hm_msg_type */
+	uint16_t flags;		/* HM_MSGF_* */
+	uint32_t seq;		/* request id chosen by the client, echoed */
+	uint32_t len;		/* bytes of the whole message */
+	int32_t status;		/* replies: 0 or -errno; requests: 0 */
+	uint32_t pad;		/* 0 */
+};
+
+/* HM_MSG_HELLO */
+#define HM_FEAT_MEMFD_SPIRV	(1ull << 0)	/* PIPELINE_NEW by memfd */
+#define HM_FEAT_ENGINE		(1ull << 1)	/* dispatches run (else -ENOSYS) */
+#define HM_FEAT_NETLINK		(1ull << 2)	/* module events received */
+#define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK)
+
+struct hm_msg_hello {
+	uint32_t version_min;
+	uint32_t version_max;
+	uint64_t features;	/* what the client understands */
+};
+
+struct hm_msg_hello_reply {
+	uint32_t version;	/* chosen, within [min, max] */
+	uint32_t client_id;
+	uint64_t features;	/* what this daemon offers */
+	uint32_t max_msg;
+	uint32_t max_spaces;
+	uint32_t max_pipelines;
+	uint32_t max_inflight;
+	uint64_t max_space_bytes;	/* per client, all spaces */
+	uint32_t max_spirv_words;
+	uint32_t daemon_pid;
+	char device[64];	/* NUL-terminated device name */
+};
+
+/* HM_MSG_SPACE_ADD: nr_fds fds ride along (SCM_RIGHTS) */
+struct hm_msg_space_add {
+	uint64_t guest_addr;	/* guest address the space is mapped at */
+	uint32_t nr_fds;	/* must equal the fds received */
+	uint32_t blob_len;	/* <= HM_PROTO_BLOB_MAX */
+	uint8_t blob[HM_PROTO_BLOB_MAX];	/* hm_space_export()'s blob */
+};
+
+struct hm_msg_space_add_reply {
+	uint32_t space;		/* handle, valid for this client only */
+	uint32_t chunk_shift;
+	uint64_t size;
+};
+
+/* HM_MSG_SPACE_REMOVE, HM_MSG_PIPELINE_FREE */
+struct hm_msg_handle {
+	uint32_t handle;
+	uint32_t pad;
+};
+
+/* HM_MSG_ADVISE */
+struct hm_msg_advise {
+	uint64_t guest_addr;
+	uint64_t size;
+	uint32_t advice;	/* HM_ADVICE_* of engine.h (0..3) */
+	uint32_t pad;
+};
+
+/* HM_MSG_PIPELINE_NEW: payload = this struct, then nr_words SPIR-V words
+ * inline, unless HM_PIPEF_MEMFD: then one sealed memfd (F_SEAL_WRITE |
+ * F_SEAL_SHRINK | F_SEAL_GROW) holding exactly nr_words words rides along. */
+#define HM_PIPEF_MEMFD		0x1u
+#define HM_PIPEF_ALL		HM_PIPEF_MEMFD
+
+struct hm_msg_pipeline_new {
+	uint32_t nr_words;
+	uint32_t user_push_words;	/* <= HM_PROTO_MAX_PUSH */
+	uint32_t flags;			/* HM_PIPEF_* */
+	uint32_t pad;
+	char entry[HM_PROTO_ENTRY_MAX];	/* NUL-terminated, NUL-padded */
+};
+
+struct hm_msg_pipeline_new_reply {
+	uint32_t pipeline;	/* handle, valid for this client only */
+	uint32_t cached;	/* 1: the module was validated before */
+};
+
+/* HM_MSG_DISPATCH */
+#define HM_DISPF_SHARED_WITH_CPU	0x1u	/* rule 5: read home pages */
+#define HM_DISPF_ALL			HM_DISPF_SHARED_WITH_CPU
+
+struct hm_msg_dispatch {
+	uint32_t pipeline;
+	uint32_t groups[3];
+	uint32_t flags;		/* HM_DISPF_* */
+	uint32_t nr_push;	/* == the pipeline's user_push_words */
+	uint32_t push[HM_PROTO_MAX_PUSH];
+};
+
+struct hm_msg_dispatch_reply {
+	uint64_t queued_ns;	/* received -> started on the device thread */
+	uint64_t run_ns;	/* started -> writes home */
+	uint64_t dispatch_id;	/* daemon-wide sequence number */
+};
+
+/* HM_MSG_STATS: reply = header of counts, then nr_daemon + nr_engine u64 */
+enum hm_daemon_stat {
+	HM_DSTAT_CLIENTS,		/* connected now */
+	HM_DSTAT_CLIENTS_TOTAL,
+	HM_DSTAT_CLIENTS_REFUSED,	/* peer credentials refused */
+	HM_DSTAT_MSGS,
+	HM_DSTAT_BAD_MSGS,		/* answered with an error */
+	HM_DSTAT_SPACES,		/* registered now */
+	HM_DSTAT_PIPELINES,		/* client handles now */
+	HM_DSTAT_VALIDATIONS,		/* SPIR-V modules validated */
+	HM_DSTAT_VALIDATION_FAILS,
+	HM_DSTAT_CACHE_HITS,		/* pipeline cache */
+	HM_DSTAT_DISPATCHES,		/* completed */
+	HM_DSTAT_DISPATCH_FAILS,
+	HM_DSTAT_INFLIGHT,		/* queued or running now */
+	HM_DSTAT_NL_EVENTS,		/* module events received */
+	HM_DSTAT_NL_DROPS,		/* mirrors dropped early on an event */
+	HM_DSTAT_UPTIME_NS,
+	HM_DSTAT_NR
+};
+
+enum hm_engine_stat {
+	HM_ESTAT_DISPATCHES,
+	HM_ESTAT_CHUNKS_MIRRORED,
+	HM_ESTAT_GUARD_TRIPS,
+	HM_ESTAT_MIRRORS_DROPPED,
+	HM_ESTAT_BYTES_UPLOADED,
+	HM_ESTAT_BYTES_COPIED_HOME,
+	HM_ESTAT_NR
+};
+
+struct hm_msg_stats_reply {
+	uint32_t nr_daemon;	/* counters that follow, daemon first */
+	uint32_t nr_engine;	/* this client's engine (0 if none) */
+	/* uint64_t values[nr_daemon + nr_engine]; */
+};
+
+/* HM_MSG_ERROR: status says why; this says what */
+struct hm_msg_error {
+	uint32_t bad_type;
+	uint32_t bad_len;
+};
+
+/* little-endian helpers; the protocol is LE on every host */
+static inline uint16_t hm_le16(uint16_t v) { return htole16(v); }
+static inline uint32_t hm_le32(uint32_t v) { return htole32(v); }
+static inline uint64_t hm_le64(uint64_t v) { return htole64(v); }
+#define hm_from_le16(v) le16toh(v)
+#define hm_from_le32(v) le32toh(v)
+#define hm_from_le64(v) le64toh(v)
+
+_Static_assert(sizeof(struct hm_msg_hdr) == 24, "hdr");
+_Static_assert(sizeof(struct hm_msg_hello) % 8 == 0, "hello");
+_Static_assert(sizeof(struct hm_msg_hello_reply) % 8 == 0, "hello reply");
+_Static_assert(sizeof(struct hm_msg_space_add) % 8 == 0, "space add");
+_Static_assert(sizeof(struct hm_msg_pipeline_new) % 8 == 0, "pipeline new");
+_Static_assert(sizeof(struct hm_msg_dispatch) % 8 == 0, "dispatch");
+_Static_assert(sizeof(struct hm_msg_dispatch_reply) % 8 == 0, "dispatch reply");
+
+#endif /* HMIRROR_PROTOCOL_H */

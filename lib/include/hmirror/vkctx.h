@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * hmirror Vulkan context: instance, device, memory types, buffers,
+ * host-pointer import, compute pipelines and one-shot submission.
+ *
+ * Either hm_vk_new() creates the instance and device itself (lavapipe
+ * where there is no GPU), or it wraps the caller's handles (params.dev
+ * set), the way the Vulkan Memory Allocator takes yours; a wrapped device
+ * must have the features listed under HM_VK_REQUIRED enabled.
+ *
+ * Every function returns 0 or a negative errno; Vulkan results are mapped
+ * by hm_vk_errno() alone.  Nothing here logs.
+ */
+#ifndef HMIRROR_VKCTX_H
+#define HMIRROR_VKCTX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <vulkan/vulkan.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * Required of every device: Vulkan 1.2, bufferDeviceAddress, shaderInt64,
+ * timelineSemaphore, VK_EXT_external_memory_host (unless
+ * HM_VK_NO_HOST_IMPORT).  Enabled when present: storageBuffer8BitAccess,
+ * storageBuffer16BitAccess, shaderInt8, shaderInt16, vulkanMemoryModel
+ * (+ device scope), VK_EXT_external_memory_dma_buf.
+ */
+enum hm_vk_flags {
+	HM_VK_NO_HOST_IMPORT = 1u << 0, /* accept a device without VK_EXT_external_memory_host */
+};
+
+struct hm_vk_params {
+	/* Device choice: a decimal index into the physical devices, or a
+	 * substring of the device name.  NULL: env HMIRROR_DEVICE; unset:
+	 * the first discrete GPU, else integrated, virtual, then CPU. */
+	const char *device;
+	/* -1: env HMIRROR_VALIDATION=1 enables; 0: off; 1: on.  With
+	 * validation on, VK_LAYER_KHRONOS_validation is enabled and a
+	 * VK_EXT_debug_utils messenger counts every warning and error
+	 * message in hm_vk.validation_errors (tests assert it stays 0). */
+	int validation;
+	uint32_t flags;         /* enum hm_vk_flags */
+	/* Wrap the caller's objects instead of creating them (all four set;
+	 * hm_vk_free() then destroys only what hmirror created). */
+	VkInstance inst;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t queue_family;
+};
+
+struct hm_vk {
+	VkInstance inst;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint32_t queue_family;
+	VkPhysicalDeviceMemoryProperties mem;
+	VkPhysicalDeviceProperties props;
+	uint64_t min_import_align;      /* minImportedHostPointerAlignment, 0 = no import */
+	uint64_t max_alloc;             /* maxMemoryAllocationSize */
+	uint64_t max_buffer;            /* maxBufferSize (maintenance4) or max_alloc */
+	bool validation;
+	unsigned validation_errors;     /* messages seen by the messenger (atomic) */
+	char last_message[512];         /* text of the last one, for test output */
+	bool has_host_import;
+	bool has_dmabuf_import;
+	bool has_8bit_storage;
+	bool owns;                      /* instance/device created by hm_vk_new() */
+	bool lost;                      /* a submission returned VK_ERROR_DEVICE_LOST */
+	double timestamp_period_ns;
+	uint32_t timestamp_valid_bits;
+	/* Test hook: when non-zero, the next hm_vk_submit_wait() does not
+	 * submit and returns this result instead (e.g. VK_ERROR_DEVICE_LOST);
+	 * lavapipe cannot be made to lose its device. */
+	VkResult inject_submit_result;
+
+	/* private */
+	VkDebugUtilsMessengerEXT messenger;
+	VkCommandPool pool;
+	pthread_mutex_t lock;           /* protects pool and queue */
+	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
+	PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+};
+
+int  hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret);
+void hm_vk_free(struct hm_vk *vk);
+
+/* VkResult -> 0 or negative errno (the one mapping of the library):
+ * OUT_OF_HOST_MEMORY -ENOMEM, OUT_OF_DEVICE_MEMORY -ENOSPC, DEVICE_LOST
+ * -ENODEV, TIMEOUT -ETIMEDOUT, NOT_READY -EAGAIN, *_NOT_PRESENT and
+ * FORMAT_NOT_SUPPORTED -EOPNOTSUPP, INCOMPATIBLE_DRIVER -ENXIO,
+ * INVALID_EXTERNAL_HANDLE -EBADF, TOO_MANY_OBJECTS -EMFILE,
+ * MEMORY_MAP_FAILED -EFAULT, others -EIO; positive successes 0. */
+int  hm_vk_errno(VkResult r);
+const char *hm_vk_result_name(VkResult r);
+
+/* Messages counted so far (validation). */
+unsigned hm_vk_validation_count(const struct hm_vk *vk);
+
+/* ---- memory types ------------------------------------------------------ */
+enum hm_vk_mem {
+	HM_VK_MEM_DEVICE = 0,   /* device-local, preferably not host-visible */
+	HM_VK_MEM_HOST,         /* host-visible coherent, preferably cached, not device-local */
+	HM_VK_MEM_DEVICE_HOST,  /* device-local + host-visible coherent (mapped) */
+};
+/* Best memory type in type_bits for kind; -ENOENT if none. */
+int hm_vk_memory_type(const struct hm_vk *vk, uint32_t type_bits, enum hm_vk_mem kind,
+		      uint32_t *ret_index);
+/* Size of the heap that holds memory type index (bytes). */
+uint64_t hm_vk_heap_size(const struct hm_vk *vk, uint32_t type_index);
+
+/* ---- buffers ------------------------------------------------------------ */
+struct hm_vk_buffer {
+	VkBuffer buf;
+	VkDeviceMemory mem;
+	VkDeviceSize size;
+	VkDeviceAddress addr;   /* device address of byte 0 */
+	void *map;              /* host mapping (host-visible kinds, imports) */
+	uint32_t mem_type;
+	bool imported;
+};
+/* Usage is always storage | transfer src/dst | shader device address. */
+int  hm_vk_buffer_new(struct hm_vk *vk, VkDeviceSize size, enum hm_vk_mem kind,
+		      struct hm_vk_buffer *ret);
+/* Import [ptr, ptr+size) of host memory as a buffer with a device address.
+ * ptr and size must be multiples of min_import_align (-EINVAL otherwise);
+ * -EOPNOTSUPP without the extension; the driver's refusal is returned as
+ * hm_vk_errno() of its result (typically -EBADF). ret->map = ptr. */
+int  hm_vk_import_host(struct hm_vk *vk, void *ptr, VkDeviceSize size,
+		       struct hm_vk_buffer *ret);
+void hm_vk_buffer_free(struct hm_vk *vk, struct hm_vk_buffer *b); /* NULL or zeroed ok */
+
+/* ---- compute pipelines (no descriptor sets: device addresses only) ----- */
+struct hm_vk_pipeline {
+	VkShaderModule module;
+	VkPipelineLayout layout;
+	VkPipeline pipe;
+	uint32_t push_bytes;
+};
+int  hm_vk_pipeline_new(struct hm_vk *vk, const uint32_t *spirv, size_t nr_words,
+			const char *entry, uint32_t push_bytes,
+			struct hm_vk_pipeline *ret);
+void hm_vk_pipeline_free(struct hm_vk *vk, struct hm_vk_pipeline *p);
+
+/* ---- one-shot submission ------------------------------------------------ */
+/* A primary command buffer from the context's pool, begun (one-time). */
+int  hm_vk_cmd_begin(struct hm_vk *vk, VkCommandBuffer *ret);
+/* End, submit, wait (timeout_ns, 0 = 10 s), free.  -ENODEV once lost. */
+int  hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns);
+/* Free a begun command buffer without submitting it (error paths). */
+void hm_vk_cmd_discard(struct hm_vk *vk, VkCommandBuffer cb);
+/* Record a dispatch: bind, push constants, dispatch. */
+void hm_vk_cmd_dispatch(VkCommandBuffer cb, const struct hm_vk_pipeline *p,
+			const void *push, uint32_t push_bytes,
+			uint32_t gx, uint32_t gy, uint32_t gz);
+/* Full compute/transfer/host memory barrier. */
+void hm_vk_cmd_barrier(VkCommandBuffer cb);
+/* Convenience: copy size bytes, submit and wait. */
+int  hm_vk_copy_sync(struct hm_vk *vk, VkBuffer src, VkDeviceSize src_off,
+		     VkBuffer dst, VkDeviceSize dst_off, VkDeviceSize size);
+/* Convenience: one dispatch, submit and wait. */
+int  hm_vk_dispatch_sync(struct hm_vk *vk, const struct hm_vk_pipeline *p,
+			 const void *push, uint32_t push_bytes,
+			 uint32_t gx, uint32_t gy, uint32_t gz);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HMIRROR_VKCTX_H */

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libhmirror watch API: write-watch guards over a guest space, one API over
+ * four backends (the hmirror kernel module, userfaultfd async write-protect
+ * with PAGEMAP_SCAN, synchronous userfaultfd, mprotect + SIGSEGV).
+ *
+ * Every function returns 0 or a negative errno; output parameters are named
+ * ret_*.  The library never logs, never exits, and installs a SIGSEGV
+ * handler only when the caller creates an mprotect space (it chains to the
+ * caller's previous handler for faults that are not its own).
+ *
+ * Semantics (identical across backends; Documentation/watch.rst):
+ *  - A chunk is 1 << chunk_shift bytes.  Chunks are unarmed until
+ *    hm_space_arm(); once armed a chunk stays armed (harvest re-arms).
+ *  - The first CPU store to an armed chunk through any watched mapping
+ *    (hm_space_addr() of the creator, every alias) is recorded and proceeds.
+ *    Kernel writes (read(2) into the space, process_vm_writev) are recorded
+ *    where hm_space_caps() has HM_CAP_KERNEL_WRITES; elsewhere they may fail
+ *    with EFAULT (mprotect) -- see the capability.
+ *  - hm_space_harvest() returns each chunk written since it was last
+ *    reported, in ascending order, and re-arms it.  A store racing a harvest
+ *    is reported by this harvest or the next (possibly by both), never lost.
+ *  - hm_space_generation(): even = the chunk is armed and was not written
+ *    since; odd = not clean (never armed, or -- kmod -- written since armed
+ *    and not yet re-armed).  The value only grows and changes on the first
+ *    write after the chunk was (re-)armed.  The userspace backends, which
+ *    learn of writes at scan time, scan and re-arm the chunk inside the
+ *    call, so they answer even for every armed chunk.  Rule 3:
+ *    g0 = gen; if (HM_GEN_CLEAN(g0)) { copy; clean iff gen == g0 } else
+ *    hm_space_arm() (re-arms, keeps the record) and retry.
+ *  - Writes through hm_space_device_view() and through an importer's
+ *    hm_space_addr() are never recorded.
+ *  - fork(): the child does not inherit any mapping of the space (every
+ *    library mapping is MADV_DONTFORK); hand the space over with
+ *    hm_space_export()/hm_space_import() instead.
+ *  - A space is safe to use from several threads; calls are serialised by
+ *    a per-space lock.
+ */
+#ifndef HMIRROR_WATCH_H
+#define HMIRROR_WATCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum hm_backend {
+	HM_BACKEND_AUTO = 0,
+	HM_BACKEND_KMOD,
+	HM_BACKEND_UFFD_ASYNC,
+	HM_BACKEND_UFFD_SYNC,
+	HM_BACKEND_MPROTECT,
+};
+#define HM_BACKEND_COUNT 5
+
+/* hm_space_params.flags */
+#define HM_SPACE_POPULATE	(1u << 0) /* allocate every page up front */
+#define HM_SPACE_FLAGS_ALL	(HM_SPACE_POPULATE)
+
+#define HM_GEN_CLEAN(g)		(((g) & 1) == 0)
+
+#define HM_CHUNK_SHIFT_DEFAULT	16
+#define HM_CHUNK_SHIFT_MAX	30
+/* limits (every user-allocatable resource has one) */
+#define HM_SPACE_MAX_CHUNKS	(1ull << 24)	/* chunks per space */
+#define HM_SPACE_MAX_BYTES	(1ull << 40)	/* bytes per space */
+#define HM_SPACE_MAX_MAPS	6		/* watched mappings: primary + aliases */
+#define HM_MPROTECT_MAX_SPACES	64		/* live mprotect spaces per process */
+
+struct hm_space_params {
+	uint64_t size;          /* bytes, multiple of the chunk size */
+	uint32_t chunk_shift;   /* >= page shift; 0 = default 16 (64 KiB) */
+	uint32_t flags;         /* HM_SPACE_POPULATE, ... */
+	enum hm_backend backend;/* AUTO = best available */
+	void *addr;             /* optional fixed guest address (MAP_FIXED_NOREPLACE) */
+};
+
+struct hm_space;
+
+int  hm_space_new(const struct hm_space_params *p, struct hm_space **ret);
+void hm_space_free(struct hm_space *s);                /* NULL ok */
+void    *hm_space_addr(const struct hm_space *s);      /* the watched CPU mapping */
+uint64_t hm_space_size(const struct hm_space *s);
+unsigned hm_space_chunk_shift(const struct hm_space *s);
+uint64_t hm_space_nr_chunks(const struct hm_space *s);
+enum hm_backend hm_space_backend(const struct hm_space *s);
+const char *hm_backend_name(enum hm_backend b);
+/* "kmod", "uffd-async", "uffd-sync", "mprotect"; -EINVAL otherwise */
+int  hm_backend_from_name(const char *name, enum hm_backend *ret);
+const char *hm_space_backend_reason(const struct hm_space *s);
+
+/*
+ * Is backend b usable here?  0 if so; otherwise -ENODEV (no module),
+ * -EOPNOTSUPP (kernel lacks the feature), -EPERM (not allowed), -EPROTO
+ * (module API mismatch).  *ret_reason (optional) gets a static sentence.
+ */
+int  hm_backend_probe(enum hm_backend b, const char **ret_reason);
+
+/* capabilities of a space's backend (hm_space_caps) */
+#define HM_CAP_KERNEL_WRITES	(1u << 0) /* read(2) etc. into armed memory succeeds and is recorded */
+#define HM_CAP_POLL		(1u << 1) /* hm_space_poll_fd() works */
+#define HM_CAP_HANDOFF		(1u << 2) /* hm_space_export() works */
+#define HM_CAP_NO_VMA_SPLIT	(1u << 3) /* guards never split VMAs (no vm.max_map_count wall) */
+#define HM_CAP_KERNEL_TRIP	(1u << 4) /* a trip is resolved in the kernel, no userspace round trip */
+unsigned hm_space_caps(const struct hm_space *s);
+unsigned hm_backend_caps(enum hm_backend b);
+
+/* another watched CPU mapping of the same pages (an alias) */
+int  hm_space_map_alias(struct hm_space *s, void *hint, void **ret_addr);
+int  hm_space_unmap_alias(struct hm_space *s, void *addr);
+/* a mapping for the DEVICE (host-pointer import): same pages, never
+   write-protected by guards, writes through it are NOT recorded.  One per
+   space, created on the first call, unmapped by hm_space_free(). */
+int  hm_space_device_view(struct hm_space *s, void **ret_addr);
+/* arm write-watch on chunks [first, first+count) */
+int  hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count);
+/* read-and-re-arm: chunks written since the last harvest/arm, ascending;
+   stores at most cap, *ret_n = number stored; *ret_more = true when more
+   written chunks remain recorded for the next call (nothing is lost) */
+int  hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+		      size_t *ret_n, bool *ret_more);
+/* write generation of a chunk: changes whenever the chunk has been
+   written since it was armed, even before a harvest (backends that only
+   learn of writes at scan time scan that chunk). Used for rule 3; see the
+   even/odd convention at the top of this file.  -ERANGE: chunk outside. */
+int  hm_space_generation(struct hm_space *s, uint64_t chunk, uint64_t *ret_gen);
+int  hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
+			  uint64_t *ret_gens);
+/* fd that polls readable when an armed chunk was written since the last
+   harvest (may be -EOPNOTSUPP for a backend; document).  Owned by the
+   space: do not close it. */
+int  hm_space_poll_fd(struct hm_space *s);
+
+/* hand the space to another process (the daemon): fds + a small blob.
+ * After a successful export the exporter keeps its mappings (still watched)
+ * but its arm/harvest/generation/poll calls return -EBUSY: the importer
+ * owns the watch state.  Export fails with -EBUSY while chunks are recorded
+ * but not yet harvested, and aliases cannot be added or removed after it.
+ * The fds in *ret are the caller's to close (after sending them). */
+struct hm_space_handoff { int fds[4]; unsigned nr_fds; uint8_t blob[64]; unsigned blob_len; };
+int  hm_space_export(struct hm_space *s, struct hm_space_handoff *ret);
+int  hm_space_import(const struct hm_space_handoff *h, struct hm_space **ret);
+  /* the importer can arm/harvest/generation and has a device view; its
+     hm_space_addr() is a CPU mapping of the same pages (unwatched).
+     Import takes its own references: the caller closes h->fds after. */
+
+/* helpers: send/receive a handoff over a unix socket (SCM_RIGHTS) */
+int  hm_handoff_send(int sock, const struct hm_space_handoff *h);
+int  hm_handoff_recv(int sock, struct hm_space_handoff *ret);
+void hm_handoff_close(struct hm_space_handoff *h);  /* closes the fds */
+
+/* counters of a space (this process's view) */
+struct hm_space_stats {
+	uint64_t harvests;
+	uint64_t chunks_reported;
+	uint64_t trips;         /* userspace-seen trips (uffd-sync, mprotect) */
+	uint64_t overflows;     /* mprotect: VMA limit hit in the fault handler */
+};
+int  hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HMIRROR_WATCH_H */

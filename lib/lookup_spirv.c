@@ -1,0 +1,685 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The lookup helper as SPIR-V (D969), a small module builder to append it
+ * to a translator's module, the library module for spirv-link, and the
+ * shared-lookup plan for accesses of up to 64 bytes.  See hmirror/lookup.h.
+ *
+ * The helper, written as SPIR-V assembly:
+ *
+ *   chunk = guest >> shift
+ *   h     = lo32(chunk) * MUL_LO + hi32(chunk) * MUL_HI      (32 bits)
+ *   home  = hi32(h * nr_home)                              (OpUMulExtended)
+ *   base  = table + home * 16
+ *   s[i]  = *(uvec4 *)(base + 16 * i), i < 4     four independent loads
+ *   hit i = s[i].xy == (lo32(chunk), hi32(chunk))   first hit wins
+ *   dev   = hit ? guest + (s.w:s.z) : 0
+ *   mark  = marks + 4 * (hit ? 1 + home + i : 0)
+ *   return { lo32(dev), hi32(dev), lo32(mark), hi32(mark) }
+ *
+ * without branches: every probe is loaded, the answer selected.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hmirror/lookup.h"
+
+struct spv_buf {
+	uint32_t *w;
+	size_t n, cap;
+};
+
+struct spv_key {
+	uint32_t id;
+	uint16_t op;
+	uint16_t n;
+	uint32_t *w;     /* operands (result type first for constants) */
+};
+
+struct hm_spirv_module {
+	struct spv_buf sec[HM_SPV_NR_SECTIONS];
+	struct spv_key *keys;
+	size_t nr_keys, cap_keys;
+	uint32_t bound;
+	int err;
+	uint32_t lookup_fn;
+	size_t total;
+};
+
+static void set_err(struct hm_spirv_module *m, int e)
+{
+	if (!m->err)
+		m->err = e;
+}
+
+static int buf_put(struct hm_spirv_module *m, struct spv_buf *b, const uint32_t *w, size_t n)
+{
+	if (m->err)
+		return m->err;
+	if (m->total + n > HM_SPV_MAX_WORDS) {
+		set_err(m, -E2BIG);
+		return m->err;
+	}
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		uint32_t *nw;
+
+		while (cap < b->n + n)
+			cap *= 2;
+		nw = realloc(b->w, cap * sizeof(*nw));
+		if (!nw) {
+			set_err(m, -ENOMEM);
+			return m->err;
+		}
+		b->w = nw;
+		b->cap = cap;
+	}
+	memcpy(b->w + b->n, w, n * sizeof(*w));
+	b->n += n;
+	m->total += n;
+	return 0;
+}
+
+int hm_spirv_error(const struct hm_spirv_module *m)
+{
+	return m->err;
+}
+
+uint32_t hm_spirv_id(struct hm_spirv_module *m)
+{
+	if (m->err)
+		return 0;
+	if (m->bound >= HM_SPV_MAX_WORDS) {
+		set_err(m, -E2BIG);
+		return 0;
+	}
+	return m->bound++;
+}
+
+uint32_t hm_spirv_bound(const struct hm_spirv_module *m)
+{
+	return m->bound;
+}
+
+void hm_spirv_inst(struct hm_spirv_module *m, enum hm_spv_section sec,
+		   uint16_t opcode, const uint32_t *operands, size_t nr)
+{
+	uint32_t head;
+
+	if ((unsigned)sec >= HM_SPV_NR_SECTIONS || nr + 1 > 0xffff) {
+		set_err(m, -EINVAL);
+		return;
+	}
+	head = (uint32_t)(nr + 1) << 16 | opcode;
+	if (buf_put(m, &m->sec[sec], &head, 1) == 0 && nr)
+		buf_put(m, &m->sec[sec], operands, nr);
+}
+
+uint32_t hm_spirv_op(struct hm_spirv_module *m, enum hm_spv_section sec,
+		     uint16_t opcode, uint32_t result_type,
+		     const uint32_t *operands, size_t nr)
+{
+	uint32_t w[nr + 2];
+	uint32_t id = hm_spirv_id(m);
+
+	if (!id)
+		return 0;
+	w[0] = result_type;
+	w[1] = id;
+	if (nr)
+		memcpy(w + 2, operands, nr * sizeof(*w));
+	hm_spirv_inst(m, sec, opcode, w, nr + 2);
+	return m->err ? 0 : id;
+}
+
+size_t hm_spirv_string_words(const char *s)
+{
+	return strlen(s) / 4 + 1;
+}
+
+size_t hm_spirv_put_string(uint32_t *dst, const char *s)
+{
+	size_t n = hm_spirv_string_words(s);
+
+	memset(dst, 0, n * 4);
+	memcpy(dst, s, strlen(s));
+	return n;
+}
+
+/* Find or declare a deduplicated global instruction.  with_type: operand 0
+ * is a result type, the result id goes after it. */
+static uint32_t dedup(struct hm_spirv_module *m, enum hm_spv_section sec, uint16_t op,
+		      bool with_type, const uint32_t *w, size_t n)
+{
+	struct spv_key *k;
+	uint32_t id;
+
+	if (m->err)
+		return 0;
+	for (size_t i = 0; i < m->nr_keys; i++) {
+		k = &m->keys[i];
+		if (k->op == op && k->n == n && !memcmp(k->w, w, n * sizeof(*w)))
+			return k->id;
+	}
+	if (m->nr_keys == m->cap_keys) {
+		size_t cap = m->cap_keys ? m->cap_keys * 2 : 32;
+		struct spv_key *nk = realloc(m->keys, cap * sizeof(*nk));
+
+		if (!nk) {
+			set_err(m, -ENOMEM);
+			return 0;
+		}
+		m->keys = nk;
+		m->cap_keys = cap;
+	}
+	k = &m->keys[m->nr_keys];
+	k->w = malloc((n ? n : 1) * sizeof(*w));
+	if (!k->w) {
+		set_err(m, -ENOMEM);
+		return 0;
+	}
+	memcpy(k->w, w, n * sizeof(*w));
+	k->op = op;
+	k->n = (uint16_t)n;
+	id = 0;
+	if (sec == HM_SPV_SEC_GLOBAL) {
+		id = hm_spirv_id(m);
+		if (!id) {
+			free(k->w);
+			return 0;
+		}
+		if (with_type) {
+			uint32_t o[n + 1];
+
+			o[0] = w[0];
+			o[1] = id;
+			memcpy(o + 2, w + 1, (n - 1) * sizeof(*w));
+			hm_spirv_inst(m, sec, op, o, n + 1);
+		} else {
+			uint32_t o[n + 1];
+
+			o[0] = id;
+			memcpy(o + 1, w, n * sizeof(*w));
+			hm_spirv_inst(m, sec, op, o, n + 1);
+		}
+	} else {
+		id = 1; /* a marker: capability/extension seen */
+		hm_spirv_inst(m, sec, op, w, n);
+	}
+	if (m->err) {
+		free(k->w);
+		return 0;
+	}
+	k->id = id;
+	m->nr_keys++;
+	return id;
+}
+
+void hm_spirv_capability(struct hm_spirv_module *m, uint32_t cap)
+{
+	dedup(m, HM_SPV_SEC_CAPABILITY, HM_SpvOpCapability, false, &cap, 1);
+}
+
+void hm_spirv_extension(struct hm_spirv_module *m, const char *name)
+{
+	size_t n = hm_spirv_string_words(name);
+	uint32_t w[n];
+
+	hm_spirv_put_string(w, name);
+	dedup(m, HM_SPV_SEC_EXTENSION, HM_SpvOpExtension, false, w, n);
+}
+
+void hm_spirv_name(struct hm_spirv_module *m, uint32_t id, const char *name)
+{
+	size_t n = hm_spirv_string_words(name);
+	uint32_t w[n + 1];
+
+	w[0] = id;
+	hm_spirv_put_string(w + 1, name);
+	hm_spirv_inst(m, HM_SPV_SEC_DEBUG, HM_SpvOpName, w, n + 1);
+}
+
+uint32_t hm_spirv_type_void(struct hm_spirv_module *m)
+{
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeVoid, false, NULL, 0);
+}
+
+uint32_t hm_spirv_type_bool(struct hm_spirv_module *m)
+{
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeBool, false, NULL, 0);
+}
+
+uint32_t hm_spirv_type_int(struct hm_spirv_module *m, uint32_t width, bool is_signed)
+{
+	uint32_t w[2] = { width, is_signed };
+
+	if (width == 64)
+		hm_spirv_capability(m, HM_SpvCapInt64);
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeInt, false, w, 2);
+}
+
+uint32_t hm_spirv_type_vector(struct hm_spirv_module *m, uint32_t component, uint32_t n)
+{
+	uint32_t w[2] = { component, n };
+
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeVector, false, w, 2);
+}
+
+uint32_t hm_spirv_type_struct(struct hm_spirv_module *m, const uint32_t *members, size_t n)
+{
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeStruct, false, members, n);
+}
+
+uint32_t hm_spirv_type_struct_unique(struct hm_spirv_module *m, const uint32_t *members, size_t n)
+{
+	uint32_t id = hm_spirv_id(m);
+	uint32_t w[n + 1];
+
+	if (!id)
+		return 0;
+	w[0] = id;
+	memcpy(w + 1, members, n * sizeof(*w));
+	hm_spirv_inst(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeStruct, w, n + 1);
+	return m->err ? 0 : id;
+}
+
+uint32_t hm_spirv_type_pointer(struct hm_spirv_module *m, uint32_t storage_class, uint32_t pointee)
+{
+	uint32_t w[2] = { storage_class, pointee };
+
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypePointer, false, w, 2);
+}
+
+uint32_t hm_spirv_type_function(struct hm_spirv_module *m, uint32_t ret_type,
+				const uint32_t *params, size_t n)
+{
+	uint32_t w[n + 1];
+
+	w[0] = ret_type;
+	memcpy(w + 1, params, n * sizeof(*w));
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeFunction, false, w, n + 1);
+}
+
+uint32_t hm_spirv_const_u32(struct hm_spirv_module *m, uint32_t v)
+{
+	uint32_t w[2] = { hm_spirv_type_int(m, 32, false), v };
+
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpConstant, true, w, 2);
+}
+
+uint32_t hm_spirv_const_u64(struct hm_spirv_module *m, uint64_t v)
+{
+	uint32_t w[3] = { hm_spirv_type_int(m, 64, false), (uint32_t)v, (uint32_t)(v >> 32) };
+
+	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpConstant, true, w, 3);
+}
+
+uint32_t hm_spirv_const_bool(struct hm_spirv_module *m, bool v)
+{
+	uint32_t t = hm_spirv_type_bool(m);
+
+	return dedup(m, HM_SPV_SEC_GLOBAL, v ? HM_SpvOpConstantTrue : HM_SpvOpConstantFalse,
+		     true, &t, 1);
+}
+
+int hm_spirv_module_new(struct hm_spirv_module **ret)
+{
+	struct hm_spirv_module *m;
+
+	if (!ret)
+		return -EINVAL;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->bound = 1;
+	hm_spirv_capability(m, HM_SpvCapShader);
+	hm_spirv_capability(m, HM_SpvCapInt64);
+	hm_spirv_capability(m, HM_SpvCapPhysicalStorageBufferAddresses);
+	hm_spirv_extension(m, "SPV_KHR_physical_storage_buffer");
+	HM_SPV(m, HM_SPV_SEC_MEMORY_MODEL, HM_SpvOpMemoryModel,
+	       HM_SpvAddressingPhysicalStorageBuffer64, HM_SpvMemoryModelGLSL450);
+	if (m->err) {
+		int e = m->err;
+
+		hm_spirv_module_free(m);
+		return e;
+	}
+	*ret = m;
+	return 0;
+}
+
+void hm_spirv_module_free(struct hm_spirv_module *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < HM_SPV_NR_SECTIONS; i++)
+		free(m->sec[i].w);
+	for (size_t i = 0; i < m->nr_keys; i++)
+		free(m->keys[i].w);
+	free(m->keys);
+	free(m);
+}
+
+int hm_spirv_module_finish(struct hm_spirv_module *m, uint32_t **ret_words, size_t *ret_nr)
+{
+	uint32_t *w;
+	size_t n = 5;
+
+	if (!ret_words || !ret_nr)
+		return -EINVAL;
+	*ret_words = NULL;
+	*ret_nr = 0;
+	if (m->err)
+		return m->err;
+	for (int i = 0; i < HM_SPV_NR_SECTIONS; i++)
+		n += m->sec[i].n;
+	w = malloc(n * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w[0] = 0x07230203;
+	w[1] = 0x00010500;      /* SPIR-V 1.5: Vulkan 1.2 */
+	w[2] = 0;               /* generator: unregistered */
+	w[3] = m->bound;
+	w[4] = 0;
+	n = 5;
+	for (int i = 0; i < HM_SPV_NR_SECTIONS; i++) {
+		if (m->sec[i].n)
+			memcpy(w + n, m->sec[i].w, m->sec[i].n * sizeof(*w));
+		n += m->sec[i].n;
+	}
+	*ret_words = w;
+	*ret_nr = n;
+	return 0;
+}
+
+/* ---- the helper ---------------------------------------------------------- */
+uint32_t hm_spirv_lookup_result_type(struct hm_spirv_module *m)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t mem[4] = { u32, u32, u32, u32 };
+
+	return hm_spirv_type_struct(m, mem, 4);
+}
+
+uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t params[5] = { u64, u64, u32, u32, u64 };
+
+	return hm_spirv_type_function(m, hm_spirv_lookup_result_type(m), params, 5);
+}
+
+#define H HM_SPV_SEC_HELPER
+
+uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
+{
+	uint32_t u32, u64, bl, v4, ptr, res, fnty, fn;
+	uint32_t guest, table, nr_home, shift, marks;
+	uint32_t c32, c16, c4, k0, k64_0, chunk, t, home64, home, base, clo, chi;
+	uint32_t hit[HM_TABLE_PROBES], slot[HM_TABLE_PROBES];
+	uint32_t dlo, dhi, midx, any, delta, dev, mark, r;
+
+	if (m->err)
+		return 0;
+	if (m->lookup_fn)
+		return m->lookup_fn;
+
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	v4 = hm_spirv_type_vector(m, u32, 4);
+	ptr = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4);
+	res = hm_spirv_lookup_result_type(m);
+	fnty = hm_spirv_lookup_fn_type(m);
+	c32 = hm_spirv_const_u32(m, 32);
+	c4 = hm_spirv_const_u32(m, 4);
+	k0 = hm_spirv_const_u32(m, 0);
+	k64_0 = hm_spirv_const_u64(m, 0);
+	c16 = hm_spirv_const_u64(m, HM_TABLE_SLOT_BYTES);
+	uint32_t kmul_lo = hm_spirv_const_u32(m, HM_TABLE_HASH_MUL_LO);
+	uint32_t kmul_hi = hm_spirv_const_u32(m, HM_TABLE_HASH_MUL_HI);
+	uint32_t u32x2 = hm_spirv_type_struct(m, (const uint32_t[]){ u32, u32 }, 2);
+	uint32_t c2 = hm_spirv_const_u32(m, 2);
+	uint32_t kidx[HM_TABLE_PROBES];
+
+	for (uint32_t i = 0; i < HM_TABLE_PROBES; i++)
+		kidx[i] = hm_spirv_const_u32(m, i + 1);
+	if (m->err)
+		return 0;
+
+	fn = hm_spirv_id(m);
+	HM_SPV(m, H, HM_SpvOpFunction, res, fn, HM_SpvFunctionControlDontInline, fnty);
+	guest = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
+	table = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
+	nr_home = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u32);
+	shift = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u32);
+	marks = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
+	HM_SPV(m, H, HM_SpvOpLabel, hm_spirv_id(m));
+
+	chunk = HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, guest, shift);
+	clo = HM_SPV_OP(m, H, HM_SpvOpUConvert, u32, chunk);
+	chi = HM_SPV_OP(m, H, HM_SpvOpUConvert, u32,
+			HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, chunk, c32));
+	t = HM_SPV_OP(m, H, HM_SpvOpIAdd, u32,
+		      HM_SPV_OP(m, H, HM_SpvOpIMul, u32, clo, kmul_lo),
+		      HM_SPV_OP(m, H, HM_SpvOpIMul, u32, chi, kmul_hi));
+	home = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32,
+			 HM_SPV_OP(m, H, HM_SpvOpUMulExtended, u32x2, t, nr_home), 1);
+	home64 = HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, home);
+	base = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, table,
+			 HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64, home64, c4));
+
+	/* Four independent loads from one base. */
+	for (uint32_t i = 0; i < HM_TABLE_PROBES; i++) {
+		uint32_t a = base, p, x, y;
+
+		if (i)
+			a = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, base,
+				      hm_spirv_const_u64(m, (uint64_t)i * HM_TABLE_SLOT_BYTES));
+		p = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a);
+		slot[i] = HM_SPV_OP(m, H, HM_SpvOpLoad, v4, p, HM_SpvMemoryAccessAligned,
+				    HM_TABLE_SLOT_BYTES);
+		x = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 0);
+		y = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 1);
+		hit[i] = HM_SPV_OP(m, H, HM_SpvOpLogicalAnd, bl,
+				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, clo),
+				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, y, chi));
+	}
+	(void)c16;
+
+	/* The first hit wins, selected as a tree (two levels, not four, on
+	 * the path from the loads to the answer). */
+	{
+		uint32_t z[HM_TABLE_PROBES], w[HM_TABLE_PROBES], h01, h23, i01, i23;
+
+		for (uint32_t i = 0; i < HM_TABLE_PROBES; i++) {
+			z[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 2);
+			w[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 3);
+		}
+		h01 = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[0], hit[1]);
+		h23 = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[2], hit[3]);
+		any = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, h01, h23);
+		dlo = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, h01,
+				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[0], z[0], z[1]),
+				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[2], z[2], z[3]));
+		dhi = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, h01,
+				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[0], w[0], w[1]),
+				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[2], w[2], w[3]));
+		i01 = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[0], kidx[0], kidx[1]);
+		i23 = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[2], kidx[2], kidx[3]);
+		midx = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, any,
+				 HM_SPV_OP(m, H, HM_SpvOpIAdd, u32, home,
+					   HM_SPV_OP(m, H, HM_SpvOpSelect, u32, h01, i01, i23)),
+				 k0);
+	}
+	delta = HM_SPV_OP(m, H, HM_SpvOpBitwiseOr, u64,
+			  HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dlo),
+			  HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64,
+				    HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dhi), c32));
+	dev = HM_SPV_OP(m, H, HM_SpvOpSelect, u64, any,
+			HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, guest, delta), k64_0);
+	mark = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, marks,
+			 HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, midx), c2));
+	r = HM_SPV_OP(m, H, HM_SpvOpCompositeConstruct, res,
+		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32, dev),
+		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32,
+				HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, dev, c32)),
+		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32, mark),
+		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32,
+				HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, mark, c32)));
+	HM_SPV(m, H, HM_SpvOpReturnValue, r);
+	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	if (m->err)
+		return 0;
+	m->lookup_fn = fn;
+	return fn;
+}
+
+#undef H
+
+int hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr)
+{
+	struct hm_spirv_module *m;
+	uint32_t fn, w[8];
+	size_t n;
+	int r;
+
+	r = hm_spirv_module_new(&m);
+	if (r)
+		return r;
+	hm_spirv_capability(m, HM_SpvCapLinkage);
+	fn = hm_spirv_lookup_fn(m);
+	if (fn) {
+		hm_spirv_name(m, fn, HM_LOOKUP_EXPORT_NAME);
+		w[0] = fn;
+		w[1] = HM_SpvDecorationLinkageAttributes;
+		n = 2 + hm_spirv_put_string(w + 2, HM_LOOKUP_EXPORT_NAME);
+		w[n++] = HM_SpvLinkageExport;
+		hm_spirv_inst(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, w, n);
+	}
+	r = hm_spirv_module_finish(m, ret_words, ret_nr);
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/* ---- shared lookups ------------------------------------------------------ */
+int hm_access_plan(uint64_t guest_addr, uint32_t nr_bytes, unsigned chunk_shift,
+		   struct hm_access_plan *ret)
+{
+	uint64_t c0;
+
+	if (!ret || nr_bytes < 4 || nr_bytes > HM_ACCESS_MAX_BYTES || nr_bytes % 4 ||
+	    chunk_shift < HM_TABLE_MIN_CHUNK_SHIFT || chunk_shift > HM_TABLE_MAX_CHUNK_SHIFT)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	ret->nr_words = nr_bytes / 4;
+	ret->lookup_guest[0] = guest_addr;
+	ret->lookup_guest[1] = guest_addr + nr_bytes - 4;
+	c0 = guest_addr >> chunk_shift;
+	ret->split = ret->nr_words;
+	for (uint32_t i = 0; i < ret->nr_words; i++) {
+		bool first = ((guest_addr + 4ull * i) >> chunk_shift) == c0;
+
+		ret->lookup_of_word[i] = first ? 0 : 1;
+		if (!first && ret->split == ret->nr_words)
+			ret->split = i;
+	}
+	ret->nr_lookups = ret->split == ret->nr_words ? 1 : 2;
+	return 0;
+}
+
+#define F HM_SPV_SEC_FUNCTION
+
+static uint32_t join64(struct hm_spirv_module *m, uint32_t lo, uint32_t hi)
+{
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+
+	return HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64,
+			 HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo),
+			 HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi),
+				   hm_spirv_const_u32(m, 32)));
+}
+
+int hm_spirv_emit_lookup(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			 uint32_t guest, uint32_t *ret_dev, uint32_t *ret_mark)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t fn = hm_spirv_lookup_fn(m);
+	uint32_t res = hm_spirv_lookup_result_type(m);
+	uint32_t r, h[4];
+
+	if (!t || !ret_dev || !ret_mark)
+		return -EINVAL;
+	r = HM_SPV_OP(m, F, HM_SpvOpFunctionCall, res, fn, guest, t->table, t->nr_home,
+		      t->chunk_shift, t->marks);
+	for (uint32_t i = 0; i < 4; i++)
+		h[i] = HM_SPV_OP(m, F, HM_SpvOpCompositeExtract, u32, r, i);
+	*ret_dev = join64(m, h[0], h[1]);
+	*ret_mark = join64(m, h[2], h[3]);
+	return m->err;
+}
+
+int hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			 uint32_t guest, uint32_t nr_words,
+			 uint32_t *ret_dev, uint32_t *ret_mark)
+{
+	uint32_t u64, bl, k0, d[2], mk[2], nz[2], last, c0;
+	int r;
+
+	if (!t || !ret_dev || !ret_mark || nr_words < 1 || nr_words > HM_ACCESS_MAX_BYTES / 4)
+		return -EINVAL;
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	k0 = hm_spirv_const_u64(m, 0);
+	r = hm_spirv_emit_lookup(m, t, guest, &d[0], &mk[0]);
+	if (r)
+		return r;
+	if (nr_words == 1) {
+		ret_dev[0] = d[0];
+		ret_mark[0] = mk[0];
+		return m->err;
+	}
+	last = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, guest,
+			 hm_spirv_const_u64(m, 4ull * (nr_words - 1)));
+	r = hm_spirv_emit_lookup(m, t, last, &d[1], &mk[1]);
+	if (r)
+		return r;
+	for (int j = 0; j < 2; j++)
+		nz[j] = HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, d[j], k0);
+	c0 = HM_SPV_OP(m, F, HM_SpvOpShiftRightLogical, u64, guest, t->chunk_shift);
+	for (uint32_t i = 0; i < nr_words; i++) {
+		uint32_t a0, a1, gi, same;
+
+		if (i == 0) {
+			ret_dev[i] = d[0];
+			ret_mark[i] = mk[0];
+			continue;
+		}
+		if (i == nr_words - 1) {
+			gi = last;
+		} else {
+			gi = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, guest, hm_spirv_const_u64(m, 4ull * i));
+		}
+		same = HM_SPV_OP(m, F, HM_SpvOpIEqual, bl,
+				 HM_SPV_OP(m, F, HM_SpvOpShiftRightLogical, u64, gi, t->chunk_shift), c0);
+		/* word i from the first lookup: d0 + 4i; from the last: d1 - 4(n-1-i);
+		 * 0 stays 0 (unmapped). */
+		a0 = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz[0],
+			       HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, d[0],
+					 hm_spirv_const_u64(m, 4ull * i)), k0);
+		if (i == nr_words - 1)
+			a1 = d[1];
+		else
+			a1 = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz[1],
+				       HM_SPV_OP(m, F, HM_SpvOpISub, u64, d[1],
+						 hm_spirv_const_u64(m, 4ull * (nr_words - 1 - i))), k0);
+		ret_dev[i] = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, same, a0, a1);
+		ret_mark[i] = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, same, mk[0], mk[1]);
+	}
+	return m->err;
+}
+
+#undef F

@@ -1,0 +1,881 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libhmirror watch: the common part of every backend.  Backend choice
+ * (AUTO: kmod, uffd-async, uffd-sync, mprotect, the first that works),
+ * parameter checks, the chunk state machine (armed / open / pending /
+ * generation, see watch_internal.h), aliases, device view, handoff.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "watch_internal.h"
+
+static const struct hm_backend_ops *const hm_ops[HM_BACKEND_COUNT] = {
+	[HM_BACKEND_KMOD] = &hm_kmod_ops,
+	[HM_BACKEND_UFFD_ASYNC] = &hm_uffd_async_ops,
+	[HM_BACKEND_UFFD_SYNC] = &hm_uffd_sync_ops,
+	[HM_BACKEND_MPROTECT] = &hm_mprotect_ops,
+};
+
+static const char *const hm_names[HM_BACKEND_COUNT] = {
+	[HM_BACKEND_AUTO] = "auto",
+	[HM_BACKEND_KMOD] = "kmod",
+	[HM_BACKEND_UFFD_ASYNC] = "uffd-async",
+	[HM_BACKEND_UFFD_SYNC] = "uffd-sync",
+	[HM_BACKEND_MPROTECT] = "mprotect",
+};
+
+const char *hm_backend_name(enum hm_backend b)
+{
+	if ((unsigned)b >= HM_BACKEND_COUNT)
+		return "unknown";
+	return hm_names[b];
+}
+
+int hm_backend_from_name(const char *name, enum hm_backend *ret)
+{
+	if (!name || !ret)
+		return -EINVAL;
+	for (unsigned i = 0; i < HM_BACKEND_COUNT; i++) {
+		if (!strcmp(name, hm_names[i])) {
+			*ret = (enum hm_backend)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+unsigned hm_backend_caps(enum hm_backend b)
+{
+	if ((unsigned)b >= HM_BACKEND_COUNT || !hm_ops[b])
+		return 0;
+	return hm_ops[b]->caps;
+}
+
+int hm_backend_probe(enum hm_backend b, const char **ret_reason)
+{
+	const char *r = NULL;
+	int err;
+
+	if ((unsigned)b >= HM_BACKEND_COUNT || b == HM_BACKEND_AUTO) {
+		if (ret_reason)
+			*ret_reason = "not a backend";
+		return -EINVAL;
+	}
+	err = hm_ops[b]->probe(&r);
+	if (ret_reason)
+		*ret_reason = r ? r : "";
+	return err;
+}
+
+int hm_set_reason(struct hm_space *s, const char *fmt, ...)
+{
+	size_t len = strlen(s->reason);
+	va_list ap;
+
+	if (len >= sizeof(s->reason) - 1)
+		return 0;
+	va_start(ap, fmt);
+	vsnprintf(s->reason + len, sizeof(s->reason) - len, fmt, ap);
+	va_end(ap);
+	return 0;
+}
+
+/* ---- lock ---------------------------------------------------------------- */
+
+void hm_lock(struct hm_space *s)
+{
+	if (s->spin) {
+		sigset_t all, old;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		while (atomic_flag_test_and_set_explicit(&s->spinlock, memory_order_acquire))
+			sched_yield();
+		s->saved_mask = old;
+	} else {
+		pthread_mutex_lock(&s->mutex);
+	}
+}
+
+void hm_unlock(struct hm_space *s)
+{
+	if (s->spin) {
+		sigset_t old = s->saved_mask;
+
+		atomic_flag_clear_explicit(&s->spinlock, memory_order_release);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	} else {
+		pthread_mutex_unlock(&s->mutex);
+	}
+}
+
+/* ---- chunk state --------------------------------------------------------- */
+
+static size_t hm_bitmap_bytes(uint64_t n)
+{
+	return ((n + 63) / 64) * 8;
+}
+
+static int hm_state_alloc(struct hm_space *s)
+{
+	size_t bm = hm_bitmap_bytes(s->nr_chunks);
+	size_t arr = s->nr_chunks * sizeof(uint64_t);
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t total = 4 * bm + 2 * arr;
+	uint8_t *p;
+
+	total = (total + pg - 1) & ~(size_t)(pg - 1);
+	/* untouched pages cost nothing: the arrays are paged in as used */
+	p = mmap(NULL, total, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	madvise(p, total, MADV_DONTFORK);
+	s->state_bytes = total;
+	s->armed = (uint64_t *)p;
+	s->open = (uint64_t *)(p + bm);
+	s->pend_bits = (uint64_t *)(p + 2 * bm);
+	s->pend = (uint64_t *)(p + 3 * bm);
+	s->gen = (uint64_t *)(p + 3 * bm + arr);
+	s->gdirty = (uint64_t *)(p + 3 * bm + 2 * arr);
+	s->pend_sorted = true;
+	return 0;
+}
+
+void hm_notify(struct hm_space *s)
+{
+	uint64_t one = 1;
+	ssize_t r = write(s->notify_fd, &one, sizeof(one));
+
+	(void)r;
+}
+
+int hm_map_lookup(const struct hm_space *s, uintptr_t addr, uint64_t *ret_chunk)
+{
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		uintptr_t a = s->maps[i].addr;
+
+		if (a && addr >= a && addr - a < s->size) {
+			*ret_chunk = (addr - a) >> s->chunk_shift;
+			return (int)i;
+		}
+	}
+	return -1;
+}
+
+static int hm_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* ---- memfd helpers ------------------------------------------------------- */
+
+int hm_memfd_create(struct hm_space *s, const struct hm_space_params *p)
+{
+	int fd = memfd_create("hmirror-space", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)s->size) < 0)
+		goto fail;
+	if ((p->flags & HM_SPACE_POPULATE) && fallocate(fd, 0, 0, (off_t)s->size) < 0)
+		goto fail;
+	s->memfd = fd;
+	return 0;
+fail:;
+	int err = -errno;
+
+	close(fd);
+	return err;
+}
+
+int hm_memfd_map(struct hm_space *s, void *hint, bool fixed, int prot, void **ret_addr)
+{
+	int flags = MAP_SHARED | (fixed ? MAP_FIXED_NOREPLACE : 0);
+	void *a = mmap(hint, s->size, prot, flags, s->memfd, 0);
+
+	if (a == MAP_FAILED)
+		return -errno;
+	if (fixed && a != hint) {	/* a kernel without MAP_FIXED_NOREPLACE */
+		munmap(a, s->size);
+		return -EEXIST;
+	}
+	madvise(a, s->size, MADV_NOHUGEPAGE);
+	/* fork: the child gets no mapping of the space (watch.h) */
+	madvise(a, s->size, MADV_DONTFORK);
+	*ret_addr = a;
+	return 0;
+}
+
+int hm_memfd_import(struct hm_space *s, const struct hm_space_handoff *h)
+{
+	void *a;
+	int err;
+
+	s->memfd = fcntl(h->fds[0], F_DUPFD_CLOEXEC, 3);
+	if (s->memfd < 0)
+		return -errno;
+	err = hm_memfd_map(s, NULL, false, PROT_READ | PROT_WRITE, &a);
+	if (err)
+		return err;
+	s->cpu_addr = a;
+	return 0;
+}
+
+/* ---- space life ---------------------------------------------------------- */
+
+static struct hm_space *hm_space_alloc(void)
+{
+	struct hm_space *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->memfd = -1;
+	s->notify_fd = -1;
+	pthread_mutex_init(&s->mutex, NULL);
+	atomic_flag_clear(&s->spinlock);
+	return s;
+}
+
+static void hm_space_release(struct hm_space *s)
+{
+	if (s->ops && s->ops->destroy)
+		s->ops->destroy(s);
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++)
+		if (s->maps[i].addr && !s->imported)
+			munmap((void *)s->maps[i].addr, s->size);
+	if (s->imported && s->cpu_addr)
+		munmap(s->cpu_addr, s->size);
+	if (s->device_view)
+		munmap(s->device_view, s->size);
+	if (s->memfd >= 0)
+		close(s->memfd);
+	if (s->notify_fd >= 0)
+		close(s->notify_fd);
+	if (s->armed)
+		munmap(s->armed, s->state_bytes);
+	pthread_mutex_destroy(&s->mutex);
+	free(s);
+}
+
+static int hm_space_try(const struct hm_space_params *p, enum hm_backend b,
+			uint64_t nr_chunks, unsigned shift, struct hm_space **ret)
+{
+	const struct hm_backend_ops *ops = hm_ops[b];
+	struct hm_space *s = hm_space_alloc();
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	s->ops = ops;
+	s->backend = b;
+	s->size = p->size;
+	s->chunk_shift = shift;
+	s->nr_chunks = nr_chunks;
+	s->flags = p->flags;
+	s->caps = ops->caps;
+	err = hm_state_alloc(s);
+	if (err)
+		goto fail;
+	err = ops->create(s, p);
+	if (err)
+		goto fail;
+	s->cpu_addr = (void *)s->maps[0].addr;
+	s->nr_maps = 1;
+	*ret = s;
+	return 0;
+fail:
+	hm_space_release(s);
+	return err;
+}
+
+int hm_space_new(const struct hm_space_params *p, struct hm_space **ret)
+{
+	static const enum hm_backend order[] = {
+		HM_BACKEND_KMOD, HM_BACKEND_UFFD_ASYNC, HM_BACKEND_UFFD_SYNC, HM_BACKEND_MPROTECT,
+	};
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned page_shift = (unsigned)__builtin_ctzl((unsigned long)pg);
+	char why[320] = "";
+	unsigned shift;
+	uint64_t nr;
+	int err = -EOPNOTSUPP;
+
+	if (!ret)
+		return -EINVAL;
+	*ret = NULL;
+	if (!p || (p->flags & ~HM_SPACE_FLAGS_ALL) || (unsigned)p->backend >= HM_BACKEND_COUNT)
+		return -EINVAL;
+	shift = p->chunk_shift ? p->chunk_shift : HM_CHUNK_SHIFT_DEFAULT;
+	if (shift < page_shift || shift > HM_CHUNK_SHIFT_MAX)
+		return -EINVAL;
+	if (!p->size || (p->size & ((1ull << shift) - 1)))
+		return -EINVAL;
+	if (p->addr && ((uintptr_t)p->addr & (uintptr_t)(pg - 1)))
+		return -EINVAL;
+	nr = p->size >> shift;
+	if (p->size > HM_SPACE_MAX_BYTES || nr > HM_SPACE_MAX_CHUNKS)
+		return -E2BIG;
+
+	if (p->backend != HM_BACKEND_AUTO) {
+		const char *r = "";
+
+		err = hm_ops[p->backend]->probe(&r);
+		if (err)
+			return err;
+		err = hm_space_try(p, p->backend, nr, shift, ret);
+		if (err)
+			return err;
+		hm_set_reason(*ret, "%s: requested by the caller; %s",
+			      hm_backend_name(p->backend), r);
+		return 0;
+	}
+	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++) {
+		const char *r = "";
+		size_t len = strlen(why);
+
+		err = hm_ops[order[i]]->probe(&r);
+		if (!err)
+			err = hm_space_try(p, order[i], nr, shift, ret);
+		if (!err) {
+			hm_set_reason(*ret, "%s: auto; %s%s%s", hm_backend_name(order[i]), r,
+				      why[0] ? "; passed over: " : "", why);
+			return 0;
+		}
+		/* a caller error (bad address...) is not a reason to fall back */
+		if (err == -EEXIST || err == -E2BIG)
+			return err;
+		snprintf(why + len, sizeof(why) - len, "%s%s (%s)", len ? ", " : "",
+			 hm_backend_name(order[i]), r && r[0] ? r : strerror(-err));
+	}
+	return err;
+}
+
+void hm_space_free(struct hm_space *s)
+{
+	if (s)
+		hm_space_release(s);
+}
+
+void *hm_space_addr(const struct hm_space *s) { return s ? s->cpu_addr : NULL; }
+uint64_t hm_space_size(const struct hm_space *s) { return s ? s->size : 0; }
+unsigned hm_space_chunk_shift(const struct hm_space *s) { return s ? s->chunk_shift : 0; }
+uint64_t hm_space_nr_chunks(const struct hm_space *s) { return s ? s->nr_chunks : 0; }
+enum hm_backend hm_space_backend(const struct hm_space *s) { return s ? s->backend : HM_BACKEND_AUTO; }
+const char *hm_space_backend_reason(const struct hm_space *s) { return s ? s->reason : ""; }
+unsigned hm_space_caps(const struct hm_space *s) { return s ? s->caps : 0; }
+
+int hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret)
+{
+	if (!s || !ret)
+		return -EINVAL;
+	*ret = s->stats;
+	return 0;
+}
+
+/* ---- aliases, device view ------------------------------------------------ */
+
+int hm_space_map_alias(struct hm_space *s, void *hint, void **ret_addr)
+{
+	void *a = NULL;
+	int slot = -1, err;
+
+	if (!s || !ret_addr || s->imported)
+		return -EINVAL;
+	hm_lock(s);
+	err = -EBUSY;
+	if (s->exported)
+		goto out;
+	for (unsigned i = 1; i < HM_SPACE_MAX_MAPS; i++) {
+		if (!s->maps[i].addr) {
+			slot = (int)i;
+			break;
+		}
+	}
+	err = -ENOSPC;
+	if (slot < 0)
+		goto out;
+	err = hm_memfd_map(s, hint, false, PROT_READ | PROT_WRITE, &a);
+	if (err)
+		goto out;
+	err = s->ops->watch_map ? s->ops->watch_map(s, (uintptr_t)a) : 0;
+	if (err) {
+		munmap(a, s->size);
+		goto out;
+	}
+	s->maps[slot].addr = (uintptr_t)a;
+	s->nr_maps++;
+	*ret_addr = a;
+out:
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_unmap_alias(struct hm_space *s, void *addr)
+{
+	int err = -EINVAL;
+
+	if (!s || !addr || s->imported)
+		return -EINVAL;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	for (unsigned i = 1; i < HM_SPACE_MAX_MAPS; i++) {
+		if (s->maps[i].addr == (uintptr_t)addr) {
+			if (s->ops->unwatch_map)
+				s->ops->unwatch_map(s, (uintptr_t)addr);
+			s->maps[i].addr = 0;
+			s->nr_maps--;
+			munmap(addr, s->size);
+			err = 0;
+			break;
+		}
+	}
+out:
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_device_view(struct hm_space *s, void **ret_addr)
+{
+	int err = 0;
+
+	if (!s || !ret_addr)
+		return -EINVAL;
+	hm_lock(s);
+	if (!s->device_view) {
+		void *a = NULL;
+
+		if (s->ops->device_view)
+			err = s->ops->device_view(s, &a);
+		else
+			err = hm_memfd_map(s, NULL, false, PROT_READ | PROT_WRITE, &a);
+		if (!err)
+			s->device_view = a;
+	}
+	if (!err)
+		*ret_addr = s->device_view;
+	hm_unlock(s);
+	return err;
+}
+
+/* ---- arm, harvest, generations ------------------------------------------ */
+
+static int hm_check_range(const struct hm_space *s, uint64_t first, uint64_t count)
+{
+	if (!count)
+		return -EINVAL;
+	if (first >= s->nr_chunks || count > s->nr_chunks - first)
+		return -ERANGE;
+	return 0;
+}
+
+int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	int err;
+
+	if (!s)
+		return -EINVAL;
+	err = hm_check_range(s, first, count);
+	if (err)
+		return err;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (s->ops->arm) {
+		err = s->ops->arm(s, first, count);
+		if (!err)
+			for (uint64_t c = first; c < first + count; c++)
+				hm_set_bit(s->armed, c);
+		goto out;
+	}
+	/* chunks already armed: bring their writes into pending, re-arm them */
+	err = s->ops->refresh(s, first, count);
+	if (err)
+		goto out;
+	/* runs of unarmed chunks: write-protect for the first time */
+	for (uint64_t c = first; c < first + count;) {
+		uint64_t e;
+
+		if (hm_test_bit(s->armed, c)) {
+			c++;
+			continue;
+		}
+		for (e = c + 1; e < first + count && !hm_test_bit(s->armed, e); e++)
+			;
+		err = s->ops->protect(s, c, e - c);
+		if (err)
+			goto out;
+		for (uint64_t i = c; i < e; i++)
+			hm_set_bit(s->armed, i);
+		c = e;
+	}
+out:
+	hm_unlock(s);
+	return err;
+}
+
+static void hm_notify_drain(struct hm_space *s)
+{
+	uint64_t v;
+
+	if (s->notify_fd < 0)
+		return;
+	while (read(s->notify_fd, &v, sizeof(v)) == sizeof(v))
+		;
+	if (s->nr_pend) {
+		v = 1;
+		if (write(s->notify_fd, &v, sizeof(v)) < 0)
+			return;
+	}
+}
+
+int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+		     size_t *ret_n, bool *ret_more)
+{
+	size_t n;
+	int err;
+
+	if (!s || !ret_n || (cap && !ret_chunks))
+		return -EINVAL;
+	*ret_n = 0;
+	if (ret_more)
+		*ret_more = false;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (s->ops->harvest) {
+		err = s->ops->harvest(s, ret_chunks, cap, ret_n, ret_more);
+		if (!err) {
+			s->stats.harvests++;
+			s->stats.chunks_reported += *ret_n;
+		}
+		goto out;
+	}
+	if (s->ops->collect) {
+		err = s->ops->collect(s);
+		if (err)
+			goto out;
+	}
+	if (!s->pend_sorted) {
+		qsort(s->pend, s->nr_pend, sizeof(uint64_t), hm_cmp_u64);
+		s->pend_sorted = true;
+	}
+	n = s->nr_pend < cap ? s->nr_pend : cap;
+	if (n && s->ops->rearm) {
+		err = s->ops->rearm(s, s->pend, n);
+		if (err)
+			goto out;	/* all of them stay recorded */
+	}
+	memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++)
+		hm_clear_bit(s->pend_bits, s->pend[i]);
+	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
+	s->nr_pend -= n;
+	*ret_n = n;
+	if (ret_more)
+		*ret_more = s->nr_pend != 0;
+	s->stats.harvests++;
+	s->stats.chunks_reported += n;
+	hm_notify_drain(s);
+	err = 0;
+out:
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
+			 uint64_t *ret_gens)
+{
+	int err = 0;
+
+	if (!s || (n && (!chunks || !ret_gens)))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (chunks[i] >= s->nr_chunks)
+			return -ERANGE;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (s->ops->generations) {
+		err = s->ops->generations(s, chunks, n, ret_gens);
+		goto out;
+	}
+	for (size_t i = 0; i < n;) {
+		size_t j = i + 1;
+
+		/* one scan for a run of consecutive chunks */
+		while (j < n && chunks[j] == chunks[j - 1] + 1)
+			j++;
+		for (size_t k = i; k < j;) {
+			size_t e = k;
+
+			if (!hm_test_bit(s->armed, chunks[k])) {
+				k++;
+				continue;
+			}
+			while (e < j && hm_test_bit(s->armed, chunks[e]))
+				e++;
+			err = s->ops->refresh(s, chunks[k], e - k);
+			if (err)
+				goto out;
+			k = e;
+		}
+		for (size_t k = i; k < j; k++) {
+			uint64_t c = chunks[k];
+
+			if (hm_test_bit(s->gdirty, c)) {
+				hm_clear_bit(s->gdirty, c);
+				s->gen[c] += 2;
+			}
+			ret_gens[k] = s->gen[c] | !hm_test_bit(s->armed, c);
+		}
+		i = j;
+	}
+out:
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_generation(struct hm_space *s, uint64_t chunk, uint64_t *ret_gen)
+{
+	return hm_space_generations(s, &chunk, 1, ret_gen);
+}
+
+int hm_space_poll_fd(struct hm_space *s)
+{
+	if (!s)
+		return -EINVAL;
+	if (s->exported)
+		return -EBUSY;
+	if (s->ops->poll_fd)
+		return s->ops->poll_fd(s);
+	if (s->notify_fd >= 0)
+		return s->notify_fd;
+	return -EOPNOTSUPP;
+}
+
+/* eventfd for backends whose trip handlers record (uffd-sync, mprotect) */
+int hm_notify_init(struct hm_space *s)
+{
+	s->notify_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return s->notify_fd < 0 ? -errno : 0;
+}
+
+/* ---- handoff ------------------------------------------------------------- */
+
+int hm_space_export(struct hm_space *s, struct hm_space_handoff *ret)
+{
+	struct hm_blob b;
+	int err;
+
+	if (!s || !ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	for (unsigned i = 0; i < 4; i++)
+		ret->fds[i] = -1;
+	if (!s->ops->export)
+		return -EOPNOTSUPP;
+	if (s->imported)
+		return -EINVAL;
+	hm_lock(s);
+	err = -EBUSY;
+	if (s->exported || s->nr_pend)
+		goto out;
+	memset(&b, 0, sizeof(b));
+	b.magic = HM_HANDOFF_MAGIC;
+	b.backend = (uint8_t)s->backend;
+	b.chunk_shift = (uint8_t)s->chunk_shift;
+	b.size = s->size;
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++)
+		if (s->maps[i].addr)
+			b.maps[b.nr_maps++] = s->maps[i].addr;
+	err = s->ops->export(s, ret);
+	if (err) {
+		hm_handoff_close(ret);
+		goto out;
+	}
+	memcpy(ret->blob, &b, sizeof(b));
+	ret->blob_len = sizeof(b);
+	s->exported = true;
+out:
+	hm_unlock(s);
+	if (!err && s->ops->exported)
+		s->ops->exported(s);
+	return err;
+}
+
+int hm_space_import(const struct hm_space_handoff *h, struct hm_space **ret)
+{
+	const struct hm_backend_ops *ops;
+	struct hm_space *s;
+	struct hm_blob b;
+	long pg = sysconf(_SC_PAGESIZE);
+	int err;
+
+	if (!ret)
+		return -EINVAL;
+	*ret = NULL;
+	if (!h || h->blob_len != sizeof(b) || h->nr_fds > 4)
+		return -EINVAL;
+	memcpy(&b, h->blob, sizeof(b));
+	if (b.magic != HM_HANDOFF_MAGIC || b.backend == HM_BACKEND_AUTO ||
+	    b.backend >= HM_BACKEND_COUNT || b.nr_maps == 0 || b.nr_maps > HM_SPACE_MAX_MAPS ||
+	    b.chunk_shift < __builtin_ctzl((unsigned long)pg) || b.chunk_shift > HM_CHUNK_SHIFT_MAX ||
+	    !b.size || (b.size & ((1ull << b.chunk_shift) - 1)) || b.size > HM_SPACE_MAX_BYTES ||
+	    (b.size >> b.chunk_shift) > HM_SPACE_MAX_CHUNKS)
+		return -EINVAL;
+	ops = hm_ops[b.backend];
+	if (!ops->import)
+		return -EOPNOTSUPP;
+	s = hm_space_alloc();
+	if (!s)
+		return -ENOMEM;
+	s->ops = ops;
+	s->backend = (enum hm_backend)b.backend;
+	s->size = b.size;
+	s->chunk_shift = b.chunk_shift;
+	s->nr_chunks = b.size >> b.chunk_shift;
+	s->caps = ops->caps;
+	s->imported = true;
+	for (unsigned i = 0; i < b.nr_maps; i++)
+		s->maps[i].addr = (uintptr_t)b.maps[i];
+	s->nr_maps = b.nr_maps;
+	err = hm_state_alloc(s);
+	if (err)
+		goto fail;
+	err = ops->import(s, h);
+	if (err)
+		goto fail;
+	hm_set_reason(s, "%s: imported from another process", hm_backend_name(s->backend));
+	*ret = s;
+	return 0;
+fail:
+	hm_space_release(s);
+	return err;
+}
+
+struct hm_handoff_wire {
+	uint32_t nr_fds;
+	uint32_t blob_len;
+	uint8_t blob[64];
+};
+
+int hm_handoff_send(int sock, const struct hm_space_handoff *h)
+{
+	struct hm_handoff_wire w;
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &w, .iov_len = sizeof(w) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+	ssize_t r;
+
+	if (!h || h->nr_fds > 4 || h->blob_len > sizeof(w.blob))
+		return -EINVAL;
+	memset(&w, 0, sizeof(w));
+	w.nr_fds = h->nr_fds;
+	w.blob_len = h->blob_len;
+	memcpy(w.blob, h->blob, h->blob_len);
+	if (h->nr_fds) {
+		memset(&u, 0, sizeof(u));
+		msg.msg_control = u.buf;
+		msg.msg_controllen = CMSG_SPACE(h->nr_fds * sizeof(int));
+		cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(h->nr_fds * sizeof(int));
+		memcpy(CMSG_DATA(cm), h->fds, h->nr_fds * sizeof(int));
+	}
+	do
+		r = sendmsg(sock, &msg, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	return r == sizeof(w) ? 0 : -EIO;
+}
+
+int hm_handoff_recv(int sock, struct hm_space_handoff *ret)
+{
+	struct hm_handoff_wire w;
+	union {
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = &w, .iov_len = sizeof(w) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1,
+			      .msg_control = u.buf, .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+	unsigned got = 0;
+	ssize_t r;
+
+	if (!ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	for (unsigned i = 0; i < 4; i++)
+		ret->fds[i] = -1;
+	do
+		r = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	for (cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			unsigned n = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+			for (unsigned i = 0; i < n; i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				if (got < 4)
+					ret->fds[got++] = fd;
+				else
+					close(fd);
+			}
+		}
+	}
+	ret->nr_fds = got;
+	if (r != sizeof(w) || (msg.msg_flags & MSG_CTRUNC) || w.nr_fds != got ||
+	    w.blob_len > sizeof(w.blob)) {
+		hm_handoff_close(ret);
+		return -EPROTO;
+	}
+	ret->blob_len = w.blob_len;
+	memcpy(ret->blob, w.blob, w.blob_len);
+	return 0;
+}
+
+void hm_handoff_close(struct hm_space_handoff *h)
+{
+	if (!h)
+		return;
+	for (unsigned i = 0; i < h->nr_fds && i < 4; i++) {
+		if (h->fds[i] >= 0)
+			close(h->fds[i]);
+		h->fds[i] = -1;
+	}
+	h->nr_fds = 0;
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libhmirror watch: what the backends share (private to the library).
+ *
+ * Common state of a space, kept by lib/watch.c for every backend:
+ *   armed    one bit a chunk: the caller armed it (stays armed; harvest re-arms)
+ *   open     one bit a chunk: armed, recorded written, and currently writable
+ *            in at least one mapping (uffd-sync, mprotect: the trip handler
+ *            un-protected it); re-protected by arm/generation/harvest
+ *   pending  chunks recorded written, not yet handed out by hm_space_harvest
+ *            (a bitmap for dedup plus an array in recording order)
+ *   gen      write generation: moves by 2 on the first read after the chunk
+ *            was recorded (gdirty bit), so it changes whenever the chunk
+ *            was written since the previous read
+ * All of it is protected by the space lock (hm_lock()).
+ */
+#ifndef HMIRROR_WATCH_INTERNAL_H
+#define HMIRROR_WATCH_INTERNAL_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <hmirror/watch.h>
+
+#define HM_HANDOFF_MAGIC 0x31574d48u /* "HMW1" */
+
+struct hm_map {
+	uintptr_t addr;      /* 0 = slot free */
+};
+
+struct hm_space;
+
+struct hm_backend_ops {
+	enum hm_backend backend;
+	unsigned caps;
+	int  (*probe)(const char **ret_reason);
+	/* create the pages and the primary mapping s->maps[0] */
+	int  (*create)(struct hm_space *s, const struct hm_space_params *p);
+	/* adopt a handoff (importer side); may be NULL (-EOPNOTSUPP) */
+	int  (*import)(struct hm_space *s, const struct hm_space_handoff *h);
+	void (*destroy)(struct hm_space *s);
+	/* register / unregister a new watched mapping (alias) at addr */
+	int  (*watch_map)(struct hm_space *s, uintptr_t addr);
+	void (*unwatch_map)(struct hm_space *s, uintptr_t addr);
+	/* write-protect unarmed chunks [first, first+count) for the first time
+	   (lock held) */
+	int  (*protect)(struct hm_space *s, uint64_t first, uint64_t count);
+	/* bring what the kernel knows about writes to armed chunks in
+	   [first, first+count) into pending (+gen) and make those chunks trip
+	   again on the next write (lock held) */
+	int  (*refresh)(struct hm_space *s, uint64_t first, uint64_t count);
+	/* re-arm chunks about to be handed out by harvest (lock held) */
+	int  (*rearm)(struct hm_space *s, const uint64_t *chunks, size_t n);
+	/* export fds + fill blob bytes after the common header (lock held) */
+	/* harvest: move what the kernel recorded into pending (lock held);
+	   NULL where trip handlers record directly */
+	int  (*collect)(struct hm_space *s);
+	int  (*export)(struct hm_space *s, struct hm_space_handoff *h);
+	/* after a successful export, lock NOT held */
+	void (*exported)(struct hm_space *s);
+	int  (*poll_fd)(struct hm_space *s);
+	int  (*device_view)(struct hm_space *s, void **ret_addr);
+	/* optional overrides of the common state machine (kmod: the module
+	   keeps the state) */
+	int  (*arm)(struct hm_space *s, uint64_t first, uint64_t count);
+	int  (*harvest)(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+			size_t *ret_n, bool *ret_more);
+	int  (*generations)(struct hm_space *s, const uint64_t *chunks, size_t n,
+			    uint64_t *ret_gens);
+	/* mapping of the pages (aliases, importer's CPU mapping); NULL =
+	   hm_memfd_map() over s->memfd at offset 0 */
+};
+
+struct hm_space {
+	const struct hm_backend_ops *ops;
+	enum hm_backend backend;
+	uint64_t size;
+	unsigned chunk_shift;
+	uint64_t nr_chunks;
+	uint32_t flags;
+	unsigned caps;
+	bool imported;
+	bool exported;
+	char reason[320];
+
+	int memfd;               /* the pages: a memfd, or the module's space fd */
+	int notify_fd;           /* eventfd written on record (uffd-sync, mprotect), or -1 */
+	void *cpu_addr;          /* hm_space_addr(): maps[0], or the importer's own mapping */
+	struct hm_map maps[HM_SPACE_MAX_MAPS];  /* [0] = primary; watched */
+	unsigned nr_maps;
+	void *device_view;
+
+	/* the lock: a mutex, or (mprotect) a spinlock taken with all signals
+	   blocked, because the SIGSEGV handler takes it too */
+	bool spin;
+	pthread_mutex_t mutex;
+	atomic_flag spinlock;
+	sigset_t saved_mask;
+
+	/* common watch state (see top of file) */
+	uint64_t *armed;         /* bitmap */
+	uint64_t *open;          /* bitmap */
+	uint64_t *pend_bits;     /* bitmap */
+	uint64_t *pend;          /* array, capacity nr_chunks */
+	uint64_t nr_pend;
+	bool pend_sorted;
+	uint64_t *gen;           /* array */
+	uint64_t *gdirty;        /* bitmap: recorded since gen[] was last read */
+	size_t state_bytes;      /* one mapping holds all of the above */
+
+	struct hm_space_stats stats;
+
+	void *priv;              /* backend state */
+};
+
+/* lock */
+void hm_lock(struct hm_space *s);
+void hm_unlock(struct hm_space *s);
+
+/* bitmaps */
+static inline bool hm_test_bit(const uint64_t *b, uint64_t i)
+{
+	return (b[i >> 6] >> (i & 63)) & 1;
+}
+
+static inline void hm_set_bit(uint64_t *b, uint64_t i)
+{
+	b[i >> 6] |= 1ull << (i & 63);
+}
+
+static inline void hm_clear_bit(uint64_t *b, uint64_t i)
+{
+	b[i >> 6] &= ~(1ull << (i & 63));
+}
+
+/* record chunk c written (lock held; async-signal-safe): pending + gen */
+void hm_notify(struct hm_space *s);
+static inline void hm_record(struct hm_space *s, uint64_t c)
+{
+	if (!hm_test_bit(s->pend_bits, c)) {
+		hm_set_bit(s->pend_bits, c);
+		if (s->nr_pend && s->pend[s->nr_pend - 1] > c)
+			s->pend_sorted = false;
+		s->pend[s->nr_pend++] = c;
+	}
+	/* the generation moves when it is next read: a dense bit here, so a
+	   harvest of K scattered chunks touches no per-chunk array */
+	hm_set_bit(s->gdirty, c);
+	if (s->notify_fd >= 0)
+		hm_notify(s);
+}
+
+/* which watched mapping holds addr; chunk index in *ret_chunk; -1 if none */
+int hm_map_lookup(const struct hm_space *s, uintptr_t addr, uint64_t *ret_chunk);
+
+int hm_set_reason(struct hm_space *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* the eventfd behind hm_space_poll_fd() for uffd-sync and mprotect */
+int hm_notify_init(struct hm_space *s);
+
+/* memfd helpers shared by the uffd and mprotect backends */
+int hm_memfd_create(struct hm_space *s, const struct hm_space_params *p);
+int hm_memfd_map(struct hm_space *s, void *hint, bool fixed, int prot, void **ret_addr);
+int hm_memfd_import(struct hm_space *s, const struct hm_space_handoff *h);
+
+/* common handoff blob header: magic, backend, shift, nr_maps, size, maps */
+struct hm_blob {
+	uint32_t magic;
+	uint8_t backend;
+	uint8_t chunk_shift;
+	uint8_t nr_maps;
+	uint8_t pad;
+	uint64_t size;
+	uint64_t maps[HM_SPACE_MAX_MAPS];
+};
+_Static_assert(sizeof(struct hm_blob) <= 64, "handoff blob too big");
+
+extern const struct hm_backend_ops hm_kmod_ops;
+extern const struct hm_backend_ops hm_uffd_async_ops;
+extern const struct hm_backend_ops hm_uffd_sync_ops;
+extern const struct hm_backend_ops hm_mprotect_ops;
+
+/* uffd helpers (lib/watch_uffd.c), shared with watch_uffd_sync.c */
+int hm_uffd_open(uint64_t features, bool user_only, int *ret_fd, uint64_t *ret_features);
+int hm_uffd_register(int uffd, uintptr_t addr, uint64_t len);
+int hm_uffd_wp(int uffd, uintptr_t addr, uint64_t len, bool wp);
+
+#endif /* HMIRROR_WATCH_INTERNAL_H */

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libhmirror watch backend "mprotect": the last resort.  Armed chunks are
+ * mapped PROT_READ; a write raises SIGSEGV, whose handler records the chunk
+ * and makes it writable in the faulting mapping, then returns so the write
+ * is retried.  Costs (Documentation/watch.rst): a signal round trip per
+ * trip, and one VMA split per scattered trip or re-arm, up to
+ * vm.max_map_count.
+ *
+ * The SIGSEGV handler: installed by the library only when the caller
+ * creates the first mprotect space, removed (the previous one restored)
+ * when the last one is freed, if nobody replaced it meanwhile.  A fault
+ * that is not a write to an armed chunk of a live mprotect space is passed
+ * to the handler that was installed before ours (SA_SIGINFO or not); where
+ * that was SIG_DFL or SIG_IGN the default action is restored and the fault
+ * repeats, so the process dies as it would have without the library.
+ *
+ * The VMA wall: when hm_space_arm() needs a split the kernel refuses
+ * (mprotect fails with ENOMEM at vm.max_map_count), it returns -ENOMEM.
+ * When the trip handler cannot un-protect one chunk for the same reason, it
+ * makes every watched mapping writable (whole mappings: no split, the VMAs
+ * merge) and records every armed chunk as written: nothing is lost, the
+ * next harvest reports them all and re-arms them in a few large runs
+ * (hm_space_stats().overflows counts these events).
+ *
+ * Kernel writes into armed memory (read(2) into the space) are not seen:
+ * they fail with EFAULT, no signal is raised (no HM_CAP_KERNEL_WRITES).
+ * The space cannot be handed to another process (no HM_CAP_HANDOFF): the
+ * handler has to run in the writer's process.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+
+#include "watch_internal.h"
+
+static _Atomic(struct hm_space *) hm_mp_spaces[HM_MPROTECT_MAX_SPACES];
+static atomic_int hm_mp_inflight;
+static pthread_mutex_t hm_mp_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned hm_mp_nr;		/* live spaces; under hm_mp_reg_lock */
+static struct sigaction hm_mp_prev;	/* the caller's handler before ours */
+
+static int hm_mprotect_probe(const char **ret_reason)
+{
+	*ret_reason = "mprotect + SIGSEGV (last resort: a signal a trip, VMA splits)";
+	return 0;
+}
+
+static int hm_mp_protect_all_maps(struct hm_space *s, uint64_t first, uint64_t count, int prot)
+{
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		if (!s->maps[i].addr)
+			continue;
+		if (mprotect((void *)(s->maps[i].addr + (first << s->chunk_shift)),
+			     count << s->chunk_shift, prot) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* a trip (lock held, in the signal handler) */
+static void hm_mp_trip(struct hm_space *s, int m, uint64_t c)
+{
+	void *a = (void *)(s->maps[m].addr + (c << s->chunk_shift));
+
+	if (hm_test_bit(s->armed, c)) {
+		hm_record(s, c);
+		hm_set_bit(s->open, c);
+	}
+	s->stats.trips++;
+	if (!mprotect(a, 1ull << s->chunk_shift, PROT_READ | PROT_WRITE))
+		return;
+	/* the VMA wall: open everything in whole mappings, record everything */
+	s->stats.overflows++;
+	hm_mp_protect_all_maps(s, 0, s->nr_chunks, PROT_READ | PROT_WRITE);
+	for (uint64_t i = 0; i < s->nr_chunks; i++) {
+		if (hm_test_bit(s->armed, i)) {
+			hm_record(s, i);
+			hm_set_bit(s->open, i);
+		}
+	}
+}
+
+static void hm_mp_chain(int sig, siginfo_t *si, void *uc)
+{
+	struct sigaction prev = hm_mp_prev;
+
+	if (prev.sa_flags & SA_SIGINFO) {
+		if (prev.sa_sigaction)
+			prev.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigaction(sig, &dfl, NULL);
+		return;		/* the fault repeats and takes the default action */
+	}
+	prev.sa_handler(sig);
+}
+
+static void hm_mp_handler(int sig, siginfo_t *si, void *uc)
+{
+	int saved_errno = errno;
+	bool ours = false;
+
+	if (si->si_code == SEGV_ACCERR) {
+		uintptr_t addr = (uintptr_t)si->si_addr;
+
+		atomic_fetch_add(&hm_mp_inflight, 1);
+		for (unsigned i = 0; i < HM_MPROTECT_MAX_SPACES && !ours; i++) {
+			struct hm_space *s = atomic_load(&hm_mp_spaces[i]);
+			uint64_t c;
+			int m;
+
+			if (!s)
+				continue;
+			hm_lock(s);
+			m = hm_map_lookup(s, addr, &c);
+			if (m >= 0) {
+				ours = true;
+				hm_mp_trip(s, m, c);
+			}
+			hm_unlock(s);
+		}
+		atomic_fetch_sub(&hm_mp_inflight, 1);
+	}
+	errno = saved_errno;
+	if (!ours)
+		hm_mp_chain(sig, si, uc);
+}
+
+static int hm_mp_register(struct hm_space *s)
+{
+	int slot = -1, err = 0;
+
+	pthread_mutex_lock(&hm_mp_reg_lock);
+	for (unsigned i = 0; i < HM_MPROTECT_MAX_SPACES; i++) {
+		if (!atomic_load(&hm_mp_spaces[i])) {
+			slot = (int)i;
+			break;
+		}
+	}
+	if (slot < 0) {
+		err = -EMFILE;
+		goto out;
+	}
+	if (!hm_mp_nr) {
+		struct sigaction sa;
+
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_sigaction = hm_mp_handler;
+		sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+		sigfillset(&sa.sa_mask);
+		if (sigaction(SIGSEGV, &sa, &hm_mp_prev) < 0) {
+			err = -errno;
+			goto out;
+		}
+	}
+	hm_mp_nr++;
+	atomic_store(&hm_mp_spaces[slot], s);
+	s->priv = (void *)(uintptr_t)(slot + 1);
+out:
+	pthread_mutex_unlock(&hm_mp_reg_lock);
+	return err;
+}
+
+static void hm_mp_unregister(struct hm_space *s)
+{
+	int slot = (int)(uintptr_t)s->priv - 1;
+
+	if (slot < 0)
+		return;
+	pthread_mutex_lock(&hm_mp_reg_lock);
+	atomic_store(&hm_mp_spaces[slot], NULL);
+	/* a handler that saw s before the store is done with it after this */
+	while (atomic_load(&hm_mp_inflight))
+		sched_yield();
+	if (!--hm_mp_nr) {
+		struct sigaction cur;
+
+		if (!sigaction(SIGSEGV, NULL, &cur) && (cur.sa_flags & SA_SIGINFO) &&
+		    cur.sa_sigaction == hm_mp_handler)
+			sigaction(SIGSEGV, &hm_mp_prev, NULL);
+	}
+	pthread_mutex_unlock(&hm_mp_reg_lock);
+	s->priv = NULL;
+}
+
+static int hm_mprotect_create(struct hm_space *s, const struct hm_space_params *p)
+{
+	void *a;
+	int err;
+
+	s->spin = true;
+	err = hm_memfd_create(s, p);
+	if (err)
+		return err;
+	err = hm_notify_init(s);
+	if (err)
+		return err;
+	err = hm_memfd_map(s, p->addr, p->addr != NULL, PROT_READ | PROT_WRITE, &a);
+	if (err)
+		return err;
+	s->maps[0].addr = (uintptr_t)a;
+	return hm_mp_register(s);
+}
+
+static void hm_mprotect_destroy(struct hm_space *s)
+{
+	hm_mp_unregister(s);
+}
+
+static int hm_mprotect_protect(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	return hm_mp_protect_all_maps(s, first, count, PROT_READ);
+}
+
+static int hm_mprotect_watch_map(struct hm_space *s, uintptr_t addr)
+{
+	for (uint64_t c = 0; c < s->nr_chunks;) {
+		uint64_t e;
+
+		if (!hm_test_bit(s->armed, c)) {
+			c++;
+			continue;
+		}
+		for (e = c + 1; e < s->nr_chunks && hm_test_bit(s->armed, e); e++)
+			;
+		if (mprotect((void *)(addr + (c << s->chunk_shift)),
+			     (e - c) << s->chunk_shift, PROT_READ) < 0)
+			return -errno;
+		c = e;
+	}
+	return 0;
+}
+
+/* the VMA wall while re-arming: protect whole mappings (no split) */
+static int hm_mp_rearm_fallback(struct hm_space *s)
+{
+	int err = hm_mp_protect_all_maps(s, 0, s->nr_chunks, PROT_READ);
+
+	if (err)
+		return err;
+	memset(s->open, 0, ((s->nr_chunks + 63) / 64) * 8);
+	s->stats.overflows++;
+	return 0;
+}
+
+static int hm_mprotect_rearm(struct hm_space *s, const uint64_t *chunks, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		int err;
+
+		if (!hm_test_bit(s->open, chunks[i])) {
+			i++;
+			continue;
+		}
+		while (j + 1 < n && chunks[j + 1] == chunks[j] + 1 && hm_test_bit(s->open, chunks[j + 1]))
+			j++;
+		err = hm_mp_protect_all_maps(s, chunks[i], chunks[j] - chunks[i] + 1, PROT_READ);
+		if (err == -ENOMEM)
+			return hm_mp_rearm_fallback(s);
+		if (err)
+			return err;
+		for (size_t k = i; k <= j; k++)
+			hm_clear_bit(s->open, chunks[k]);
+		i = j + 1;
+	}
+	return 0;
+}
+
+static int hm_mprotect_refresh(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	for (uint64_t c = first; c < first + count; c++) {
+		if (hm_test_bit(s->open, c)) {
+			int err = hm_mp_protect_all_maps(s, c, 1, PROT_READ);
+
+			if (err == -ENOMEM)
+				return hm_mp_rearm_fallback(s);
+			if (err)
+				return err;
+			hm_clear_bit(s->open, c);
+		}
+	}
+	return 0;
+}
+
+const struct hm_backend_ops hm_mprotect_ops = {
+	.backend = HM_BACKEND_MPROTECT,
+	.caps = HM_CAP_POLL,
+	.probe = hm_mprotect_probe,
+	.create = hm_mprotect_create,
+	.destroy = hm_mprotect_destroy,
+	.watch_map = hm_mprotect_watch_map,
+	.protect = hm_mprotect_protect,
+	.refresh = hm_mprotect_refresh,
+	.rearm = hm_mprotect_rearm,
+};

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * libhmirror watch backend "uffd-async": userfaultfd write-protect with
+ * UFFD_FEATURE_WP_ASYNC (Linux 6.7+) and PAGEMAP_SCAN.
+ *
+ * The space is a memfd mapped MAP_SHARED (MADV_NOHUGEPAGE, so that a
+ * written page is a page, not 2 MiB).  Every watched mapping (primary and
+ * aliases) is registered with UFFDIO_REGISTER_MODE_WP on one uffd opened
+ * with UFFD_USER_MODE_ONLY, which needs no privilege.  Arming is
+ * UFFDIO_WRITEPROTECT; on shmem it also installs uffd-wp pte markers over
+ * pages that were never faulted, so the first touch of such a page is
+ * recorded as well.  A write to an armed page is resolved by the kernel in
+ * the fault path (it clears the pte's uffd-wp bit: no message, no thread);
+ * kernel writes (read(2), process_vm_writev) go the same way.  A harvest is
+ * one PAGEMAP_SCAN per watched mapping with PM_SCAN_WP_MATCHING |
+ * PM_SCAN_CHECK_WPASYNC and category PAGE_IS_WRITTEN: it returns the
+ * written page runs and write-protects exactly those pages again, atomically
+ * under the page-table lock, so a store racing the scan either lands before
+ * (reported now) or faults after (reported next time).  The runs are
+ * coalesced into chunks here; the library adds nothing proportional to the
+ * size of the space.
+ *
+ * Shared helpers for watch_uffd_sync.c live here too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+
+#include "uffd_compat.h"
+#include "watch_internal.h"
+
+#define HM_SCAN_VEC 4096
+
+struct hm_uffd_async {
+	int uffd;
+	int pagemap;
+	struct hm_page_region vec[HM_SCAN_VEC];
+};
+
+/* ---- helpers shared with uffd-sync -------------------------------------- */
+
+int hm_uffd_open(uint64_t features, bool user_only, int *ret_fd, uint64_t *ret_features)
+{
+	struct uffdio_api api = { .api = UFFD_API, .features = features };
+	int flags = O_CLOEXEC | O_NONBLOCK | (user_only ? UFFD_USER_MODE_ONLY : 0);
+	int fd = (int)syscall(SYS_userfaultfd, flags);
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, UFFDIO_API, &api) < 0) {
+		int err = -errno;
+
+		close(fd);
+		return err == -EINVAL ? -EOPNOTSUPP : err;
+	}
+	if ((api.features & features) != features) {
+		close(fd);
+		return -EOPNOTSUPP;
+	}
+	*ret_fd = fd;
+	if (ret_features)
+		*ret_features = api.features;
+	return 0;
+}
+
+int hm_uffd_register(int uffd, uintptr_t addr, uint64_t len)
+{
+	struct uffdio_register r = {
+		.range = { .start = addr, .len = len },
+		.mode = UFFDIO_REGISTER_MODE_WP,
+	};
+
+	if (ioctl(uffd, UFFDIO_REGISTER, &r) < 0)
+		return -errno;
+	return 0;
+}
+
+int hm_uffd_wp(int uffd, uintptr_t addr, uint64_t len, bool wp)
+{
+	struct uffdio_writeprotect w = {
+		.range = { .start = addr, .len = len },
+		.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0,
+	};
+
+	while (ioctl(uffd, UFFDIO_WRITEPROTECT, &w) < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+/* ---- probe --------------------------------------------------------------- */
+
+static const uint64_t hm_async_features = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+
+static int hm_pagemap_scan_works(int pagemap)
+{
+	struct hm_pm_scan_arg a = { .size = sizeof(a) };
+
+	/* an empty range: 0 on a kernel with PAGEMAP_SCAN, ENOTTY before */
+	if (ioctl(pagemap, HM_PAGEMAP_SCAN, &a) < 0)
+		return errno == ENOTTY || errno == EINVAL ? -EOPNOTSUPP : -errno;
+	return 0;
+}
+
+static int hm_uffd_async_probe(const char **ret_reason)
+{
+	int uffd, pm, err;
+
+	err = hm_uffd_open(hm_async_features, true, &uffd, NULL);
+	if (err) {
+		*ret_reason = err == -EOPNOTSUPP ?
+			"the kernel lacks UFFD_FEATURE_WP_ASYNC on shmem (Linux < 6.7)" :
+			err == -ENOSYS ? "no userfaultfd(2) in this kernel" :
+			"userfaultfd(UFFD_USER_MODE_ONLY) refused";
+		return err == -ENOSYS ? -EOPNOTSUPP : err;
+	}
+	close(uffd);
+	pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (pm < 0) {
+		*ret_reason = "cannot open /proc/self/pagemap";
+		return -errno;
+	}
+	err = hm_pagemap_scan_works(pm);
+	close(pm);
+	if (err) {
+		*ret_reason = "the kernel lacks the PAGEMAP_SCAN ioctl (Linux < 6.7)";
+		return err;
+	}
+	*ret_reason = "userfaultfd UFFD_FEATURE_WP_ASYNC and PAGEMAP_SCAN available";
+	return 0;
+}
+
+/* ---- scan ---------------------------------------------------------------- */
+
+/* one PAGEMAP_SCAN over chunks [first, first+count) of the mapping at base
+   (repeated only when more runs were written than fit the vector) */
+static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t base,
+		       uint64_t first, uint64_t count)
+{
+	uint64_t start = base + (first << s->chunk_shift);
+	uint64_t end = start + (count << s->chunk_shift);
+	uint64_t last = UINT64_MAX;
+
+	while (start < end) {
+		struct hm_pm_scan_arg a = {
+			.size = sizeof(a),
+			.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.start = start,
+			.end = end,
+			.vec = (uintptr_t)u->vec,
+			.vec_len = HM_SCAN_VEC,
+			.category_mask = PAGE_IS_WRITTEN,
+			.return_mask = PAGE_IS_WRITTEN,
+		};
+		long n = ioctl(u->pagemap, HM_PAGEMAP_SCAN, &a);
+
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		for (long i = 0; i < n; i++) {
+			uint64_t c0 = (u->vec[i].start - base) >> s->chunk_shift;
+			uint64_t c1 = (u->vec[i].end - 1 - base) >> s->chunk_shift;
+
+			for (uint64_t c = c0; c <= c1; c++) {
+				if (c == last || !hm_test_bit(s->armed, c))
+					continue;
+				hm_record(s, c);
+				last = c;
+			}
+		}
+		if (a.walk_end >= end || a.walk_end <= start)
+			break;
+		start = a.walk_end;
+	}
+	return 0;
+}
+
+static int hm_uffd_async_refresh(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	struct hm_uffd_async *u = s->priv;
+
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		int err;
+
+		if (!s->maps[i].addr)
+			continue;
+		err = hm_scan_map(s, u, s->maps[i].addr, first, count);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static int hm_uffd_async_collect(struct hm_space *s)
+{
+	return hm_uffd_async_refresh(s, 0, s->nr_chunks);
+}
+
+static int hm_uffd_async_protect(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	struct hm_uffd_async *u = s->priv;
+
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		int err;
+
+		if (!s->maps[i].addr)
+			continue;
+		err = hm_uffd_wp(u->uffd, s->maps[i].addr + (first << s->chunk_shift),
+				 count << s->chunk_shift, true);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* ---- life ---------------------------------------------------------------- */
+
+static int hm_uffd_async_create(struct hm_space *s, const struct hm_space_params *p)
+{
+	struct hm_uffd_async *u = calloc(1, sizeof(*u));
+	void *a;
+	int err;
+
+	if (!u)
+		return -ENOMEM;
+	u->uffd = -1;
+	u->pagemap = -1;
+	s->priv = u;
+	err = hm_memfd_create(s, p);
+	if (err)
+		return err;
+	err = hm_uffd_open(hm_async_features, true, &u->uffd, NULL);
+	if (err)
+		return err;
+	u->pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (u->pagemap < 0)
+		return -errno;
+	err = hm_memfd_map(s, p->addr, p->addr != NULL, PROT_READ | PROT_WRITE, &a);
+	if (err)
+		return err;
+	s->maps[0].addr = (uintptr_t)a;
+	return hm_uffd_register(u->uffd, (uintptr_t)a, s->size);
+}
+
+static int hm_uffd_async_import(struct hm_space *s, const struct hm_space_handoff *h)
+{
+	struct hm_uffd_async *u = calloc(1, sizeof(*u));
+	int err;
+
+	if (!u)
+		return -ENOMEM;
+	u->uffd = -1;
+	u->pagemap = -1;
+	s->priv = u;
+	if (h->nr_fds != 3)
+		return -EINVAL;
+	err = hm_memfd_import(s, h);
+	if (err)
+		return err;
+	u->uffd = fcntl(h->fds[1], F_DUPFD_CLOEXEC, 3);
+	u->pagemap = fcntl(h->fds[2], F_DUPFD_CLOEXEC, 3);
+	if (u->uffd < 0 || u->pagemap < 0)
+		return -errno;
+	return 0;
+}
+
+static void hm_uffd_async_destroy(struct hm_space *s)
+{
+	struct hm_uffd_async *u = s->priv;
+
+	if (!u)
+		return;
+	if (u->uffd >= 0)
+		close(u->uffd);
+	if (u->pagemap >= 0)
+		close(u->pagemap);
+	free(u);
+	s->priv = NULL;
+}
+
+static int hm_uffd_async_watch_map(struct hm_space *s, uintptr_t addr)
+{
+	struct hm_uffd_async *u = s->priv;
+	int err = hm_uffd_register(u->uffd, addr, s->size);
+	uint64_t first;
+
+	if (err)
+		return err;
+	/* the alias starts with every armed chunk armed */
+	for (uint64_t c = 0; c < s->nr_chunks; c = first) {
+		uint64_t e;
+
+		if (!hm_test_bit(s->armed, c)) {
+			first = c + 1;
+			continue;
+		}
+		for (e = c + 1; e < s->nr_chunks && hm_test_bit(s->armed, e); e++)
+			;
+		err = hm_uffd_wp(u->uffd, addr + (c << s->chunk_shift),
+				 (e - c) << s->chunk_shift, true);
+		if (err)
+			return err;
+		first = e;
+	}
+	return 0;
+}
+
+static int hm_uffd_async_export(struct hm_space *s, struct hm_space_handoff *h)
+{
+	struct hm_uffd_async *u = s->priv;
+	int src[3] = { s->memfd, u->uffd, u->pagemap };
+
+	for (unsigned i = 0; i < 3; i++) {
+		h->fds[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 3);
+		if (h->fds[i] < 0)
+			return -errno;
+		h->nr_fds = i + 1;
+	}
+	return 0;
+}
+
+const struct hm_backend_ops hm_uffd_async_ops = {
+	.backend = HM_BACKEND_UFFD_ASYNC,
+	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT | HM_CAP_KERNEL_TRIP,
+	.probe = hm_uffd_async_probe,
+	.create = hm_uffd_async_create,
+	.import = hm_uffd_async_import,
+	.destroy = hm_uffd_async_destroy,
+	.watch_map = hm_uffd_async_watch_map,
+	.protect = hm_uffd_async_protect,
+	.refresh = hm_uffd_async_refresh,
+	.collect = hm_uffd_async_collect,
+	.export = hm_uffd_async_export,
+};

@@ -1,0 +1,782 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hmirrord as a real process over its real socket.  Each test starts its
+ * own daemon (build/bin/hmirrord, next to this program) on a socket in a
+ * fresh directory, and talks to it through libhmirror's client (and raw
+ * datagrams where the test is about malformed messages).
+ *
+ * Dispatch tests need the engine: where the daemon was built without it or
+ * found no usable device they SKIP, saying so (the daemon answers
+ * -ENOSYS; everything else is tested).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hmirror/client.h>
+#include <hmirror/watch.h>
+
+#include "kselftest_harness.h"
+
+#include "daemon/empty.spv.h"	/* hm_test_empty_spv */
+#include "daemon/spin.spv.h"	/* hm_test_spin_spv */
+
+static const uint32_t *empty_spv = hm_test_empty_spv;
+static const size_t empty_words = sizeof(hm_test_empty_spv) / 4;
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static const char *daemon_path(void)
+{
+	static char path[PATH_MAX];
+	char *slash;
+	ssize_t n;
+
+	if (getenv("HMIRRORD"))
+		return getenv("HMIRRORD");
+	n = readlink("/proc/self/exe", path, sizeof(path) - 16);
+	if (n < 0)
+		return "build/bin/hmirrord";
+	path[n] = 0;
+	slash = strrchr(path, '/');
+	strcpy(slash + 1, "hmirrord");
+	return path;
+}
+
+/* start a daemon on sock; returns its pid once it accepts connections */
+static pid_t start_daemon(const char *sock, const char *extra1,
+			  const char *extra2)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		if (!getenv("HMIRROR_TEST_VERBOSE") && null >= 0)
+			dup2(null, 2);
+		execl(daemon_path(), "hmirrord", "--socket", sock, "--no-netlink",
+		      extra1, extra2, (char *)NULL);
+		_exit(127);
+	}
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < 20000;) {
+		struct hm_client *c;
+		int st;
+
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return -1;
+		if (hm_client_connect(sock, &c) == 0) {
+			hm_client_free(c);
+			return pid;
+		}
+		usleep(10000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+/* SIGTERM and wait at most ms; returns the exit status, -1 on timeout */
+static int stop_daemon(pid_t pid, int ms)
+{
+	int st;
+
+	if (pid <= 0)
+		return -1;
+	kill(pid, SIGTERM);
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)ms;) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(5000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
+}
+
+FIXTURE(daemon) {
+	char dir[64];
+	char sock[128];
+	pid_t pid;
+	bool engine;
+};
+
+FIXTURE_SETUP(daemon)
+{
+	struct hm_client *c;
+
+	snprintf(self->dir, sizeof(self->dir), "/tmp/hmirrord-test.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(self->dir));
+	snprintf(self->sock, sizeof(self->sock), "%s/sock", self->dir);
+	self->pid = start_daemon(self->sock, NULL, NULL);
+	ASSERT_GT(self->pid, 0) TH_LOG("hmirrord did not start (%s)", daemon_path());
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	self->engine = hm_client_info(c)->features & HM_FEAT_ENGINE;
+	hm_client_free(c);
+}
+
+FIXTURE_TEARDOWN(daemon)
+{
+	if (self->pid > 0)
+		stop_daemon(self->pid, 5000);
+	unlink(self->sock);
+	rmdir(self->dir);
+}
+
+static int raw_hdr(void *buf, uint16_t type, uint32_t seq, size_t payload)
+{
+	struct hm_msg_hdr h = {
+		.magic = HM_PROTO_MAGIC, .type = type, .seq = seq,
+		.len = (uint32_t)(sizeof(h) + payload),
+	};
+
+	memcpy(buf, &h, sizeof(h));
+	return (int)(sizeof(h) + payload);
+}
+
+/* the next message; its header's status */
+static int raw_reply(struct hm_client *c, struct hm_msg_hdr *h)
+{
+	uint8_t buf[HM_PROTO_MAX_MSG];
+	int n = hm_client_recv_raw(c, buf, sizeof(buf), 5000);
+
+	if (n < (int)sizeof(*h))
+		return n < 0 ? n : -EPROTO;
+	memcpy(h, buf, sizeof(*h));
+	return h->status;
+}
+
+static uint32_t pipeline_count(struct hm_client *c)
+{
+	struct hm_client_stats s;
+
+	if (hm_client_stats(c, &s) < 0)
+		return UINT32_MAX;
+	return (uint32_t)s.daemon[HM_DSTAT_PIPELINES];
+}
+
+TEST_F(daemon, handshake_and_ping)
+{
+	struct hm_client *c;
+	const struct hm_msg_hello_reply *info;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	info = hm_client_info(c);
+	EXPECT_EQ(HM_PROTO_VERSION, info->version);
+	EXPECT_EQ(self->pid, (pid_t)info->daemon_pid);
+	EXPECT_NE(0, info->client_id);
+	EXPECT_EQ(HM_PROTO_MAX_MSG, info->max_msg);
+	EXPECT_EQ(0, hm_client_ping(c));
+	hm_client_free(c);
+}
+
+TEST_F(daemon, version_mismatch_refused)
+{
+	struct hm_client *c;
+	uint8_t buf[128];
+	struct hm_msg_hello h = { .version_min = 7, .version_max = 9 };
+	struct hm_msg_hdr r;
+	int n;
+
+	/* a real client for the socket, then a raw HELLO on a second one */
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	hm_client_free(c);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	strcpy(sa.sun_path, self->sock);
+	ASSERT_EQ(0, connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	n = raw_hdr(buf, HM_MSG_HELLO, 1, sizeof(h));
+	memcpy(buf + sizeof(struct hm_msg_hdr), &h, sizeof(h));
+	ASSERT_EQ(n, send(fd, buf, n, 0));
+	ASSERT_GE(recv(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	EXPECT_EQ(-EPROTONOSUPPORT, r.status);
+	EXPECT_EQ(HM_MSG_HELLO, r.type);
+	close(fd);
+}
+
+TEST_F(daemon, no_handshake_closes)
+{
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	uint8_t buf[128];
+	struct hm_msg_hdr r;
+	int n;
+
+	strcpy(sa.sun_path, self->sock);
+	ASSERT_EQ(0, connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+	n = raw_hdr(buf, HM_MSG_PING, 5, 0);
+	ASSERT_EQ(n, send(fd, buf, n, 0));
+	ASSERT_GE(recv(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(r));
+	memcpy(&r, buf, sizeof(r));
+	EXPECT_EQ(-EPROTO, r.status);
+	EXPECT_EQ(5, r.seq);
+	EXPECT_EQ(0, recv(fd, buf, sizeof(buf), 0));	/* closed deliberately */
+	close(fd);
+}
+
+TEST_F(daemon, several_clients_at_once)
+{
+	enum { N = 12 };
+	struct hm_client *c[N];
+	uint32_t p[N];
+
+	for (int i = 0; i < N; i++)
+		ASSERT_EQ(0, hm_client_connect(self->sock, &c[i]));
+	for (int i = 0; i < N; i++)
+		ASSERT_EQ(0, hm_client_pipeline_new(c[i], empty_spv, empty_words,
+						    "main", 2, &p[i]));
+	/* handles are per client: each one's first pipeline is handle 1 */
+	for (int i = 0; i < N; i++)
+		EXPECT_EQ(p[0], p[i]);
+	EXPECT_EQ(N, pipeline_count(c[0]));
+	for (int i = 0; i < N; i++)
+		EXPECT_EQ(0, hm_client_ping(c[i]));
+	for (int i = 0; i < N; i += 2)
+		hm_client_free(c[i]);
+	for (int i = 1; i < N; i += 2)
+		EXPECT_EQ(0, hm_client_pipeline_free(c[i], p[i]));
+	/* teardown of the freed clients is asynchronous but prompt */
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < 2000 &&
+	     pipeline_count(c[1]) != 0;)
+		usleep(2000);
+	EXPECT_EQ(0, pipeline_count(c[1]));
+	for (int i = 1; i < N; i += 2)
+		hm_client_free(c[i]);
+}
+
+TEST_F(daemon, garbage_truncated_oversized)
+{
+	struct hm_client *c;
+	struct hm_msg_hdr r;
+	static uint8_t buf[HM_PROTO_MAX_MSG + 4096];
+	int n, sz = 1 << 20;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	setsockopt(hm_client_fd(c), SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
+
+	/* garbage: random bytes, no magic */
+	srand(1);
+	for (int i = 0; i < 200; i++)
+		buf[i] = (uint8_t)rand();
+	ASSERT_EQ(200, hm_client_send_raw(c, buf, 200, NULL, 0));
+	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
+	EXPECT_EQ(HM_MSG_ERROR, r.type);
+
+	/* shorter than a header */
+	ASSERT_EQ(7, hm_client_send_raw(c, "\x48\x4d\x4d\x52\x02\x00\x00", 7, NULL, 0));
+	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
+
+	/* truncated: the header promises more than came */
+	raw_hdr(buf, HM_MSG_PIPELINE_NEW, 9, 1000);
+	ASSERT_EQ(100, hm_client_send_raw(c, buf, 100, NULL, 0));
+	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
+	EXPECT_EQ(9, r.seq);
+
+	/* right length, payload too short for its type */
+	n = raw_hdr(buf, HM_MSG_DISPATCH, 10, 8);
+	memset(buf + sizeof(r), 0, 8);
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
+	EXPECT_EQ(HM_MSG_DISPATCH, r.type);
+
+	/* unknown type, set reserved fields */
+	n = raw_hdr(buf, 999, 11, 0);
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-EOPNOTSUPP, raw_reply(c, &r));
+	n = raw_hdr(buf, HM_MSG_PING, 12, 0);
+	((struct hm_msg_hdr *)buf)->pad = 1;
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-EINVAL, raw_reply(c, &r));
+
+	/* oversized: more than HM_PROTO_MAX_MSG in one datagram */
+	n = raw_hdr(buf, HM_MSG_PING, 13, HM_PROTO_MAX_MSG + 1000);
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-EMSGSIZE, raw_reply(c, &r));
+
+	/* stray fds on a message that takes none are closed, refused */
+	int fd = open("/dev/null", O_RDONLY);
+
+	n = raw_hdr(buf, HM_MSG_PING, 14, 0);
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, &fd, 1));
+	EXPECT_EQ(-EINVAL, raw_reply(c, &r));
+	close(fd);
+
+	/* the connection and the daemon still serve */
+	EXPECT_EQ(0, hm_client_ping(c));
+	struct hm_client *c2;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c2));
+	EXPECT_EQ(0, hm_client_ping(c2));
+	struct hm_client_stats s;
+
+	ASSERT_EQ(0, hm_client_stats(c2, &s));
+	EXPECT_GE(s.daemon[HM_DSTAT_BAD_MSGS], 8);
+	hm_client_free(c2);
+	hm_client_free(c);
+}
+
+TEST_F(daemon, endless_garbage_is_disconnected)
+{
+	struct hm_client *c, *c2;
+	uint8_t junk[32] = { 1, 2, 3 };
+	int r = 0;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	for (int i = 0; i < 200 && r >= 0; i++) {
+		uint8_t buf[256];
+
+		r = hm_client_send_raw(c, junk, sizeof(junk), NULL, 0);
+		if (r >= 0)
+			r = hm_client_recv_raw(c, buf, sizeof(buf), 2000);
+	}
+	EXPECT_GT(0, r);	/* closed deliberately after HMD_MAX_BAD */
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c2));
+	EXPECT_EQ(0, hm_client_ping(c2));
+	hm_client_free(c2);
+	hm_client_free(c);
+}
+
+TEST_F(daemon, invalid_spirv_refused)
+{
+	struct hm_client *c;
+	uint32_t p, bad[64];
+	uint32_t *trunc;
+	struct hm_client_stats s;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	for (int i = 0; i < 64; i++)
+		bad[i] = 0xdeadbeef * (uint32_t)i;
+	EXPECT_EQ(-EINVAL, hm_client_pipeline_new(c, bad, 64, "main", 0, &p));
+	/* right magic, instructions overrunning the module */
+	trunc = malloc(empty_words * 4);
+	memcpy(trunc, empty_spv, empty_words * 4);
+	EXPECT_EQ(-EINVAL, hm_client_pipeline_new(c, trunc, empty_words - 3,
+						  "main", 2, &p));
+	/* structurally whole, semantically wrong: OpTypeVoid made OpTypeInt
+	 * without width and signedness */
+	for (size_t i = 5; i < empty_words;) {
+		uint32_t wc = trunc[i] >> 16, op = trunc[i] & 0xffff;
+
+		if (op == 19 /* OpTypeVoid */)
+			trunc[i] = (2u << 16) | 21; /* OpTypeInt with 1 operand */
+		i += wc ? wc : 1;
+	}
+	EXPECT_EQ(-EINVAL, hm_client_pipeline_new(c, trunc, empty_words, "main",
+						  2, &p));
+	free(trunc);
+	/* no such entry point */
+	EXPECT_EQ(-ENOENT, hm_client_pipeline_new(c, empty_spv, empty_words,
+						  "nope", 2, &p));
+	/* too many push words */
+	EXPECT_EQ(-EINVAL, hm_client_pipeline_new(c, empty_spv, empty_words,
+						  "main", HM_PROTO_MAX_PUSH + 1, &p));
+	ASSERT_EQ(0, hm_client_stats(c, &s));
+	EXPECT_EQ(0, s.daemon[HM_DSTAT_PIPELINES]);
+	EXPECT_GE(s.daemon[HM_DSTAT_VALIDATION_FAILS], 3);
+	/* and a valid one still goes through, the second time from the cache */
+	EXPECT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+	EXPECT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+	ASSERT_EQ(0, hm_client_stats(c, &s));
+	EXPECT_EQ(1, s.daemon[HM_DSTAT_CACHE_HITS]);
+	EXPECT_EQ(2, s.daemon[HM_DSTAT_PIPELINES]);
+	hm_client_free(c);
+}
+
+TEST_F(daemon, large_module_by_memfd)
+{
+	struct hm_client *c;
+	size_t n = empty_words + 40000, at;
+	int fd, r;
+	uint32_t *w = calloc(n, 4), p;
+
+	/* the empty module with 13000 OpString debug instructions spliced in
+	 * after OpSource (3 words each, empty string): bigger than a datagram */
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	for (at = 5; at < empty_words; at += empty_spv[at] >> 16)
+		if ((empty_spv[at] & 0xffff) == 3 /* OpSource */)
+			break;
+	ASSERT_LT(at, empty_words);
+	at += empty_spv[at] >> 16;
+	memcpy(w, empty_spv, at * 4);
+	uint32_t bound = w[3];
+	size_t k = at;
+
+	for (int i = 0; i < 13000; i++) {
+		w[k++] = (3u << 16) | 7;
+		w[k++] = bound + (uint32_t)i;
+		w[k++] = 0;
+	}
+	w[3] = bound + 13000;
+	memcpy(w + k, empty_spv + at, (empty_words - at) * 4);
+	k += empty_words - at;
+	ASSERT_GT(k * 4, HM_PROTO_MAX_MSG);
+	r = hm_client_pipeline_new(c, w, k, "main", 2, &p);
+	EXPECT_EQ(0, r);
+
+	/* an unsealed memfd is refused: the client could change it later */
+	uint8_t buf[256];
+	struct hm_msg_pipeline_new m = { .nr_words = 8, .flags = HM_PIPEF_MEMFD };
+	struct hm_msg_hdr rh;
+
+	strcpy(m.entry, "main");
+	fd = memfd_create("x", MFD_ALLOW_SEALING);
+	ASSERT_EQ(0, ftruncate(fd, 32));
+	int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 77, sizeof(m));
+
+	memcpy(buf + sizeof(rh), &m, sizeof(m));
+	ASSERT_EQ(len, hm_client_send_raw(c, buf, len, &fd, 1));
+	EXPECT_EQ(-EPERM, raw_reply(c, &rh));
+	close(fd);
+	free(w);
+	hm_client_free(c);
+}
+
+TEST_F(daemon, other_clients_handles)
+{
+	struct hm_client *a, *b;
+	uint32_t pa, pb;
+	uint32_t push[2] = { 0, 0 };
+	struct hm_client_dispatch d = {
+		.groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
+	};
+	struct hm_client_result res;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &a));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &b));
+	ASSERT_EQ(0, hm_client_pipeline_new(a, empty_spv, empty_words, "main", 2, &pa));
+	ASSERT_EQ(0, hm_client_pipeline_new(a, empty_spv, empty_words, "main", 2, &pa));
+	/* b never made a pipeline: a's handles name nothing for it */
+	EXPECT_EQ(-ENOENT, hm_client_pipeline_free(b, pa));
+	EXPECT_EQ(-ENOENT, hm_client_space_remove(b, 1));
+	d.pipeline = pa;
+	EXPECT_EQ(-ENOENT, hm_client_dispatch(b, &d, 5000, &res));
+	EXPECT_EQ(-EFAULT, hm_client_advise(b, 0, 4096, 1));
+	/* a's pipeline is untouched */
+	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
+	EXPECT_EQ(0, hm_client_pipeline_free(a, pa));
+	EXPECT_EQ(-ENOENT, hm_client_pipeline_free(a, pa));	/* stale now */
+	EXPECT_EQ(0, hm_client_pipeline_free(b, pb));
+	/* wrong push count for the pipeline, bad groups: refused */
+	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
+	d.pipeline = pb;
+	d.nr_push = 1;
+	EXPECT_EQ(-EINVAL, hm_client_dispatch(b, &d, 5000, &res));
+	d.nr_push = 2;
+	d.groups[1] = 0;
+	EXPECT_EQ(-EINVAL, hm_client_dispatch(b, &d, 5000, &res));
+	hm_client_free(a);
+	hm_client_free(b);
+}
+
+static int new_space(struct hm_space **s, uint64_t size)
+{
+	struct hm_space_params p = { .size = size };
+
+	return hm_space_new(&p, s);
+}
+
+TEST_F(daemon, spaces_by_scm_rights)
+{
+	struct hm_client *a, *b;
+	struct hm_space *s1, *s2;
+	struct hm_space_handoff h;
+	uint32_t id1, id2;
+	struct hm_client_stats st;
+	int r;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &a));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &b));
+	r = new_space(&s1, 4 << 20);
+	if (r < 0)
+		SKIP(return, "no watch backend for a space here (%s)", strerror(-r));
+	ASSERT_EQ(0, new_space(&s2, 4 << 20));
+	memset(hm_space_addr(s1), 0x5a, 4 << 20);
+	r = hm_client_space_add(a, s1, 1ull << 32, &id1);
+	if (r == -EOPNOTSUPP || r == -ENOSYS)
+		SKIP(return, "space handoff unsupported here (%s)", strerror(-r));
+	ASSERT_EQ(0, r);
+	/* an overlapping range of the same client is refused */
+	ASSERT_EQ(0, hm_space_export(s2, &h));
+	EXPECT_EQ(-EEXIST, hm_client_space_add_handoff(a, &h, (1ull << 32) + 4096 * 16, &id2));
+	/* the same guest range in another client is fine: clients are apart */
+	EXPECT_EQ(0, hm_client_space_add_handoff(b, &h, 1ull << 32, &id2));
+	hm_handoff_close(&h);
+	/* b cannot remove a's space through its own handle numbering */
+	EXPECT_EQ(-ENOENT, hm_client_space_remove(b, id1 + 1));
+	EXPECT_EQ(0, hm_client_advise(a, 1ull << 32, 1 << 20, 1));
+	EXPECT_EQ(-EINVAL, hm_client_advise(a, 1ull << 32, 1 << 20, 99));
+	ASSERT_EQ(0, hm_client_stats(a, &st));
+	EXPECT_EQ(2, st.daemon[HM_DSTAT_SPACES]);
+	EXPECT_EQ(0, hm_client_space_remove(a, id1));
+	EXPECT_EQ(-ENOENT, hm_client_space_remove(a, id1));
+	ASSERT_EQ(0, hm_client_stats(a, &st));
+	EXPECT_EQ(1, st.daemon[HM_DSTAT_SPACES]);
+	/* a message saying 2 fds with 1 attached is refused, fds closed */
+	struct hm_msg_space_add m = { .nr_fds = 2 };
+	uint8_t buf[256];
+	struct hm_msg_hdr rh;
+	int fd = open("/dev/null", O_RDONLY);
+	int len = raw_hdr(buf, HM_MSG_SPACE_ADD, 3, sizeof(m));
+
+	memcpy(buf + sizeof(rh), &m, sizeof(m));
+	ASSERT_EQ(len, hm_client_send_raw(a, buf, len, &fd, 1));
+	EXPECT_EQ(-EINVAL, raw_reply(a, &rh));
+	/* garbage as a space: a /dev/null fd and an empty blob */
+	m.nr_fds = 1;
+	memcpy(buf + sizeof(rh), &m, sizeof(m));
+	ASSERT_EQ(len, hm_client_send_raw(a, buf, len, &fd, 1));
+	EXPECT_GT(0, raw_reply(a, &rh));
+	close(fd);
+	EXPECT_EQ(0, hm_client_ping(a));
+	hm_client_free(a);
+	hm_client_free(b);
+	hm_space_free(s1);
+	hm_space_free(s2);
+}
+
+/* a child that registers a pipeline and a space, then (with the engine)
+ * starts a long dispatch, and is killed there */
+TEST_F(daemon, client_killed_mid_dispatch)
+{
+	struct hm_client *obs;
+	int pfd[2];
+	pid_t child;
+	char ch = 0;
+
+	ASSERT_EQ(0, pipe(pfd));
+	child = fork();
+	if (child == 0) {
+		struct hm_client *c;
+		struct hm_space *s;
+		uint32_t p, id;
+		uint32_t push[2] = { 2000000, 0 };
+		struct hm_client_dispatch d = {
+			.groups = { 64, 1, 1 }, .nr_push = 2, .push = push,
+		};
+		uint64_t t;
+
+		if (hm_client_connect(self->sock, &c) < 0)
+			_exit(1);
+		if (hm_client_pipeline_new(c, hm_test_spin_spv,
+					   sizeof(hm_test_spin_spv) / 4, "main",
+					   2, &p) < 0)
+			_exit(2);
+		if (new_space(&s, 1 << 20) == 0)
+			hm_client_space_add(c, s, 1ull << 30, &id);
+		d.pipeline = p;
+		hm_client_submit(c, &d, &t);
+		hm_client_submit(c, &d, &t);
+		if (write(pfd[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	ASSERT_EQ(1, read(pfd[0], &ch, 1));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	EXPECT_GE(pipeline_count(obs), 1);
+	usleep(20000);		/* let the daemon start the dispatch */
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	/* its pipelines and spaces go, the daemon goes on */
+	struct hm_client_stats st = { 0 };
+
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < 20000;) {
+		ASSERT_EQ(0, hm_client_stats(obs, &st));
+		if (!st.daemon[HM_DSTAT_PIPELINES] && !st.daemon[HM_DSTAT_SPACES] &&
+		    st.daemon[HM_DSTAT_CLIENTS] == 1)
+			break;
+		usleep(5000);
+	}
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_PIPELINES]);
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_SPACES]);
+	EXPECT_EQ(1, st.daemon[HM_DSTAT_CLIENTS]);
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_INFLIGHT]);
+	EXPECT_EQ(0, hm_client_ping(obs));
+	hm_client_free(obs);
+	close(pfd[0]);
+}
+
+TEST_F(daemon, dispatch_runs_or_says_enosys)
+{
+	struct hm_client *c;
+	uint32_t p, push[2] = { 0, 0 };
+	struct hm_client_dispatch d = {
+		.groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
+	};
+	struct hm_client_result res;
+	int r;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+	d.pipeline = p;
+	r = hm_client_dispatch(c, &d, 10000, &res);
+	if (!self->engine) {
+		/* honest: no engine, no dispatch */
+		EXPECT_EQ(-ENOSYS, r);
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine: dispatch answered -ENOSYS");
+	}
+	EXPECT_EQ(0, r);
+	EXPECT_EQ(0, res.status);
+	EXPECT_NE(0, res.dispatch_id);
+	/* pollable fd: readable once the completion is there */
+	uint64_t t;
+	struct pollfd pfd = { .fd = hm_client_fd(c), .events = POLLIN };
+
+	ASSERT_EQ(0, hm_client_submit(c, &d, &t));
+	EXPECT_EQ(1, poll(&pfd, 1, 10000));
+	EXPECT_EQ(0, hm_client_process(c));
+	EXPECT_EQ(0, hm_client_wait(c, t, 0, &res));
+	hm_client_free(c);
+}
+
+TEST_F(daemon, daemon_restart_with_clients)
+{
+	struct hm_client *c[3];
+	uint32_t p;
+	int r;
+
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, hm_client_connect(self->sock, &c[i]));
+	ASSERT_EQ(0, hm_client_pipeline_new(c[0], empty_spv, empty_words, "main", 2, &p));
+	kill(self->pid, SIGKILL);
+	waitpid(self->pid, NULL, 0);
+	self->pid = -1;
+	/* errors, not crashes (no SIGPIPE either) */
+	EXPECT_EQ(-ENOTCONN, hm_client_ping(c[0]));
+	r = hm_client_pipeline_new(c[1], empty_spv, empty_words, "main", 2, &p);
+	EXPECT_TRUE(r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE);
+	EXPECT_EQ(-ENOTCONN, hm_client_ping(c[1]));
+	/* a new daemon on the same path (the stale socket is replaced) */
+	self->pid = start_daemon(self->sock, NULL, NULL);
+	ASSERT_GT(self->pid, 0);
+	EXPECT_EQ(-ENOTCONN, hm_client_ping(c[2]));	/* old connection stays dead */
+	for (int i = 0; i < 3; i++) {
+		hm_client_free(c[i]);
+		ASSERT_EQ(0, hm_client_connect(self->sock, &c[i]));
+		EXPECT_EQ(0, hm_client_ping(c[i]));
+	}
+	for (int i = 0; i < 3; i++)
+		hm_client_free(c[i]);
+}
+
+TEST_F(daemon, sigterm_during_dispatches)
+{
+	enum { N = 4, PER = 8 };
+	struct hm_client *c[N];
+	uint64_t t[N][PER];
+	uint32_t p[N], push[2] = { 200000, 0 };
+	struct hm_client_dispatch d = {
+		.groups = { 16, 1, 1 }, .nr_push = 2, .push = push,
+	};
+	int st, ok = 0, failed = 0;
+	uint64_t t0;
+
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, hm_client_connect(self->sock, &c[i]));
+		ASSERT_EQ(0, hm_client_pipeline_new(c[i], hm_test_spin_spv,
+						    sizeof(hm_test_spin_spv) / 4,
+						    "main", 2, &p[i]));
+	}
+	for (int i = 0; i < N; i++) {
+		d.pipeline = p[i];
+		for (int k = 0; k < PER; k++) {
+			int r = hm_client_submit(c[i], &d, &t[i][k]);
+
+			ASSERT_EQ(0, r);
+		}
+	}
+	t0 = now_ms();
+	kill(self->pid, SIGTERM);
+	/* every wait returns: done, or failed with a reason; none hangs */
+	for (int i = 0; i < N; i++)
+		for (int k = 0; k < PER; k++) {
+			struct hm_client_result res;
+			int r = hm_client_wait(c[i], t[i][k], 15000, &res);
+
+			ASSERT_NE(-ETIMEDOUT, r);
+			if (r == 0)
+				ok++;
+			else
+				failed++;
+			if (r)
+				EXPECT_TRUE(r == -ESHUTDOWN || r == -ECONNRESET ||
+					    r == -ENOSYS || r == -ECANCELED)
+					TH_LOG("dispatch %d.%d: %s", i, k, strerror(-r));
+		}
+	EXPECT_EQ(N * PER, ok + failed);
+	ASSERT_EQ(self->pid, waitpid(self->pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	EXPECT_GT(12000, now_ms() - t0);
+	self->pid = -1;
+	for (int i = 0; i < N; i++) {
+		EXPECT_EQ(-ENOTCONN, hm_client_ping(c[i]));
+		hm_client_free(c[i]);
+	}
+	TH_LOG("%d dispatches finished, %d failed (engine: %s)", ok, failed,
+	       self->engine ? "yes" : "no");
+}
+
+TEST_F(daemon, peer_credentials)
+{
+	char sock2[160];
+	pid_t d2, child;
+	int st;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to connect as another uid");
+	/* a world-writable socket: only the credential check stands */
+	snprintf(sock2, sizeof(sock2), "%s/open", self->dir);
+	d2 = start_daemon(sock2, "--socket-mode=0666", NULL);
+	ASSERT_GT(d2, 0);
+	chmod(self->dir, 0755);
+	child = fork();
+	if (child == 0) {
+		struct hm_client *c;
+
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(10);
+		_exit(hm_client_connect(sock2, &c) == 0 ? 0 : 1);
+	}
+	ASSERT_EQ(child, waitpid(child, &st, 0));
+	EXPECT_EQ(1, WEXITSTATUS(st));	/* refused */
+	EXPECT_EQ(0, stop_daemon(d2, 5000));
+	unlink(sock2);
+	/* the same uid allowed by --allow-uid */
+	d2 = start_daemon(sock2, "--socket-mode=0666", "--allow-uid=65534");
+	ASSERT_GT(d2, 0);
+	child = fork();
+	if (child == 0) {
+		struct hm_client *c;
+
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(10);
+		_exit(hm_client_connect(sock2, &c) == 0 ? 0 : 1);
+	}
+	ASSERT_EQ(child, waitpid(child, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	EXPECT_EQ(0, stop_daemon(d2, 5000));
+	unlink(sock2);
+}
+
+TEST_HARNESS_MAIN

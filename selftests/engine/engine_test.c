@@ -1,0 +1,767 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Engine tests on lavapipe with the validation layers on (no message
+ * allowed).  The reference-model test runs a device program that reads
+ * and writes guest memory through the lookup helper while the CPU writes
+ * between and during dispatches; after every dispatch guest memory must
+ * equal, byte for byte, what a model with no mirrors computes, including
+ * bytes the CPU wrote during the dispatch next to bytes the device wrote
+ * (false sharing inside one word).  Every userspace backend, mirrors off
+ * and on (measured hotness, read-mostly, prefer-device, small budget).
+ * Then one test per rule or error path: a raced upload is never published,
+ * rule 5, budget exhaustion and eviction, thrash back-off, import refused,
+ * device lost.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "hmirror/engine.h"
+#include "hmirror/vkctx.h"
+#include "hmirror/watch.h"
+
+extern const uint32_t hm_test_rw_spv[];
+extern const size_t hm_test_rw_spv_words;
+
+#define CHUNK_SHIFT	16
+#define CHUNK		(1u << CHUNK_SHIFT)
+#define NR_CHUNKS	16
+#define SPACE_BYTES	(NR_CHUNKS * CHUNK)
+#define GUEST_BASE	0x100000000ull
+#define MAX_LANES	512
+#define RW_USER_WORDS	5
+
+enum { OP_NONE = 0, OP_STORE32 = 1, OP_STORE8 = 2 };
+
+struct plan_entry { uint32_t roff, woff, op, x; };
+
+struct cpu_write { uint32_t off; uint8_t val; };
+
+struct env {
+	struct hm_vk *vk;
+	struct hm_engine *e;
+	struct hm_space *s;
+	uint8_t *mem;                   /* the watched CPU mapping */
+	uint8_t *model;
+	uint32_t space_id, pipe;
+	struct hm_vk_buffer plan;
+	uint64_t rng;
+	/* the CPU thread of a dispatch */
+	pthread_t thr;
+	atomic_bool stop;
+	uint32_t *cpu_bytes;            /* offsets the CPU may write during this dispatch */
+	size_t nr_cpu_bytes;
+	struct cpu_write *log;
+	size_t nr_log, cap_log;
+	uint64_t thr_rng;
+	/* roles of words in the current dispatch */
+	uint8_t *role;
+};
+
+static uint64_t rnd(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_params *ep,
+		   const char **why)
+{
+	struct hm_vk_params vp = { .validation = 1 };
+	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
+				      .flags = HM_SPACE_POPULATE, .backend = b };
+	int err;
+
+	memset(v, 0, sizeof(*v));
+	v->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)b;
+	*why = NULL;
+	if (b != HM_BACKEND_AUTO && hm_backend_probe(b, why))
+		return -EOPNOTSUPP;
+	err = hm_vk_new(&vp, &v->vk);
+	if (err) {
+		*why = "no Vulkan device with validation layers";
+		return err;
+	}
+	err = hm_space_new(&sp, &v->s);
+	if (err) {
+		*why = "hm_space_new failed";
+		return err;
+	}
+	v->mem = hm_space_addr(v->s);
+	v->model = malloc(SPACE_BYTES);
+	v->role = calloc(SPACE_BYTES / 4, 1);
+	v->cpu_bytes = malloc(SPACE_BYTES * sizeof(*v->cpu_bytes));
+	v->cap_log = 1 << 14;
+	v->log = malloc(v->cap_log * sizeof(*v->log));
+	if (!v->model || !v->role || !v->cpu_bytes || !v->log)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < SPACE_BYTES; i++)
+		v->mem[i] = v->model[i] = (uint8_t)(i * 7 + (i >> 9));
+	err = hm_engine_new(v->vk, ep, &v->e);
+	if (err) {
+		*why = "hm_engine_new failed";
+		return err;
+	}
+	err = hm_engine_add_space(v->e, v->s, GUEST_BASE, &v->space_id);
+	if (err)
+		return err;
+	err = hm_engine_pipeline_new(v->e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
+				     RW_USER_WORDS, &v->pipe);
+	if (err)
+		return err;
+	return hm_vk_buffer_new(v->vk, MAX_LANES * sizeof(struct plan_entry), HM_VK_MEM_HOST,
+				&v->plan);
+}
+
+static unsigned env_free(struct env *v)
+{
+	unsigned msgs = 0;
+
+	if (v->e)
+		hm_engine_free(v->e);
+	hm_space_free(v->s);
+	if (v->vk) {
+		hm_vk_buffer_free(v->vk, &v->plan);
+		msgs = hm_vk_validation_count(v->vk);
+		hm_vk_free(v->vk);
+	}
+	free(v->model);
+	free(v->role);
+	free(v->cpu_bytes);
+	free(v->log);
+	memset(v, 0, sizeof(*v));
+	return msgs;
+}
+
+static void *cpu_thread(void *arg)
+{
+	struct env *v = arg;
+
+	while (!atomic_load(&v->stop) && v->nr_log < v->cap_log && v->nr_cpu_bytes) {
+		uint32_t off = v->cpu_bytes[rnd(&v->thr_rng) % v->nr_cpu_bytes];
+		uint8_t val = (uint8_t)rnd(&v->thr_rng);
+
+		((volatile uint8_t *)v->mem)[off] = val;
+		v->log[v->nr_log++] = (struct cpu_write){ off, val };
+		for (volatile int spin = 0; spin < 200; spin++)
+			;
+	}
+	return NULL;
+}
+
+/* A random word of role 0 (or of role `ok` too); marks it `as`. */
+static uint32_t pick_word(struct env *v, uint8_t ok, uint8_t as)
+{
+	for (;;) {
+		uint32_t w = rnd(&v->rng) % (SPACE_BYTES / 4);
+
+		if (v->role[w] == 0 || (ok && v->role[w] == ok)) {
+			v->role[w] = as;
+			return w;
+		}
+	}
+}
+
+enum { R_READ = 1, R_W32 = 2, R_W8 = 3, R_CPU = 4 };
+
+/*
+ * Build a plan of n lanes, run it with a CPU thread writing bytes the
+ * device neither reads nor writes (some in the words the device stores a
+ * byte of), update the model, compare.  Returns the number of the first
+ * mismatching byte + 1, 0 when equal, or a negative errno from dispatch.
+ */
+static long round_trip(struct env *v, uint32_t n, uint32_t flags, bool cpu_during,
+		       bool out_of_range)
+{
+	struct plan_entry *pl = v->plan.map;
+	uint32_t push[RW_USER_WORDS];
+	uint64_t base = GUEST_BASE, pa = v->plan.addr;
+	int err;
+
+	memset(v->role, 0, SPACE_BYTES / 4);
+	v->nr_cpu_bytes = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t r = pick_word(v, R_READ, R_READ), w, op;
+
+		op = rnd(&v->rng) % 10 == 0 ? OP_NONE : (rnd(&v->rng) & 1 ? OP_STORE32 : OP_STORE8);
+		pl[i] = (struct plan_entry){ .roff = 4 * r, .op = op, .x = (uint32_t)rnd(&v->rng) };
+		if (op == OP_STORE32) {
+			w = pick_word(v, 0, R_W32);
+			pl[i].woff = 4 * w;
+		} else if (op == OP_STORE8) {
+			uint32_t k = rnd(&v->rng) % 4;
+
+			w = pick_word(v, 0, R_W8);
+			pl[i].woff = 4 * w + k;
+			for (uint32_t j = 0; j < 4; j++)
+				if (j != k)
+					v->cpu_bytes[v->nr_cpu_bytes++] = 4 * w + j;
+		}
+	}
+	if (out_of_range && n >= 2) {
+		/* one store and one load land nowhere (the sink; reads 0) */
+		pl[0].op = OP_STORE32;
+		pl[0].woff = SPACE_BYTES + 64;
+		pl[1].roff = SPACE_BYTES + 128;
+	}
+	for (uint32_t i = 0; i < 64; i++) {
+		uint32_t w = pick_word(v, 0, R_CPU);
+
+		for (uint32_t j = 0; j < 4; j++)
+			v->cpu_bytes[v->nr_cpu_bytes++] = 4 * w + j;
+	}
+	/* the model: what the device does, with every access home */
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t val = 0;
+
+		if (pl[i].roff < SPACE_BYTES)
+			memcpy(&val, v->model + pl[i].roff, 4);
+		val ^= pl[i].x;
+		if (pl[i].woff >= SPACE_BYTES)
+			continue;
+		if (pl[i].op == OP_STORE32)
+			memcpy(v->model + pl[i].woff, &val, 4);
+		else if (pl[i].op == OP_STORE8)
+			v->model[pl[i].woff] = (uint8_t)val;
+	}
+	push[0] = (uint32_t)base;
+	push[1] = (uint32_t)(base >> 32);
+	push[2] = (uint32_t)pa;
+	push[3] = (uint32_t)(pa >> 32);
+	push[4] = n;
+	v->nr_log = 0;
+	atomic_store(&v->stop, false);
+	v->thr_rng = rnd(&v->rng) | 1;
+	if (cpu_during && pthread_create(&v->thr, NULL, cpu_thread, v))
+		return -errno;
+	err = hm_engine_dispatch(v->e, v->pipe, (n + 63) / 64, 1, 1, push, RW_USER_WORDS, flags);
+	if (cpu_during) {
+		atomic_store(&v->stop, true);
+		pthread_join(v->thr, NULL);
+	}
+	for (size_t i = 0; i < v->nr_log; i++)
+		v->model[v->log[i].off] = v->log[i].val;
+	if (err)
+		return err;
+	for (uint32_t i = 0; i < SPACE_BYTES; i++)
+		if (v->mem[i] != v->model[i])
+			return (long)i + 1;
+	return 0;
+}
+
+/* CPU writes between dispatches: k random bytes anywhere, model too. */
+static void cpu_between(struct env *v, unsigned k)
+{
+	for (unsigned i = 0; i < k; i++) {
+		uint32_t off = rnd(&v->rng) % SPACE_BYTES;
+		uint8_t val = (uint8_t)rnd(&v->rng);
+
+		v->mem[off] = val;
+		v->model[off] = val;
+	}
+}
+
+static void dump_mismatch(struct __test_metadata *_metadata, struct env *v, long r)
+{
+	if (r > 0)
+		TH_LOG("first mismatch at byte %ld (chunk %ld): memory %#x, model %#x",
+		       r - 1, (r - 1) >> CHUNK_SHIFT, v->mem[r - 1], v->model[r - 1]);
+	if (v->vk && hm_vk_validation_count(v->vk))
+		TH_LOG("validation: %s", v->vk->last_message);
+}
+
+/* ---- the reference-model test ------------------------------------------ */
+
+enum mode { M_OFF, M_HOT, M_READ_MOSTLY, M_PREFER, M_SMALL_BUDGET };
+
+FIXTURE(model) {
+	struct env v;
+};
+
+FIXTURE_VARIANT(model) {
+	enum hm_backend backend;
+	enum mode mode;
+};
+
+#define MODEL_VARIANT(bname, b, mname, m) \
+	FIXTURE_VARIANT_ADD(model, bname##_##mname) { .backend = b, .mode = m }
+
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, hot, M_HOT);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, prefer_device, M_PREFER);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET);
+MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, off, M_OFF);
+MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, read_mostly, M_READ_MOSTLY);
+MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
+MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, off, M_OFF);
+MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY);
+MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, small_budget, M_SMALL_BUDGET);
+MODEL_VARIANT(kmod, HM_BACKEND_KMOD, read_mostly, M_READ_MOSTLY);
+
+FIXTURE_SETUP(model)
+{
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT };
+	const char *why;
+	int err;
+
+	switch (variant->mode) {
+	case M_OFF:
+		ep.flags = HM_ENGINE_NO_MIRRORS;
+		break;
+	case M_HOT:
+		ep.hot_marks = 1;
+		break;
+	case M_SMALL_BUDGET:
+		ep.mirror_budget = 6 * 2 * CHUNK;
+		break;
+	default:
+		break;
+	}
+	err = env_new(&self->v, variant->backend, &ep, &why);
+	if (why && err)
+		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
+	ASSERT_EQ(0, err);
+	if (variant->mode == M_READ_MOSTLY || variant->mode == M_SMALL_BUDGET)
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES,
+					      HM_ADVICE_READ_MOSTLY));
+	if (variant->mode == M_PREFER) {
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES / 2,
+					      HM_ADVICE_PREFER_DEVICE));
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + SPACE_BYTES - CHUNK, CHUNK,
+					      HM_ADVICE_NEVER_MIRROR));
+	}
+}
+
+FIXTURE_TEARDOWN(model)
+{
+	if (self->v.vk) {
+		if (hm_vk_validation_count(self->v.vk))
+			TH_LOG("validation: %s", self->v.vk->last_message);
+		EXPECT_EQ(0, env_free(&self->v));
+	}
+}
+
+TEST_F(model, random_cpu_and_device_writes)
+{
+	struct hm_engine_stats st;
+	unsigned sinks = 0, shared = 0;
+	bool ever_mirrored = false;
+
+	if (!self->v.e)
+		return;         /* skipped in setup (the 6.1 harness runs the body) */
+	for (int d = 0; d < 24; d++) {
+		bool is_shared = d % 6 == 5, oor = d % 4 == 1;
+		long r;
+
+		cpu_between(&self->v, d % 3 ? 16 : 0);
+		r = round_trip(&self->v, 64 + 32 * (d % 8), is_shared ? HM_DISPATCH_SHARED_WITH_CPU : 0,
+			       true, oor);
+		dump_mismatch(_metadata, &self->v, r);
+		ASSERT_EQ(0, r);
+		sinks += oor;
+		shared += is_shared;
+		for (uint32_t c = 0; c < NR_CHUNKS && !ever_mirrored; c++) {
+			bool m;
+
+			ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + c * CHUNK, &m));
+			ever_mirrored |= m;
+		}
+	}
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	TH_LOG("%s: uploads %lu (discarded %lu), guard drops %lu, shared drops %lu, evicted %lu, "
+	       "refused %lu, thrash %lu, marks %lu, copied home %lu B in %lu chunks; "
+	       "phases us: harvest %lu upload %lu dispatch %lu marks %lu copy-back %lu",
+	       hm_backend_name(variant->backend), st.uploads, st.uploads_discarded,
+	       st.mirrors_dropped_by_guard, st.mirrors_dropped_shared, st.mirrors_evicted,
+	       st.budget_refusals, st.thrash_backoffs, st.marks_scanned, st.bytes_copied_home,
+	       st.chunks_copied_home, st.ns_harvest / 1000, st.ns_upload / 1000,
+	       st.ns_dispatch / 1000, st.ns_marks / 1000, st.ns_copy_back / 1000);
+	ASSERT_EQ(24, st.dispatches);
+	ASSERT_EQ(shared, st.shared_dispatches);
+	ASSERT_EQ(sinks, st.sink_marks);
+	ASSERT_LT(0, st.marks_scanned);
+	if (variant->mode == M_OFF) {
+		ASSERT_EQ(0, st.uploads);
+		ASSERT_EQ(0, st.bytes_copied_home);
+		ASSERT_FALSE(ever_mirrored);
+		return;
+	}
+	ASSERT_TRUE(ever_mirrored);
+	ASSERT_LT(0, st.uploads);
+	ASSERT_LT(0, st.bytes_copied_home);
+	ASSERT_LT(0, st.mirrors_dropped_by_guard);
+	ASSERT_LE(st.mirror_bytes, st.mirror_budget);
+	if (variant->mode == M_SMALL_BUDGET)
+		ASSERT_LT(0, st.budget_refusals);
+	if (variant->mode == M_PREFER) {
+		bool m;
+
+		/* never-mirror holds */
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + SPACE_BYTES - CHUNK, &m));
+		ASSERT_FALSE(m);
+	}
+}
+
+/* ---- single rules and error paths (uffd-async, else the first backend) -- */
+
+static enum hm_backend first_backend(void)
+{
+	static const enum hm_backend order[] = {
+		HM_BACKEND_UFFD_ASYNC, HM_BACKEND_UFFD_SYNC, HM_BACKEND_MPROTECT,
+	};
+
+	for (unsigned i = 0; i < sizeof(order) / sizeof(order[0]); i++)
+		if (!hm_backend_probe(order[i], NULL))
+			return order[i];
+	return HM_BACKEND_MPROTECT;
+}
+
+FIXTURE(rules) {
+	struct env v;
+	struct hm_engine_params ep;
+	int hook_calls;
+	uint32_t hook_off;
+	uint8_t hook_val;
+};
+
+FIXTURE_SETUP(rules)
+{
+	memset(&self->v, 0, sizeof(self->v));
+	self->ep = (struct hm_engine_params){ .chunk_shift = CHUNK_SHIFT, .test_arg = self };
+}
+
+FIXTURE_TEARDOWN(rules)
+{
+	if (self->v.vk) {
+		if (hm_vk_validation_count(self->v.vk))
+			TH_LOG("validation: %s", self->v.vk->last_message);
+		EXPECT_EQ(0, env_free(&self->v));
+	}
+}
+
+#define RULES_ENV(self) do { \
+	const char *why; \
+	int err = env_new(&(self)->v, first_backend(), &(self)->ep, &why); \
+	if (err && why) \
+		SKIP(return, "%s (%d)", why, err); \
+	ASSERT_EQ(0, err); \
+} while (0)
+
+/* One lane: v = word at roff ^ x, stored (32-bit) at woff. */
+static int one_lane(struct env *v, uint32_t roff, uint32_t woff, uint32_t x, uint32_t flags)
+{
+	struct plan_entry *pl = v->plan.map;
+	uint32_t push[RW_USER_WORDS] = { (uint32_t)GUEST_BASE, (uint32_t)(GUEST_BASE >> 32),
+					 (uint32_t)v->plan.addr, (uint32_t)(v->plan.addr >> 32), 1 };
+
+	pl[0] = (struct plan_entry){ roff, woff, OP_STORE32, x };
+	return hm_engine_dispatch(v->e, v->pipe, 1, 1, 1, push, RW_USER_WORDS, flags);
+}
+
+static void hook_cpu_write(void *arg)
+{
+	FIXTURE_DATA(rules) *self = arg;
+
+	self->hook_calls++;
+	if (self->hook_calls == 1)
+		self->v.mem[self->hook_off] = self->hook_val;
+}
+
+TEST_F(rules, raced_upload_is_never_published)
+{
+	uint32_t off = 3 * CHUNK + 100, out = 5 * CHUNK;
+	struct hm_engine_stats st;
+	uint32_t got;
+	bool m;
+
+	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->hook_off = off;
+	self->hook_val = 0x5a;
+	RULES_ENV(self);
+	self->v.mem[off] = 0x11;
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	/* the CPU writes the chunk after the copy, before the check */
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	ASSERT_EQ(1, self->hook_calls);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads_discarded);
+	ASSERT_EQ(0, st.uploads);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_FALSE(m);
+	/* the device read home, so it saw the CPU's byte, not the stale copy */
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(0x5a, (got >> 8 * (off & 3)) & 0xff);
+	/* control: the next upload is not raced and is published */
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads);
+	ASSERT_EQ(1, st.uploads_discarded);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, memcmp(self->v.mem + out, self->v.mem + out + 4, 4));
+}
+
+TEST_F(rules, shared_dispatch_reads_home)
+{
+	uint32_t src = 7 * CHUNK + 8, out = 9 * CHUNK;
+	struct hm_engine_stats st0, st1;
+	uint32_t got, before;
+	bool m;
+
+	self->ep.test_before_dispatch = hook_cpu_write;
+	self->hook_off = src;
+	self->hook_val = 0xc3;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES, HM_ADVICE_READ_MOSTLY));
+	/* first dispatch uploads everything; the hook has not fired yet */
+	self->hook_calls = 1;
+	ASSERT_EQ(0, one_lane(&self->v, 0, 2 * CHUNK, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + src, &m));
+	ASSERT_TRUE(m);
+	memcpy(&before, self->v.mem + src, 4);
+	ASSERT_NE(0xc3, before & 0xff);
+	ASSERT_NE(0x3c, (before >> 8) & 0xff);
+
+	/* a non-shared dispatch sees its chunk as of the dispatch's start:
+	 * the CPU's write after the upload is not in the mirror */
+	self->hook_calls = 0;
+	ASSERT_EQ(0, one_lane(&self->v, src, out, 0, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(before, got);
+
+	/* rule 5: the same race in a shared dispatch reads home */
+	self->hook_off = src + 1;
+	self->hook_val = 0x3c;
+	self->hook_calls = 0;
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st0));
+	ASSERT_EQ(0, one_lane(&self->v, src, out + 4, 0, HM_DISPATCH_SHARED_WITH_CPU));
+	memcpy(&got, self->v.mem + out + 4, 4);
+	ASSERT_EQ(0xc3, got & 0xff);
+	ASSERT_EQ(0x3c, (got >> 8) & 0xff);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st1));
+	ASSERT_EQ(st0.uploads, st1.uploads);                   /* no upload for it */
+	ASSERT_EQ(st0.bytes_copied_home, st1.bytes_copied_home); /* wrote home itself */
+	ASSERT_EQ(st0.mirrors_dropped_shared + 1, st1.mirrors_dropped_shared);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + out, &m));
+	ASSERT_FALSE(m);                                        /* its mirror is stale: dropped */
+	/* untouched mirrors come back without an upload */
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 12 * CHUNK, &m));
+	ASSERT_FALSE(m);                                        /* repointed home meanwhile */
+	self->hook_calls = 1;
+	ASSERT_EQ(0, one_lane(&self->v, 12 * CHUNK, 2 * CHUNK + 8, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 12 * CHUNK, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st0));
+	/* re-uploaded: the chunk the shared dispatch stored into, and the
+	 * chunk the CPU wrote (7) */
+	ASSERT_EQ(st1.uploads + 2, st0.uploads);
+}
+
+TEST_F(rules, budget_exhaustion_and_eviction)
+{
+	struct hm_engine_stats st;
+	bool m;
+	long r;
+
+	self->ep.mirror_budget = 4 * 2 * CHUNK;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES, HM_ADVICE_READ_MOSTLY));
+	r = round_trip(&self->v, 128, 0, false, false);
+	dump_mismatch(_metadata, &self->v, r);
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(4, st.chunks_mirrored);
+	ASSERT_EQ(4, st.uploads);
+	ASSERT_EQ(4 * 2 * CHUNK, st.mirror_bytes);
+	ASSERT_LT(0, st.budget_refusals);
+	ASSERT_EQ(0, st.mirrors_evicted);
+
+	/* a higher class evicts the oldest of a lower one */
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 12 * CHUNK, 2 * CHUNK,
+				      HM_ADVICE_PREFER_DEVICE));
+	r = round_trip(&self->v, 128, 0, false, false);
+	dump_mismatch(_metadata, &self->v, r);
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(4, st.chunks_mirrored);
+	ASSERT_EQ(2, st.mirrors_evicted);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 12 * CHUNK, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 13 * CHUNK, &m));
+	ASSERT_TRUE(m);
+	/* prefer-device is never evicted for read-mostly */
+	for (int i = 0; i < 3; i++) {
+		r = round_trip(&self->v, 64, 0, false, false);
+		ASSERT_EQ(0, r);
+	}
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 12 * CHUNK, &m));
+	ASSERT_TRUE(m);
+}
+
+TEST_F(rules, thrash_backoff)
+{
+	uint32_t off = 2 * CHUNK + 40;
+	struct hm_engine_stats st;
+	bool m;
+
+	self->ep.thrash_drops = 2;
+	self->ep.thrash_window = 16;
+	self->ep.thrash_backoff = 5;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 2 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	/* d1: uploaded.  CPU write.  d2: dropped (1), re-uploaded.  CPU write.
+	 * d3: dropped (2): back-off, stays home. */
+	ASSERT_EQ(0, one_lane(&self->v, off, 8 * CHUNK, 1, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	self->v.mem[off] ^= 1;
+	ASSERT_EQ(0, one_lane(&self->v, off, 8 * CHUNK, 1, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	self->v.mem[off] ^= 1;
+	ASSERT_EQ(0, one_lane(&self->v, off, 8 * CHUNK, 1, 0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.thrash_backoffs);
+	ASSERT_EQ(2, st.mirrors_dropped_by_guard);
+	for (int i = 0; i < 4; i++) {
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+		ASSERT_FALSE(m);
+		ASSERT_EQ(0, one_lane(&self->v, off, 8 * CHUNK, 1, 0));
+	}
+	/* back-off over: mirrored again */
+	ASSERT_EQ(0, one_lane(&self->v, off, 8 * CHUNK, 1, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	{
+		uint32_t a, b;
+
+		memcpy(&a, self->v.mem + off, 4);
+		memcpy(&b, self->v.mem + 8 * CHUNK, 4);
+		ASSERT_EQ(a ^ 1, b);
+	}
+}
+
+TEST_F(rules, hot_chunks_are_mirrored)
+{
+	struct hm_engine_stats st;
+	bool m;
+
+	self->ep.hot_marks = 2;
+	RULES_ENV(self);
+	/* device writes chunk 6 in two dispatches: hot, mirrored for the third */
+	ASSERT_EQ(0, one_lane(&self->v, 0, 6 * CHUNK, 5, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 6 * CHUNK, &m));
+	ASSERT_FALSE(m);
+	uint32_t oldw, neww, diff = 0;
+
+	ASSERT_EQ(0, one_lane(&self->v, 0, 6 * CHUNK + 4, 5, 0));
+	memcpy(&oldw, self->v.mem + 6 * CHUNK + 8, 4);
+	memcpy(&neww, self->v.mem + 4, 4);
+	neww ^= 5;
+	for (int j = 0; j < 4; j++)
+		diff += ((oldw ^ neww) >> (8 * j)) & 0xff ? 1 : 0;
+	ASSERT_LT(0, diff);
+	ASSERT_EQ(0, one_lane(&self->v, 4, 6 * CHUNK + 8, 5, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 6 * CHUNK, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads);
+	/* the third store went to the mirror; the bytes it changed came home */
+	ASSERT_EQ(1, st.chunks_copied_home);
+	ASSERT_EQ(diff, st.bytes_copied_home);
+	{
+		uint32_t a, b;
+
+		memcpy(&a, self->v.mem + 4, 4);
+		memcpy(&b, self->v.mem + 6 * CHUNK + 8, 4);
+		ASSERT_EQ(a ^ 5, b);
+	}
+}
+
+TEST_F(rules, import_refused)
+{
+	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
+				      .backend = first_backend() };
+	struct hm_space *s2 = NULL;
+	uint32_t id;
+	long r;
+
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_space_new(&sp, &s2));
+	/* bad guest addresses */
+	ASSERT_EQ(-EINVAL, hm_engine_add_space(self->v.e, s2, GUEST_BASE + 4096, &id));
+	ASSERT_EQ(-EEXIST, hm_engine_add_space(self->v.e, s2, GUEST_BASE + CHUNK, &id));
+	ASSERT_EQ(-EEXIST, hm_engine_add_space(self->v.e, self->v.s, 2 * GUEST_BASE, &id));
+	/* a device that refuses host-pointer import (lavapipe accepts every
+	 * pointer, so the refusal is the one a device without the extension
+	 * gives): the engine stays as it was */
+	self->v.vk->has_host_import = false;
+	ASSERT_EQ(-EOPNOTSUPP, hm_engine_add_space(self->v.e, s2, 2 * GUEST_BASE, &id));
+	self->v.vk->has_host_import = true;
+	r = round_trip(&self->v, 64, 0, true, false);
+	ASSERT_EQ(0, r);
+	/* and a second space works once import does */
+	ASSERT_EQ(0, hm_engine_add_space(self->v.e, s2, 2 * GUEST_BASE, &id));
+	ASSERT_EQ(0, hm_engine_remove_space(self->v.e, id));
+	ASSERT_EQ(-ENOENT, hm_engine_remove_space(self->v.e, id));
+	hm_space_free(s2);
+}
+
+TEST_F(rules, device_lost_leaves_home_intact)
+{
+	struct hm_engine_stats st;
+	uint32_t got;
+	long r;
+
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES, HM_ADVICE_PREFER_DEVICE));
+	r = round_trip(&self->v, 64, 0, false, false);
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(NR_CHUNKS, st.chunks_mirrored);
+	/* lavapipe cannot lose its device: the next submission (the dispatch
+	 * itself: everything is mirrored and clean) reports VK_ERROR_DEVICE_LOST */
+	memcpy(self->v.model, self->v.mem, SPACE_BYTES);
+	self->v.vk->inject_submit_result = VK_ERROR_DEVICE_LOST;
+	ASSERT_EQ(-ENODEV, one_lane(&self->v, 0, 4 * CHUNK, 0xffffffff, 0));
+	ASSERT_EQ(0, memcmp(self->v.model, self->v.mem, SPACE_BYTES));
+	ASSERT_EQ(-ENODEV, one_lane(&self->v, 0, 4 * CHUNK, 0xffffffff, 0));
+	memcpy(&got, self->v.mem + 4 * CHUNK, 4);
+	ASSERT_EQ(0, memcmp(self->v.model, self->v.mem, SPACE_BYTES));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.dispatches);
+	ASSERT_EQ(-ENODEV, hm_engine_add_space(self->v.e, self->v.s, 2 * GUEST_BASE, NULL));
+}
+
+TEST(bad_params)
+{
+	struct hm_vk_params vp = { .validation = 0 };
+	struct hm_engine_params ep = { .flags = 1u << 31 };
+	struct hm_engine *e = (void *)1;
+	struct hm_vk *vk;
+
+	if (hm_vk_new(&vp, &vk))
+		SKIP(return, "no Vulkan device");
+	ASSERT_EQ(-EINVAL, hm_engine_new(vk, &ep, &e));
+	ASSERT_EQ(NULL, e);
+	ep.flags = 0;
+	ep.chunk_shift = 5;
+	ASSERT_EQ(-EINVAL, hm_engine_new(vk, &ep, &e));
+	ASSERT_EQ(0, hm_engine_new(vk, NULL, &e));
+	ASSERT_EQ(-EINVAL, hm_engine_dispatch(e, 0, 1, 1, 1, NULL, 0, 0));  /* no pipeline 0 */
+	ASSERT_EQ(-ENOENT, hm_engine_advise(e, 0, 4096, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(-EINVAL, hm_engine_advise(e, 0, 4096, (enum hm_advice)9));
+	hm_engine_free(e);
+	hm_engine_free(NULL);
+	hm_vk_free(vk);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Vulkan context: device creation with validation, memory types, buffers,
+ * host-pointer import, a compute pipeline writing through a device
+ * address, the error mapping.  No validation message is allowed.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "hmirror/vkctx.h"
+#include "engine/test-fill.spv.h"
+
+FIXTURE(vk) {
+	struct hm_vk *vk;
+};
+
+FIXTURE_SETUP(vk)
+{
+	struct hm_vk_params p = { .validation = 1 };
+	int err = hm_vk_new(&p, &self->vk);
+
+	if (err == -EOPNOTSUPP || err == -ENODEV)
+		SKIP(return, "no Vulkan device with validation layers (%d)", err);
+	ASSERT_EQ(0, err);
+	ASSERT_TRUE(self->vk->validation);
+}
+
+FIXTURE_TEARDOWN(vk)
+{
+	if (self->vk) {
+		unsigned n = hm_vk_validation_count(self->vk);
+
+		if (n)
+			TH_LOG("validation: %s", self->vk->last_message);
+		EXPECT_EQ(0, n);
+		hm_vk_free(self->vk);
+	}
+}
+
+TEST_F(vk, features_and_memory_types)
+{
+	uint32_t t;
+
+	ASSERT_TRUE(self->vk->has_host_import);
+	ASSERT_TRUE(self->vk->min_import_align != 0);
+	/* power of two */
+	ASSERT_TRUE((self->vk->min_import_align & (self->vk->min_import_align - 1)) == 0);
+	ASSERT_EQ(0, hm_vk_memory_type(self->vk, ~0u, HM_VK_MEM_DEVICE, &t));
+	ASSERT_TRUE(self->vk->mem.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+	ASSERT_EQ(0, hm_vk_memory_type(self->vk, ~0u, HM_VK_MEM_HOST, &t));
+	ASSERT_TRUE(self->vk->mem.memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+	ASSERT_EQ(-ENOENT, hm_vk_memory_type(self->vk, 0, HM_VK_MEM_HOST, &t));
+	ASSERT_TRUE(hm_vk_heap_size(self->vk, t) != 0);
+	TH_LOG("%s: import align %lu, max alloc %lu MiB", self->vk->props.deviceName,
+	       (unsigned long)self->vk->min_import_align,
+	       (unsigned long)(self->vk->max_alloc >> 20));
+}
+
+TEST_F(vk, import_dispatch_copy)
+{
+	size_t align = self->vk->min_import_align, size = 64 * 1024;
+	struct hm_vk_buffer host, dev, hv;
+	struct hm_vk_pipeline pipe;
+	struct { uint64_t a; uint32_t n, pad; } push;
+	uint32_t *mem;
+
+	mem = mmap(NULL, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, mem);
+	mem = (uint32_t *)(((uintptr_t)mem + align - 1) & ~(align - 1));
+	memset(mem, 0xee, size);
+
+	/* misaligned pointer and size are refused before the driver sees them */
+	ASSERT_EQ(-EINVAL, hm_vk_import_host(self->vk, (char *)mem + 4, size - align, &host));
+	ASSERT_EQ(-EINVAL, hm_vk_import_host(self->vk, mem, size - 4, &host));
+	ASSERT_EQ(0, hm_vk_import_host(self->vk, mem, size, &host));
+	ASSERT_TRUE(host.addr != 0);
+	ASSERT_EQ((void *)mem, host.map);
+
+	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, test_fill_spv,
+					sizeof(test_fill_spv) / 4, "main", sizeof(push), &pipe));
+	push.a = host.addr;
+	push.n = 1000;
+	ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, &push, sizeof(push), 1000 / 64 + 1, 1, 1));
+	for (uint32_t i = 0; i < 1000; i++)
+		ASSERT_EQ(i * 3, mem[i]);
+	ASSERT_EQ(0xeeeeeeee, mem[1000]);
+
+	/* host -> device-local -> device-local host-visible */
+	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, size, HM_VK_MEM_DEVICE, &dev));
+	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, size, HM_VK_MEM_DEVICE_HOST, &hv));
+	ASSERT_NE(NULL, hv.map);
+	ASSERT_EQ(0, hm_vk_copy_sync(self->vk, host.buf, 0, dev.buf, 0, size));
+	ASSERT_EQ(0, hm_vk_copy_sync(self->vk, dev.buf, 0, hv.buf, 0, size));
+	ASSERT_EQ(0, memcmp(hv.map, mem, size));
+
+	/* a lost device stays lost and says so */
+	self->vk->inject_submit_result = VK_ERROR_DEVICE_LOST;
+	ASSERT_EQ(-ENODEV, hm_vk_copy_sync(self->vk, dev.buf, 0, hv.buf, 0, size));
+	ASSERT_TRUE(self->vk->lost);
+	ASSERT_EQ(-ENODEV, hm_vk_copy_sync(self->vk, dev.buf, 0, hv.buf, 0, size));
+
+	hm_vk_pipeline_free(self->vk, &pipe);
+	hm_vk_buffer_free(self->vk, &hv);
+	hm_vk_buffer_free(self->vk, &dev);
+	hm_vk_buffer_free(self->vk, &host);
+	hm_vk_buffer_free(self->vk, NULL);
+}
+
+TEST(errno_mapping)
+{
+	ASSERT_EQ(0, hm_vk_errno(VK_SUCCESS));
+	ASSERT_EQ(0, hm_vk_errno(VK_INCOMPLETE));
+	ASSERT_EQ(-ENOMEM, hm_vk_errno(VK_ERROR_OUT_OF_HOST_MEMORY));
+	ASSERT_EQ(-ENOSPC, hm_vk_errno(VK_ERROR_OUT_OF_DEVICE_MEMORY));
+	ASSERT_EQ(-ENODEV, hm_vk_errno(VK_ERROR_DEVICE_LOST));
+	ASSERT_EQ(-EBADF, hm_vk_errno(VK_ERROR_INVALID_EXTERNAL_HANDLE));
+	ASSERT_EQ(-EOPNOTSUPP, hm_vk_errno(VK_ERROR_EXTENSION_NOT_PRESENT));
+	ASSERT_EQ(-EIO, hm_vk_errno(VK_ERROR_UNKNOWN));
+}
+
+/* negative control: the messenger does count a real validation error */
+TEST(validation_counts_messages)
+{
+	struct hm_vk_params p = { .validation = 1 };
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.size = 0,      /* VUID-VkBufferCreateInfo-size-00912 */
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+	};
+	VkBuffer b = VK_NULL_HANDLE;
+	struct hm_vk *vk;
+	int err = hm_vk_new(&p, &vk);
+
+	if (err == -EOPNOTSUPP || err == -ENODEV)
+		SKIP(return, "no Vulkan device with validation layers (%d)", err);
+	ASSERT_EQ(0, err);
+	ASSERT_EQ(0, hm_vk_validation_count(vk));
+	vkCreateBuffer(vk->dev, &bci, NULL, &b);
+	ASSERT_LT(0, hm_vk_validation_count(vk));
+	if (b)
+		vkDestroyBuffer(vk->dev, b, NULL);
+	hm_vk_free(vk);
+}
+
+TEST(bad_device_choice)
+{
+	struct hm_vk_params p = { .device = "no-such-device-anywhere", .validation = 0 };
+	struct hm_vk *vk = (void *)1;
+
+	ASSERT_EQ(-ENODEV, hm_vk_new(&p, &vk));
+	ASSERT_EQ(NULL, vk);
+	p.device = "99";
+	ASSERT_EQ(-ENODEV, hm_vk_new(&p, &vk));
+	hm_vk_free(NULL);
+}
+
+TEST_HARNESS_MAIN

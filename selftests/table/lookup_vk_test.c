@@ -1,0 +1,698 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The lookup helper on a Vulkan device (lavapipe in `make check`), with
+ * the validation layers on and no message allowed:
+ *  - lookups_agree_with_the_reference: the linked probe program (the
+ *    library module linked by spirv-link) answers what hm_table_lookup()
+ *    answers for random guest addresses: mapped, unmapped, chunk
+ *    boundaries, the last home slot, full probe windows;
+ *  - stores_land_and_mark / atomics_land_and_mark: through the helper,
+ *    where the table says, marking the right slot; what lands nowhere
+ *    hits the sink and nothing else;
+ *  - every_word_of_a_wide_access_lands: modules built with the append API
+ *    (hm_spirv_emit_access), scalar and vector accesses of 1 to 16 words
+ *    straddling a chunk boundary, each word verified.
+ * Table in device-local host-visible memory and in imported host memory.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "hmirror/vkctx.h"
+#include "hmirror/table.h"
+#include "hmirror/lookup.h"
+#include "spv_check.h"
+
+extern const uint32_t hm_test_lookup_probe_spv[];
+extern const size_t hm_test_lookup_probe_spv_words;
+
+#define SHIFT 12
+#define CHUNK (1ull << SHIFT)
+#define NR_BACK 48              /* backing chunks ("home pages") */
+#define GUEST_BASE 0x7f1234000000ull
+#define PUSH_WORDS 12
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 2685821657736338717ull;
+}
+
+/* Host memory the device imports: page-rounded, aligned. */
+static void *host_alloc(struct hm_vk *vk, size_t *size)
+{
+	size_t a = vk->min_import_align > 4096 ? vk->min_import_align : 4096;
+	void *p;
+
+	*size = (*size + a - 1) / a * a;
+	p = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+FIXTURE(lk) {
+	struct hm_vk *vk;
+	struct hm_vk_buffer tbuf, mbuf, bbuf, io;
+	void *tmem, *mmem, *bmem;
+	size_t tsize, msize, bsize;
+	struct hm_table *t;
+	uint32_t nr_home;
+};
+
+FIXTURE_VARIANT(lk) {
+	bool table_in_host;
+	uint32_t nr_home;
+};
+FIXTURE_VARIANT_ADD(lk, table_device) { .table_in_host = false, .nr_home = 61 };
+FIXTURE_VARIANT_ADD(lk, table_host) { .table_in_host = true, .nr_home = 61 };
+FIXTURE_VARIANT_ADD(lk, table_device_big) { .table_in_host = false, .nr_home = 4099 };
+
+FIXTURE_SETUP(lk)
+{
+	struct hm_vk_params p = { .validation = 1 };
+	int err = hm_vk_new(&p, &self->vk);
+
+	if (err == -EOPNOTSUPP || err == -ENODEV || err == -ENXIO)
+		SKIP(return, "no Vulkan device with validation layers (%d)", err);
+	ASSERT_EQ(0, err);
+	ASSERT_TRUE(self->vk->validation);
+	self->nr_home = variant->nr_home;
+	self->tsize = hm_table_bytes_for(self->nr_home);
+	if (variant->table_in_host) {
+		self->tmem = host_alloc(self->vk, &self->tsize);
+		ASSERT_NE(NULL, self->tmem);
+		ASSERT_EQ(0, hm_vk_import_host(self->vk, self->tmem, self->tsize, &self->tbuf));
+	} else {
+		ASSERT_EQ(0, hm_vk_buffer_new(self->vk, self->tsize, HM_VK_MEM_DEVICE_HOST,
+					      &self->tbuf));
+		self->tmem = self->tbuf.map;
+	}
+	ASSERT_EQ(0, hm_table_new(self->tmem, self->tsize, self->nr_home, SHIFT, &self->t));
+	/* marks + 64 guard words after the last mark */
+	self->msize = hm_marks_bytes_for(hm_table_nr_slots(self->t)) + 256;
+	self->mmem = host_alloc(self->vk, &self->msize);
+	ASSERT_NE(NULL, self->mmem);
+	ASSERT_EQ(0, hm_vk_import_host(self->vk, self->mmem, self->msize, &self->mbuf));
+	self->bsize = NR_BACK * CHUNK;
+	self->bmem = host_alloc(self->vk, &self->bsize);
+	ASSERT_NE(NULL, self->bmem);
+	ASSERT_EQ(0, hm_vk_import_host(self->vk, self->bmem, self->bsize, &self->bbuf));
+	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, 1 << 20, HM_VK_MEM_HOST, &self->io));
+}
+
+FIXTURE_TEARDOWN(lk)
+{
+	if (!self->vk)
+		return;
+	unsigned n = hm_vk_validation_count(self->vk);
+
+	if (n)
+		TH_LOG("validation: %s", self->vk->last_message);
+	EXPECT_EQ(0, n);
+	hm_table_free(self->t);
+	hm_vk_buffer_free(self->vk, &self->io);
+	hm_vk_buffer_free(self->vk, &self->bbuf);
+	hm_vk_buffer_free(self->vk, &self->mbuf);
+	hm_vk_buffer_free(self->vk, &self->tbuf);
+	if (self->bmem)
+		munmap(self->bmem, self->bsize);
+	if (self->mmem)
+		munmap(self->mmem, self->msize);
+	if (variant->table_in_host && self->tmem)
+		munmap(self->tmem, self->tsize);
+	hm_vk_free(self->vk);
+}
+
+/* Map guest chunk -> backing chunk b. */
+static int map_chunk(struct _test_data_lk *self, uint64_t chunk, unsigned b)
+{
+	int64_t delta = (int64_t)(self->bbuf.addr + b * CHUNK) - (int64_t)(chunk << SHIFT);
+
+	return hm_table_insert(self->t, chunk, delta, NULL);
+}
+
+static void push_words(struct _test_data_lk *self, uint32_t *w, uint64_t in, uint64_t out,
+		       uint32_t count, uint32_t mode)
+{
+	w[HM_PUSH_TABLE_ADDR_LO] = (uint32_t)self->tbuf.addr;
+	w[HM_PUSH_TABLE_ADDR_HI] = (uint32_t)(self->tbuf.addr >> 32);
+	w[HM_PUSH_TABLE_NR_HOME] = self->nr_home;
+	w[HM_PUSH_CHUNK_SHIFT] = SHIFT;
+	w[HM_PUSH_MARKS_ADDR_LO] = (uint32_t)self->mbuf.addr;
+	w[HM_PUSH_MARKS_ADDR_HI] = (uint32_t)(self->mbuf.addr >> 32);
+	w[6] = (uint32_t)in;
+	w[7] = (uint32_t)(in >> 32);
+	w[8] = (uint32_t)out;
+	w[9] = (uint32_t)(out >> 32);
+	w[10] = count;
+	w[11] = mode;
+}
+
+/*
+ * The standard layout: a contiguous space of 20 chunks, 4 chunks sharing
+ * one home (a full window), 4 chunks homed at the last home slot (into the
+ * overhang), and 3 chunks mapped then removed.  ret_mapped receives the
+ * mapped chunk numbers, ret_unmapped some unmapped ones.
+ */
+static int layout(struct _test_data_lk *self, uint64_t *mapped, unsigned *nm,
+		  uint64_t *unmapped, unsigned *nu)
+{
+	uint64_t base = GUEST_BASE >> SHIFT, c = base + 1000;
+	unsigned b = 0, want_home;
+	int r;
+
+	*nm = *nu = 0;
+	for (unsigned i = 0; i < 20; i++) {
+		r = map_chunk(self, base + i, (i * 7) % 20);   /* scrambled backing */
+		if (r)
+			return r;
+		mapped[(*nm)++] = base + i;
+	}
+	b = 20;
+	unmapped[(*nu)++] = base - 1;
+	unmapped[(*nu)++] = base + 20;
+	for (int pass = 0; pass < 2; pass++) {
+		unsigned got = 0;
+
+		want_home = pass ? self->nr_home - 1 : hm_table_home_slot(base + 3, self->nr_home);
+		for (; got < 4; c++) {
+			if (hm_table_home_slot(c, self->nr_home) != want_home)
+				continue;
+			r = map_chunk(self, c, b++);
+			if (r == -ENOSPC)
+				break;  /* the window already held a space chunk */
+			if (r)
+				return r;
+			mapped[(*nm)++] = c;
+			got++;
+		}
+		/* one more of the same home: refused (full window), stays unmapped */
+		for (;; c++) {
+			if (hm_table_home_slot(c, self->nr_home) != want_home)
+				continue;
+			if (map_chunk(self, c, 0) != -ENOSPC)
+				return -EIO;
+			unmapped[(*nu)++] = c++;
+			break;
+		}
+	}
+	for (unsigned i = 0; i < 3; i++, c++) {
+		r = map_chunk(self, c, b);
+		if (r)
+			return r;
+		r = hm_table_remove(self->t, c);
+		if (r)
+			return r;
+		unmapped[(*nu)++] = c;
+	}
+	if (b > NR_BACK)
+		return -E2BIG;
+	return 0;
+}
+
+static uint64_t pick_addr(uint64_t chunk)
+{
+	static const uint64_t offs[] = { 0, 4, CHUNK - 4, CHUNK - 8, CHUNK / 2 };
+	unsigned k = rnd() % 8;
+
+	if (k < 5)
+		return (chunk << SHIFT) + offs[k];
+	return (chunk << SHIFT) + (rnd() % (CHUNK / 4)) * 4;
+}
+
+TEST_F(lk, lookups_agree_with_the_reference)
+{
+	uint64_t mapped[64], unmapped[64];
+	unsigned nm, nu, n = 4096;
+	struct hm_vk_pipeline pipe;
+	uint32_t push[PUSH_WORDS];
+	uint64_t *in = self->io.map;
+	uint32_t *out = (uint32_t *)((char *)self->io.map + 8 * n);
+	unsigned last_home_hits = 0, overhang_hits = 0;
+
+	ASSERT_EQ(0, spv_validate(hm_test_lookup_probe_spv, hm_test_lookup_probe_spv_words,
+				  "vulkan1.2"));
+	ASSERT_EQ(0, spv_validate(hm_test_lookup_probe_spv, hm_test_lookup_probe_spv_words,
+				  "vulkan1.3"));
+	ASSERT_EQ(0, layout(self, mapped, &nm, unmapped, &nu));
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = rnd() % 16;
+
+		if (k < 9)
+			in[i] = pick_addr(mapped[rnd() % nm]);
+		else if (k < 13)
+			in[i] = pick_addr(unmapped[rnd() % nu]);
+		else if (k < 15)
+			in[i] = rnd() & ((1ull << 47) - 1) & ~3ull;     /* anywhere */
+		else
+			in[i] = rnd() & ~3ull;                           /* even 64-bit */
+	}
+	memset(out, 0xee, 16 * n);
+	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, hm_test_lookup_probe_spv,
+					hm_test_lookup_probe_spv_words, "main", 4 * PUSH_WORDS, &pipe));
+	push_words(self, push, self->io.addr, self->io.addr + 8 * n, n, 0);
+	ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), n / 64, 1, 1));
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t dev, mark;
+		uint32_t slot;
+
+		hm_table_lookup(self->t, in[i], &dev, &slot);
+		mark = hm_table_mark_addr(self->mbuf.addr, slot);
+		if (slot != UINT32_MAX && slot >= self->nr_home - 1)
+			last_home_hits++;
+		if (slot != UINT32_MAX && slot >= self->nr_home)
+			overhang_hits++;
+		ASSERT_EQ((uint32_t)dev, out[4 * i + 0]) TH_LOG("item %u guest 0x%lx", i, in[i]);
+		ASSERT_EQ((uint32_t)(dev >> 32), out[4 * i + 1]);
+		ASSERT_EQ((uint32_t)mark, out[4 * i + 2]) TH_LOG("item %u guest 0x%lx", i, in[i]);
+		ASSERT_EQ((uint32_t)(mark >> 32), out[4 * i + 3]);
+	}
+	ASSERT_GT(last_home_hits, 0);
+	ASSERT_GT(overhang_hits, 0);
+	hm_vk_pipeline_free(self->vk, &pipe);
+}
+
+/* Stores (mode 1) and atomics (mode 2) through the probe program. */
+static void store_or_atomic(struct __test_metadata *_metadata, struct _test_data_lk *self,
+			    uint32_t mode)
+{
+	uint64_t mapped[64], unmapped[64];
+	unsigned nm, nu, n = 2048, nr_unmapped = 0;
+	struct hm_vk_pipeline pipe;
+	uint32_t push[PUSH_WORDS];
+	uint64_t *in = self->io.map;
+	uint32_t *expect = calloc(1, self->bsize), *marks = self->mmem;
+	uint32_t nr_slots, *want_mark;
+	uint8_t *used = calloc(1, self->bsize / 4);
+
+	ASSERT_NE(NULL, expect);
+	ASSERT_NE(NULL, used);
+	ASSERT_EQ(0, layout(self, mapped, &nm, unmapped, &nu));
+	nr_slots = hm_table_nr_slots(self->t);
+	want_mark = calloc(nr_slots, sizeof(*want_mark));
+	memset(self->bmem, 0xcc, self->bsize);
+	memset(expect, 0xcc, self->bsize);
+	memset(self->mmem, 0, self->msize);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t dev;
+		uint32_t slot;
+
+		for (;;) {
+			in[i] = pick_addr(rnd() % 4 ? mapped[rnd() % nm] : unmapped[rnd() % nu]);
+			if (hm_table_lookup(self->t, in[i], &dev, &slot)) {
+				nr_unmapped++;
+				break;
+			}
+			size_t w = (dev - self->bbuf.addr) / 4;
+
+			ASSERT_LT(w, self->bsize / 4);
+			if (mode == 1 && used[w])
+				continue;       /* stores: one per word */
+			used[w] = 1;
+			want_mark[slot] = 1;
+			if (mode == 1)
+				expect[w] = 0x50000000u | i;
+			else
+				expect[w] = (expect[w] == 0xccccccccu ? 0 : expect[w]) + 1;
+			break;
+		}
+	}
+	/* atomics start from zero where they land */
+	if (mode == 2)
+		for (size_t w = 0; w < self->bsize / 4; w++)
+			if (used[w])
+				((uint32_t *)self->bmem)[w] = 0;
+	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, hm_test_lookup_probe_spv,
+					hm_test_lookup_probe_spv_words, "main", 4 * PUSH_WORDS, &pipe));
+	push_words(self, push, self->io.addr, 0, n, mode);
+	ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), n / 64, 1, 1));
+	ASSERT_GT(nr_unmapped, 0);
+	/* every word of the home pages: written exactly where expected */
+	for (size_t w = 0; w < self->bsize / 4; w++) {
+		ASSERT_EQ(expect[w], ((uint32_t *)self->bmem)[w]) TH_LOG("word %zu", w);
+	}
+	/* the sink: a store marks it, an atomic that lands nowhere adds to it */
+	if (mode == 1) {
+		ASSERT_EQ(1, marks[HM_MARK_SINK]);
+	} else {
+		ASSERT_EQ(nr_unmapped, marks[HM_MARK_SINK]);
+	}
+	for (uint32_t s = 0; s < nr_slots; s++) {
+		ASSERT_EQ(want_mark[s], marks[HM_MARK_INDEX(s)]) TH_LOG("slot %u", s);
+	}
+	/* nothing past the marks */
+	for (size_t w = 1 + nr_slots; w < self->msize / 4; w++)
+		ASSERT_EQ(0, marks[w]);
+	/* the host scan reports exactly the marked slots */
+	unsigned nr_marked = 0;
+
+	for (uint32_t s = 0; s < nr_slots; s++)
+		nr_marked += want_mark[s];
+	ASSERT_EQ((int)nr_marked, hm_marks_scan(marks, nr_slots, NULL, NULL));
+	ASSERT_EQ(0, hm_marks_scan(marks, nr_slots, NULL, NULL));
+	hm_vk_pipeline_free(self->vk, &pipe);
+	free(expect);
+	free(used);
+	free(want_mark);
+}
+
+TEST_F(lk, stores_land_and_mark)
+{
+	store_or_atomic(_metadata, self, 1);
+}
+
+TEST_F(lk, atomics_land_and_mark)
+{
+	store_or_atomic(_metadata, self, 2);
+}
+
+/* ---- wide accesses through the append API -------------------------------- */
+struct kb {
+	struct hm_spirv_module *m;
+	uint32_t u32, u64, bl, v4, psb_u32, psb_u64, psb_v4;
+	uint32_t label;         /* the open block */
+	uint32_t push[PUSH_WORDS];
+	struct hm_spirv_table_ids t;
+	uint32_t in, out, count, op, gidx;
+};
+
+#define FN HM_SPV_SEC_FUNCTION
+
+static void kb_label(struct kb *k, uint32_t id)
+{
+	HM_SPV(k->m, FN, HM_SpvOpLabel, id);
+	k->label = id;
+}
+
+static uint32_t kb_join(struct kb *k, uint32_t lo, uint32_t hi)
+{
+	return HM_SPV_OP(k->m, FN, HM_SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, FN, HM_SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, hi),
+				   hm_spirv_const_u32(k->m, 32)));
+}
+
+/* if (cond) { ...: returns the merge label to pass to kb_endif */
+static uint32_t kb_if(struct kb *k, uint32_t cond)
+{
+	uint32_t then = hm_spirv_id(k->m), merge = hm_spirv_id(k->m);
+
+	HM_SPV(k->m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
+	HM_SPV(k->m, FN, HM_SpvOpBranchConditional, cond, then, merge);
+	kb_label(k, then);
+	return merge;
+}
+
+static void kb_endif(struct kb *k, uint32_t merge)
+{
+	HM_SPV(k->m, FN, HM_SpvOpBranch, merge);
+	kb_label(k, merge);
+}
+
+static void kb_store32(struct kb *k, uint32_t addr64, uint32_t val)
+{
+	uint32_t p = HM_SPV_OP(k->m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, addr64);
+
+	HM_SPV(k->m, FN, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+}
+
+/* Entry point "main", local size 64, the push block of PUSH_WORDS words;
+ * opens main and loads the push words and the invocation index. */
+static int kb_begin(struct kb *k)
+{
+	struct hm_spirv_module *m;
+	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16], gv;
+	size_t n;
+	int r = hm_spirv_module_new(&k->m);
+
+	if (r)
+		return r;
+	m = k->m;
+	k->u32 = hm_spirv_type_int(m, 32, false);
+	k->u64 = hm_spirv_type_int(m, 64, false);
+	k->bl = hm_spirv_type_bool(m);
+	k->v4 = hm_spirv_type_vector(m, k->u32, 4);
+	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
+	k->psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u64);
+	k->psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->v4);
+	v3 = hm_spirv_type_vector(m, k->u32, 3);
+	voidt = hm_spirv_type_void(m);
+	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
+	for (int i = 0; i < PUSH_WORDS; i++)
+		mem[i] = k->u32;
+	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
+	for (uint32_t i = 0; i < PUSH_WORDS; i++)
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
+		       HM_SpvDecorationOffset, 4 * i);
+	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
+		       HM_SpvStoragePushConstant);
+	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k->u32);
+	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
+	       HM_SpvBuiltInGlobalInvocationId);
+	main_fn = hm_spirv_id(m);
+	ep[0] = HM_SpvExecModelGLCompute;
+	ep[1] = main_fn;
+	n = 2 + hm_spirv_put_string(ep + 2, "main");
+	ep[n++] = gid;
+	ep[n++] = pv;
+	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
+	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
+	       HM_SpvExecModeLocalSize, 64, 1, 1);
+	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
+	kb_label(k, hm_spirv_id(m));
+	for (uint32_t i = 0; i < PUSH_WORDS; i++)
+		k->push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+				       HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
+						 hm_spirv_const_u32(m, i)));
+	k->t.table = kb_join(k, k->push[0], k->push[1]);
+	k->t.nr_home = k->push[2];
+	k->t.chunk_shift = k->push[3];
+	k->t.marks = kb_join(k, k->push[4], k->push[5]);
+	k->in = kb_join(k, k->push[6], k->push[7]);
+	k->out = kb_join(k, k->push[8], k->push[9]);
+	k->count = k->push[10];
+	k->op = k->push[11];
+	gv = HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid);
+	k->gidx = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k->u32, gv, 0);
+	return hm_spirv_error(m);
+}
+
+static int kb_end(struct kb *k, uint32_t **ret_w, size_t *ret_n)
+{
+	HM_SPV(k->m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(k->m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	int r = hm_spirv_module_finish(k->m, ret_w, ret_n);
+
+	hm_spirv_module_free(k->m);
+	k->m = NULL;
+	return r;
+}
+
+/*
+ * Invocation j < count: guest g = in[j]; an access of nr words at g via
+ * hm_spirv_emit_access.  op 0 stores word i = 0xa0000000 | j << 8 | i
+ * (where mapped) and marks it (the sink where not); op 1 loads every word
+ * (0 where unmapped) into out[16 j + i].  vector: the values travel as
+ * uvec4s (stored as one vector where four words are whole).
+ */
+static int build_wide(unsigned nr, bool vector, uint32_t **ret_w, size_t *ret_n)
+{
+	struct kb k = { 0 };
+	struct hm_spirv_module *m;
+	uint32_t dev[16], mark[16], nz[16], val[16], vec[4], one, zero, merge, g, j64;
+	uint32_t isstore, mstore, ld_merge;
+	int r = kb_begin(&k);
+
+	if (r)
+		return r;
+	m = k.m;
+	one = hm_spirv_const_u32(m, 1);
+	zero = hm_spirv_const_u32(m, 0);
+	merge = kb_if(&k, HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, k.gidx, k.count));
+	j64 = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, k.gidx);
+	g = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u64,
+		      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u64,
+				HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, k.in,
+					  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64, j64,
+						    hm_spirv_const_u32(m, 3)))),
+		      HM_SpvMemoryAccessAligned, 8);
+	r = hm_spirv_emit_access(m, &k.t, g, nr, dev, mark);
+	if (r)
+		return r;
+	for (unsigned i = 0; i < nr; i++)
+		nz[i] = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev[i], hm_spirv_const_u64(m, 0));
+
+	/* op 0: stores */
+	isstore = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, k.op, zero);
+	uint32_t st = hm_spirv_id(m), ld = hm_spirv_id(m);
+
+	mstore = hm_spirv_id(m);
+	HM_SPV(m, FN, HM_SpvOpSelectionMerge, mstore, HM_SpvSelectionControlNone);
+	HM_SPV(m, FN, HM_SpvOpBranchConditional, isstore, st, ld);
+	kb_label(&k, st);
+	uint32_t base = HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, k.u32,
+				  hm_spirv_const_u32(m, 0xa0000000u),
+				  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32, k.gidx,
+					    hm_spirv_const_u32(m, 8)));
+
+	for (unsigned i = 0; i < nr; i++)
+		val[i] = HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, k.u32, base, hm_spirv_const_u32(m, i));
+	if (vector) {
+		for (unsigned q = 0; q < (nr + 3) / 4; q++) {
+			uint32_t c[4];
+
+			for (unsigned e = 0; e < 4; e++)
+				c[e] = 4 * q + e < nr ? val[4 * q + e] : zero;
+			vec[q] = HM_SPV_OP(m, FN, HM_SpvOpCompositeConstruct, k.v4, c[0], c[1], c[2], c[3]);
+		}
+		for (unsigned i = 0; i < nr; i++)
+			val[i] = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, vec[i / 4], i % 4);
+	}
+	for (unsigned i = 0; i < nr; i++) {
+		uint32_t mg = kb_if(&k, nz[i]);
+
+		kb_store32(&k, dev[i], val[i]);
+		kb_endif(&k, mg);
+		kb_store32(&k, mark[i], one);
+	}
+	HM_SPV(m, FN, HM_SpvOpBranch, mstore);
+
+	/* op 1: loads */
+	kb_label(&k, ld);
+	uint32_t obase = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, k.out,
+				   HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64, j64,
+					     hm_spirv_const_u32(m, 6)));
+
+	for (unsigned i = 0; i < nr; i++) {
+		uint32_t pre = k.label, mg = kb_if(&k, nz[i]), then = k.label, v;
+
+		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev[i]),
+			      HM_SpvMemoryAccessAligned, 4);
+		kb_endif(&k, mg);
+		val[i] = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, v, then, zero, pre);
+	}
+	for (unsigned q = 0; q < (nr + 3) / 4; q++) {
+		if (vector && 4 * q + 4 <= nr) {
+			uint32_t v = HM_SPV_OP(m, FN, HM_SpvOpCompositeConstruct, k.v4,
+					       val[4 * q], val[4 * q + 1], val[4 * q + 2], val[4 * q + 3]);
+			uint32_t p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_v4,
+					       HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, obase,
+							 hm_spirv_const_u64(m, 16 * q)));
+
+			HM_SPV(m, FN, HM_SpvOpStore, p, v, HM_SpvMemoryAccessAligned, 16);
+			continue;
+		}
+		for (unsigned i = 4 * q; i < nr && i < 4 * q + 4; i++)
+			kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, obase,
+						 hm_spirv_const_u64(m, 4 * i)), val[i]);
+	}
+	HM_SPV(m, FN, HM_SpvOpBranch, mstore);
+	kb_label(&k, mstore);
+	(void)ld_merge;
+	kb_endif(&k, merge);
+	return kb_end(&k, ret_w, ret_n);
+}
+
+TEST_F(lk, every_word_of_a_wide_access_lands)
+{
+	const uint64_t base = (GUEST_BASE >> SHIFT) + 5000;
+	uint64_t *in = self->io.map;
+	uint32_t *out = (uint32_t *)((char *)self->io.map + 4096);
+	uint32_t *marks = self->mmem, nr_slots;
+	uint32_t *expect = malloc(self->bsize);
+	uint32_t push[PUSH_WORDS];
+
+	ASSERT_NE(NULL, expect);
+	/* pairs of adjacent guest chunks (2p, 2p+1), backed in reverse order
+	 * far apart: p -> backing (2p+1, 2p) offset by the pair count; pair
+	 * 17 has its second chunk unmapped, pair 18 its first. */
+	for (unsigned p = 0; p < 19; p++) {
+		if (p != 18)
+			ASSERT_EQ(0, map_chunk(self, base + 2 * p, 47 - p));
+		if (p != 17)
+			ASSERT_EQ(0, map_chunk(self, base + 2 * p + 1, 8 + p));
+	}
+	nr_slots = hm_table_nr_slots(self->t);
+	for (unsigned nr = 1; nr <= 16; nr++) {
+		for (int vector = 0; vector < 2; vector++) {
+			struct hm_vk_pipeline pipe;
+			uint32_t *w;
+			size_t nw;
+			unsigned count = nr + 3;
+			bool sink = false;
+
+			ASSERT_EQ(0, build_wide(nr, vector, &w, &nw));
+			/* every emitted module is valid */
+			ASSERT_EQ(0, spv_validate(w, nw, "vulkan1.2"));
+			ASSERT_EQ(0, spv_validate(w, nw, "vulkan1.3"));
+			ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, w, nw, "main",
+							4 * PUSH_WORDS, &pipe));
+			free(w);
+			/* invocation j <= nr: j words before the boundary of pair j;
+			 * nr + 1, nr + 2: half before, half after, pairs 17 and 18 */
+			for (unsigned j = 0; j < count; j++) {
+				unsigned p = j <= nr ? j : 17 + (j - nr - 1);
+				unsigned before = j <= nr ? j : nr / 2;
+
+				in[j] = ((base + 2 * p + 1) << SHIFT) - 4 * before;
+			}
+			memset(self->bmem, 0xcc, self->bsize);
+			memset(expect, 0xcc, self->bsize);
+			hm_marks_clear(marks, nr_slots);
+			uint8_t want_mark[nr_slots];
+
+			memset(want_mark, 0, nr_slots);
+			for (unsigned j = 0; j < count; j++) {
+				for (unsigned i = 0; i < nr; i++) {
+					uint64_t dev;
+					uint32_t slot;
+
+					if (hm_table_lookup(self->t, in[j] + 4 * i, &dev, &slot)) {
+						sink = true;
+						continue;
+					}
+					expect[(dev - self->bbuf.addr) / 4] = 0xa0000000u | j << 8 | i;
+					want_mark[slot] = 1;
+				}
+			}
+			push_words(self, push, self->io.addr, self->io.addr + 4096, count, 0);
+			ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), 1, 1, 1));
+			for (size_t x = 0; x < self->bsize / 4; x++) {
+				ASSERT_EQ(expect[x], ((uint32_t *)self->bmem)[x])
+					TH_LOG("nr %u vector %d word %zu", nr, vector, x);
+			}
+			ASSERT_EQ(sink, marks[HM_MARK_SINK] != 0);
+			for (uint32_t s = 0; s < nr_slots; s++) {
+				ASSERT_EQ(want_mark[s], marks[HM_MARK_INDEX(s)])
+					TH_LOG("nr %u vector %d slot %u", nr, vector, s);
+			}
+			/* and every word reads back through the same lookups */
+			memset(out, 0xee, 64 * count);
+			push_words(self, push, self->io.addr, self->io.addr + 4096, count, 1);
+			ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), 1, 1, 1));
+			for (unsigned j = 0; j < count; j++) {
+				for (unsigned i = 0; i < nr; i++) {
+					uint32_t want = hm_table_lookup(self->t, in[j] + 4 * i, NULL, NULL)
+							? 0 : 0xa0000000u | j << 8 | i;
+
+					ASSERT_EQ(want, out[16 * j + i])
+						TH_LOG("nr %u vector %d inv %u word %u", nr, vector, j, i);
+				}
+			}
+			hm_vk_pipeline_free(self->vk, &pipe);
+		}
+	}
+	free(expect);
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,870 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Conformance suite of libhmirror's watch API: the same tests against every
+ * backend (FIXTURE_VARIANT kmod, uffd_async, uffd_sync, mprotect).  A
+ * variant whose backend is not available here SKIPs with the probe's
+ * reason (kmod natively; uffd_async on 6.1).  Where a backend documents a
+ * limitation (hm_space_caps()), the test checks that the limitation is
+ * what the library reports.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include <hmirror/watch.h>
+
+#include "kselftest_harness.h"
+
+#define SPACE_BYTES (8ull << 20)
+#define CHUNK_SHIFT 16
+#define NR_CHUNKS (SPACE_BYTES >> CHUNK_SHIFT)
+#define MAX_OUT 4096
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int count_vmas(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	int n = 0, ch;
+
+	if (!f)
+		return -1;
+	while ((ch = fgetc(f)) != EOF)
+		n += ch == '\n';
+	fclose(f);
+	return n;
+}
+
+/* harvest until nothing more is recorded; returns the number of chunks */
+static int harvest_all(struct hm_space *s, uint64_t *out, size_t cap)
+{
+	size_t total = 0;
+	bool more = true;
+
+	while (more) {
+		size_t n = 0;
+		int err = hm_space_harvest(s, out + total, cap - total, &n, &more);
+
+		if (err)
+			return err;
+		total += n;
+		if (total == cap && more)
+			return -ENOSPC;
+	}
+	return (int)total;
+}
+
+FIXTURE(watch) {
+	struct hm_space *s;
+	volatile uint8_t *p;
+	uint64_t out[MAX_OUT];
+};
+
+FIXTURE_VARIANT(watch) {
+	enum hm_backend backend;
+};
+
+FIXTURE_VARIANT_ADD(watch, kmod) { .backend = HM_BACKEND_KMOD };
+FIXTURE_VARIANT_ADD(watch, uffd_async) { .backend = HM_BACKEND_UFFD_ASYNC };
+FIXTURE_VARIANT_ADD(watch, uffd_sync) { .backend = HM_BACKEND_UFFD_SYNC };
+FIXTURE_VARIANT_ADD(watch, mprotect) { .backend = HM_BACKEND_MPROTECT };
+
+FIXTURE_SETUP(watch)
+{
+	struct hm_space_params p = {
+		.size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT, .backend = variant->backend,
+	};
+	const char *why = NULL;
+	int err = hm_backend_probe(variant->backend, &why);
+
+	/* in the VM the module is there to load (natively this fails) */
+	if (err == -ENODEV && variant->backend == HM_BACKEND_KMOD && !getuid() &&
+	    !system("modprobe -q hmirror 2>/dev/null")) {
+		/* devtmpfs creates the node right after the module registers it */
+		for (int i = 0; i < 200 && access("/dev/hmirror", F_OK); i++)
+			usleep(10000);
+		err = hm_backend_probe(variant->backend, &why);
+	}
+	if (err)
+		SKIP(return, "%s unavailable: %s (%s)", hm_backend_name(variant->backend),
+		     why, strerror(-err));
+	ASSERT_EQ(0, hm_space_new(&p, &self->s));
+	self->p = hm_space_addr(self->s);
+	ASSERT_NE(NULL, self->p);
+}
+
+FIXTURE_TEARDOWN(watch)
+{
+	hm_space_free(self->s);
+}
+
+#define NEED_SPACE() do { if (!self->s) return; } while (0)
+#define AT(c, off) (self->p[((uint64_t)(c) << CHUNK_SHIFT) + (off)])
+
+TEST_F(watch, reports_backend)
+{
+	NEED_SPACE();
+	EXPECT_EQ(variant->backend, hm_space_backend(self->s));
+	EXPECT_NE(0, strlen(hm_space_backend_reason(self->s)));
+	EXPECT_EQ(SPACE_BYTES, hm_space_size(self->s));
+	EXPECT_EQ(CHUNK_SHIFT, hm_space_chunk_shift(self->s));
+	EXPECT_EQ(NR_CHUNKS, hm_space_nr_chunks(self->s));
+	/* a space's caps are those of its backend, or fewer (documented) */
+	EXPECT_EQ(0, hm_space_caps(self->s) & ~hm_backend_caps(variant->backend));
+	TH_LOG("%s: %s", hm_backend_name(hm_space_backend(self->s)),
+	       hm_space_backend_reason(self->s));
+}
+
+TEST_F(watch, harvest_exact)
+{
+	static const uint64_t w1[] = { 0, 1, 7, 63, 64, 100, NR_CHUNKS - 1 };
+	static const uint64_t w2[] = { 1, 100 };
+	int n;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(0, n);
+	/* never-faulted pages: the first touch after arming is seen */
+	for (unsigned i = 0; i < sizeof(w1) / sizeof(w1[0]); i++)
+		AT(w1[i], (i * 4096 + 5) & 0xffff) = (uint8_t)(i + 1);
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ((int)(sizeof(w1) / sizeof(w1[0])), n);
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(w1[i], self->out[i]);
+	/* re-armed: nothing new */
+	ASSERT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	/* reads are not writes */
+	for (uint64_t c = 0; c < NR_CHUNKS; c++)
+		(void)AT(c, 0);
+	ASSERT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	/* second round through populated pages, several pages of a chunk */
+	for (unsigned i = 0; i < 2; i++)
+		for (unsigned pg = 0; pg < 16; pg++)
+			AT(w2[i], pg * 4096) = 0xaa;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(2, n);
+	EXPECT_EQ(1, self->out[0]);
+	EXPECT_EQ(100, self->out[1]);
+	/* the data is there */
+	EXPECT_EQ(0xaa, AT(100, 15 * 4096));
+	EXPECT_EQ(7, AT(NR_CHUNKS - 1, (6 * 4096 + 5) & 0xffff));
+}
+
+TEST_F(watch, unarmed_not_reported)
+{
+	int n;
+
+	NEED_SPACE();
+	for (uint64_t c = 0; c < NR_CHUNKS; c++)
+		AT(c, 0) = 1;
+	ASSERT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	ASSERT_EQ(0, hm_space_arm(self->s, 10, 5));
+	/* writes before the arm are forgotten with it */
+	ASSERT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	for (uint64_t c = 0; c < NR_CHUNKS; c++)
+		AT(c, 8) = 2;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(5, n);
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(10 + i, self->out[i]);
+}
+
+TEST_F(watch, harvest_cap_and_more)
+{
+	uint64_t got[64];
+	size_t total = 0, n;
+	bool more = true;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	for (uint64_t c = 3; c < NR_CHUNKS; c += 11)
+		AT(c, 100) = 9;
+	while (more) {
+		ASSERT_EQ(0, hm_space_harvest(self->s, got + total, 3, &n, &more));
+		ASSERT_LE(n, 3);
+		total += n;
+		ASSERT_LE(total, 64);
+		if (more)
+			ASSERT_EQ(3, n);
+	}
+	ASSERT_EQ((NR_CHUNKS - 3 + 10) / 11, total);
+	for (size_t i = 0; i < total; i++)
+		EXPECT_EQ(3 + 11 * i, got[i]);
+	/* cap 0 reports only whether something is recorded */
+	AT(5, 0) = 1;
+	ASSERT_EQ(0, hm_space_harvest(self->s, NULL, 0, &n, &more));
+	EXPECT_EQ(0, n);
+	EXPECT_TRUE(more);
+	ASSERT_EQ(0, hm_space_harvest(self->s, got, 64, &n, &more));
+	ASSERT_EQ(1, n);
+	EXPECT_EQ(5, got[0]);
+	EXPECT_FALSE(more);
+}
+
+TEST_F(watch, generation_rule3)
+{
+	uint64_t g0, g1, g2, g3, gu;
+	uint64_t cs[3] = { 4, 5, 9 }, gs[3];
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &gu));
+	EXPECT_FALSE(HM_GEN_CLEAN(gu));	/* never armed */
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &g0));
+	EXPECT_TRUE(HM_GEN_CLEAN(g0));
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &g1));
+	EXPECT_EQ(g0, g1);		/* nothing written */
+	AT(5, 0) = 1;			/* a neighbour */
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &g1));
+	EXPECT_EQ(g0, g1);
+	AT(4, 4095) = 1;		/* written before any harvest */
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &g1));
+	EXPECT_NE(g0, g1);
+	EXPECT_GT(g1, g0);
+	if (!HM_GEN_CLEAN(g1)) {	/* kmod: re-arm to get a clean baseline */
+		ASSERT_EQ(0, hm_space_arm(self->s, 4, 1));
+		ASSERT_EQ(0, hm_space_generation(self->s, 4, &g1));
+	}
+	ASSERT_TRUE(HM_GEN_CLEAN(g1));
+	/* a second write after the baseline is seen too */
+	AT(4, 0) = 2;
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &g2));
+	EXPECT_NE(g1, g2);
+	/* the record survives for the harvest */
+	ASSERT_EQ(2, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(4, self->out[0]);
+	EXPECT_EQ(5, self->out[1]);
+	ASSERT_EQ(0, hm_space_generation(self->s, 4, &g3));
+	EXPECT_TRUE(HM_GEN_CLEAN(g3));
+	EXPECT_GE(g3, g2);
+	ASSERT_EQ(0, hm_space_generations(self->s, cs, 3, gs));
+	EXPECT_EQ(g3, gs[0]);
+	AT(9, 0) = 1;
+	ASSERT_EQ(0, hm_space_generations(self->s, cs, 3, gs));
+	EXPECT_EQ(g3, gs[0]);
+	ASSERT_EQ(0, hm_space_generation(self->s, 9, &g0));
+	EXPECT_EQ(gs[2], g0);
+}
+
+/* ---- concurrent writers ---------------------------------------------------- */
+
+#define NR_WRITERS 2
+#define PER_WRITER 8
+#define ROUNDS 150
+
+struct race {
+	struct hm_space *s;
+	volatile uint8_t *p;
+	atomic_int reported[NR_CHUNKS];
+	atomic_int done;
+	atomic_int lost;
+	atomic_int stray;
+};
+
+struct writer_arg {
+	struct race *r;
+	int id;
+};
+
+static uint64_t writer_chunk(int id, int i)
+{
+	return (uint64_t)(id * 37 + i * 13 + 3) % NR_CHUNKS;
+}
+
+static void *writer(void *arg)
+{
+	struct writer_arg *w = arg;
+	struct race *r = w->r;
+
+	for (int round = 0; round < ROUNDS && !atomic_load(&r->lost); round++) {
+		for (int i = 0; i < PER_WRITER; i++) {
+			uint64_t c = writer_chunk(w->id, i);
+
+			atomic_store(&r->reported[c], 0);
+			r->p[(c << CHUNK_SHIFT) + (uint64_t)(round % 16) * 4096] = (uint8_t)round;
+		}
+		for (int i = 0; i < PER_WRITER; i++) {
+			uint64_t c = writer_chunk(w->id, i);
+			uint64_t t0 = now_ns();
+
+			while (!atomic_load(&r->reported[c])) {
+				if (now_ns() - t0 > 3000000000ull) {
+					atomic_store(&r->lost, 1);
+					break;
+				}
+				sched_yield();
+			}
+		}
+	}
+	atomic_fetch_add(&r->done, 1);
+	return NULL;
+}
+
+TEST_F(watch, concurrent_writers_never_lost)
+{
+	struct race *r = calloc(1, sizeof(*r));
+	pthread_t th[NR_WRITERS];
+	struct writer_arg wa[NR_WRITERS];
+	bool mine[NR_CHUNKS] = { false };
+	uint64_t out[64];
+
+	NEED_SPACE();
+	ASSERT_NE(NULL, r);
+	r->s = self->s;
+	r->p = self->p;
+	for (int w = 0; w < NR_WRITERS; w++)
+		for (int i = 0; i < PER_WRITER; i++)
+			mine[writer_chunk(w, i)] = true;
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	for (int w = 0; w < NR_WRITERS; w++) {
+		wa[w].r = r;
+		wa[w].id = w;
+		ASSERT_EQ(0, pthread_create(&th[w], NULL, writer, &wa[w]));
+	}
+	while (atomic_load(&r->done) < NR_WRITERS) {
+		size_t n;
+		bool more;
+
+		ASSERT_EQ(0, hm_space_harvest(self->s, out, 64, &n, &more));
+		for (size_t i = 0; i < n; i++) {
+			if (out[i] >= NR_CHUNKS || !mine[out[i]])
+				atomic_store(&r->stray, 1);
+			else
+				atomic_store(&r->reported[out[i]], 1);
+			if (i)
+				EXPECT_LT(out[i - 1], out[i]);
+		}
+		if (!n)
+			sched_yield();
+	}
+	for (int w = 0; w < NR_WRITERS; w++)
+		pthread_join(th[w], NULL);
+	EXPECT_EQ(0, atomic_load(&r->lost));
+	EXPECT_EQ(0, atomic_load(&r->stray));
+	free(r);
+}
+
+/* ---- aliases, device view ------------------------------------------------- */
+
+TEST_F(watch, alias_writes_seen)
+{
+	volatile uint8_t *a;
+	void *va;
+	int n;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	ASSERT_EQ(0, hm_space_map_alias(self->s, NULL, &va));
+	a = va;
+	ASSERT_NE(self->p, a);
+	a[(20ull << CHUNK_SHIFT) + 7] = 0x5a;	/* never faulted in either mapping */
+	EXPECT_EQ(0x5a, AT(20, 7));		/* same pages */
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(1, n);
+	EXPECT_EQ(20, self->out[0]);
+	/* re-armed in both mappings */
+	a[(20ull << CHUNK_SHIFT) + 8] = 1;
+	AT(21, 0) = 1;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(2, n);
+	EXPECT_EQ(20, self->out[0]);
+	EXPECT_EQ(21, self->out[1]);
+	ASSERT_EQ(0, hm_space_unmap_alias(self->s, va));
+	EXPECT_EQ(-EINVAL, hm_space_unmap_alias(self->s, va));
+	AT(22, 0) = 1;
+	ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(22, self->out[0]);
+}
+
+TEST_F(watch, device_view_unwatched)
+{
+	volatile uint8_t *d;
+	void *vd, *vd2;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	ASSERT_EQ(0, hm_space_device_view(self->s, &vd));
+	ASSERT_EQ(0, hm_space_device_view(self->s, &vd2));
+	EXPECT_EQ(vd, vd2);
+	d = vd;
+	for (uint64_t c = 0; c < NR_CHUNKS; c += 3)
+		d[(c << CHUNK_SHIFT) + 1] = (uint8_t)c;
+	EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(30, AT(30, 1));
+	AT(31, 1) = 0x77;
+	EXPECT_EQ(0x77, d[(31ull << CHUNK_SHIFT) + 1]);
+	ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(31, self->out[0]);
+}
+
+/* ---- kernel writes ------------------------------------------------------- */
+
+TEST_F(watch, kernel_writes)
+{
+	char buf[64];
+	int pfd[2];
+	ssize_t r1, r2;
+
+	NEED_SPACE();
+	memset(buf, 0x42, sizeof(buf));
+	AT(41, 0) = 1;				/* populated page */
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	ASSERT_EQ(0, pipe(pfd));
+	ASSERT_EQ(sizeof(buf), write(pfd[1], buf, sizeof(buf)));
+	ASSERT_EQ(sizeof(buf), write(pfd[1], buf, sizeof(buf)));
+	r1 = read(pfd[0], (void *)&AT(40, 100), sizeof(buf));	/* never faulted */
+	int e1 = errno;
+	r2 = read(pfd[0], (void *)&AT(41, 100), sizeof(buf));	/* populated */
+	int e2 = errno;
+
+	close(pfd[0]);
+	close(pfd[1]);
+	if (hm_space_caps(self->s) & HM_CAP_KERNEL_WRITES) {
+		ASSERT_EQ(sizeof(buf), r1);
+		ASSERT_EQ(sizeof(buf), r2);
+		EXPECT_EQ(0x42, AT(40, 100));
+		EXPECT_EQ(0x42, AT(41, 163));
+		ASSERT_EQ(2, harvest_all(self->s, self->out, MAX_OUT));
+		EXPECT_EQ(40, self->out[0]);
+		EXPECT_EQ(41, self->out[1]);
+	} else {
+		/* the documented limitation, reported by the caps */
+		EXPECT_EQ(-1, r1);
+		EXPECT_EQ(EFAULT, e1);
+		EXPECT_EQ(-1, r2);
+		EXPECT_EQ(EFAULT, e2);
+		EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+		TH_LOG("%s: kernel writes into armed memory fail with EFAULT (no HM_CAP_KERNEL_WRITES)",
+		       hm_backend_name(variant->backend));
+	}
+}
+
+/* ---- poll ------------------------------------------------------------------ */
+
+TEST_F(watch, poll_fd)
+{
+	struct pollfd pfd;
+	size_t n;
+	bool more;
+	int fd;
+
+	NEED_SPACE();
+	fd = hm_space_poll_fd(self->s);
+	if (!(hm_space_caps(self->s) & HM_CAP_POLL)) {
+		EXPECT_EQ(-EOPNOTSUPP, fd);
+		return;
+	}
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	AT(3, 3) = 3;
+	EXPECT_EQ(1, poll(&pfd, 1, 2000));
+	ASSERT_EQ(0, hm_space_harvest(self->s, self->out, MAX_OUT, &n, &more));
+	EXPECT_EQ(1, n);
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+TEST_F(watch, fork_child_has_no_mapping)
+{
+	pid_t pid;
+	int st;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	AT(1, 0) = 1;
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		/* the mapping is not inherited (MADV_DONTFORK): this faults */
+		AT(2, 0) = 1;
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFSIGNALED(st));
+	if (WIFSIGNALED(st)) {
+		EXPECT_EQ(SIGSEGV, WTERMSIG(st));
+	}
+	/* the parent's watch is intact across the fork */
+	AT(3, 0) = 1;
+	ASSERT_EQ(2, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(1, self->out[0]);
+	EXPECT_EQ(3, self->out[1]);
+	AT(4, 0) = 1;
+	ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(4, self->out[0]);
+}
+
+/* ---- handoff to a second process ---------------------------------------- */
+
+static int child_importer(int sock)
+{
+	struct hm_space_handoff h;
+	struct hm_space *s;
+	uint64_t out[64];
+	char go = 0;
+	int n;
+
+	if (hm_handoff_recv(sock, &h))
+		return 10;
+	n = hm_space_import(&h, &s);
+	if (n) {
+		fprintf(stderr, "# import: %s\n", strerror(-n));
+		return 11;
+	}
+	hm_handoff_close(&h);
+	if (hm_space_arm(s, 0, NR_CHUNKS))
+		return 12;
+	if (write(sock, "a", 1) != 1)		/* armed */
+		return 13;
+	if (read(sock, &go, 1) != 1)		/* parent wrote */
+		return 14;
+	n = harvest_all(s, out, 64);
+	if (n != 2 || out[0] != 6 || out[1] != 60)
+		return 15;
+	/* the importer's CPU mapping shows the same bytes, and is unwatched */
+	if (((volatile uint8_t *)hm_space_addr(s))[(60ull << CHUNK_SHIFT) + 9] != 0x3c)
+		return 16;
+	((volatile uint8_t *)hm_space_addr(s))[(61ull << CHUNK_SHIFT)] = 1;
+	if (harvest_all(s, out, 64) != 0)
+		return 17;
+	if (write(sock, "h", 1) != 1)
+		return 18;
+	if (read(sock, &go, 1) != 1)		/* parent wrote again */
+		return 19;
+	n = harvest_all(s, out, 64);
+	if (n != 1 || out[0] != 7)
+		return 20;
+	hm_space_free(s);
+	return 0;
+}
+
+TEST_F(watch, handoff_second_process)
+{
+	struct hm_space_handoff h, h2;
+	int sv[2], st, err;
+	char c;
+	pid_t pid;
+	size_t n;
+	bool more;
+
+	NEED_SPACE();
+	err = hm_space_export(self->s, &h);
+	if (!(hm_space_caps(self->s) & HM_CAP_HANDOFF)) {
+		EXPECT_EQ(-EOPNOTSUPP, err);
+		return;
+	}
+	ASSERT_EQ(0, err);
+	ASSERT_EQ(-EBUSY, hm_space_export(self->s, &h2));	/* once */
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		close(sv[0]);
+		_exit(child_importer(sv[1]));
+	}
+	close(sv[1]);
+	ASSERT_EQ(0, hm_handoff_send(sv[0], &h));
+	hm_handoff_close(&h);
+	/* the exporter hands the watch state over */
+	EXPECT_EQ(-EBUSY, hm_space_harvest(self->s, self->out, MAX_OUT, &n, &more));
+	EXPECT_EQ(-EBUSY, hm_space_arm(self->s, 0, 1));
+	if (read(sv[0], &c, 1) != 1) {
+		waitpid(pid, &st, 0);
+		TH_LOG("importer exited with %d", WEXITSTATUS(st));
+		ASSERT_TRUE(0);
+	}
+	AT(6, 0) = 1;
+	AT(60, 9) = 0x3c;
+	ASSERT_EQ(1, write(sv[0], "w", 1));
+	if (read(sv[0], &c, 1) != 1) {
+		waitpid(pid, &st, 0);
+		TH_LOG("importer exited with %d", WEXITSTATUS(st));
+		ASSERT_TRUE(0);
+	}
+	AT(7, 0) = 1;
+	ASSERT_EQ(1, write(sv[0], "w", 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));	/* child_importer's step */
+	close(sv[0]);
+}
+
+TEST_F(watch, handoff_refused_with_records)
+{
+	struct hm_space_handoff h;
+
+	NEED_SPACE();
+	if (!(hm_space_caps(self->s) & HM_CAP_HANDOFF))
+		return;
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	AT(0, 0) = 1;
+	/* kmod keeps records in the module and may hand them over */
+	if (variant->backend != HM_BACKEND_KMOD) {
+		uint64_t g;
+
+		ASSERT_EQ(0, hm_space_generation(self->s, 0, &g));	/* recorded now */
+		EXPECT_EQ(-EBUSY, hm_space_export(self->s, &h));
+		ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	}
+	ASSERT_EQ(0, hm_space_export(self->s, &h));
+	hm_handoff_close(&h);
+	EXPECT_EQ(-EBUSY, hm_space_map_alias(self->s, NULL, (void **)&h));
+}
+
+/* ---- bad arguments --------------------------------------------------------- */
+
+TEST_F(watch, bad_arguments)
+{
+	struct hm_space_params p = { .size = SPACE_BYTES, .backend = variant->backend };
+	struct hm_space_handoff h;
+	struct hm_space *s2 = (void *)1;
+	uint64_t g, chunk = NR_CHUNKS;
+	size_t n;
+	bool more;
+	void *va;
+
+	NEED_SPACE();
+	EXPECT_EQ(-EINVAL, hm_space_new(NULL, &s2));
+	EXPECT_EQ(NULL, s2);
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, NULL));
+	p.size = 0;
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+	p.size = (1 << 16) + 4096;
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+	p.size = SPACE_BYTES;
+	p.chunk_shift = 11;
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+	p.chunk_shift = 31;
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+	p.chunk_shift = 0;
+	p.flags = 1u << 31;
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+	p.flags = 0;
+	p.backend = (enum hm_backend)99;
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+	p.backend = variant->backend;
+	p.size = HM_SPACE_MAX_BYTES * 2;
+	EXPECT_EQ(-E2BIG, hm_space_new(&p, &s2));
+	p.size = SPACE_BYTES;
+	p.addr = (void *)self->p;		/* taken */
+	EXPECT_EQ(-EEXIST, hm_space_new(&p, &s2));
+	p.addr = (void *)((uintptr_t)self->p + 1);
+	EXPECT_EQ(-EINVAL, hm_space_new(&p, &s2));
+
+	EXPECT_EQ(-EINVAL, hm_space_arm(self->s, 0, 0));
+	EXPECT_EQ(-ERANGE, hm_space_arm(self->s, NR_CHUNKS, 1));
+	EXPECT_EQ(-ERANGE, hm_space_arm(self->s, 1, NR_CHUNKS));
+	EXPECT_EQ(-ERANGE, hm_space_arm(self->s, 2, UINT64_MAX));
+	EXPECT_EQ(-EINVAL, hm_space_arm(NULL, 0, 1));
+	EXPECT_EQ(-EINVAL, hm_space_harvest(self->s, self->out, 4, NULL, &more));
+	EXPECT_EQ(-EINVAL, hm_space_harvest(self->s, NULL, 4, &n, &more));
+	EXPECT_EQ(-ERANGE, hm_space_generation(self->s, NR_CHUNKS, &g));
+	EXPECT_EQ(-ERANGE, hm_space_generations(self->s, &chunk, 1, &g));
+	EXPECT_EQ(-EINVAL, hm_space_generation(self->s, 0, NULL));
+	EXPECT_EQ(-EINVAL, hm_space_unmap_alias(self->s, (void *)self->p));
+	EXPECT_EQ(-EINVAL, hm_space_map_alias(self->s, NULL, NULL));
+	EXPECT_EQ(-EINVAL, hm_space_device_view(self->s, NULL));
+	EXPECT_EQ(-EINVAL, hm_space_export(self->s, NULL));
+
+	memset(&h, 0, sizeof(h));
+	h.blob_len = 64;
+	s2 = (void *)1;
+	EXPECT_EQ(-EINVAL, hm_space_import(&h, &s2));	/* no magic */
+	EXPECT_EQ(NULL, s2);
+	EXPECT_EQ(-EINVAL, hm_space_import(NULL, &s2));
+	EXPECT_EQ(-EINVAL, hm_handoff_send(-1, NULL));
+	EXPECT_EQ(-EINVAL, hm_backend_from_name("nope", &p.backend));
+	ASSERT_EQ(0, hm_backend_from_name(hm_backend_name(variant->backend), &p.backend));
+	EXPECT_EQ(variant->backend, p.backend);
+	EXPECT_EQ(-EINVAL, hm_backend_probe(HM_BACKEND_AUTO, NULL));
+	hm_space_free(NULL);
+	(void)va;
+}
+
+/* ---- resource exhaustion ------------------------------------------------- */
+
+TEST_F(watch, alias_limit)
+{
+	void *va[HM_SPACE_MAX_MAPS];
+	void *extra;
+
+	NEED_SPACE();
+	for (int i = 0; i < HM_SPACE_MAX_MAPS - 1; i++)
+		ASSERT_EQ(0, hm_space_map_alias(self->s, NULL, &va[i]));
+	EXPECT_EQ(-ENOSPC, hm_space_map_alias(self->s, NULL, &extra));
+	ASSERT_EQ(0, hm_space_unmap_alias(self->s, va[0]));
+	ASSERT_EQ(0, hm_space_map_alias(self->s, NULL, &va[0]));
+}
+
+/* many scattered trips: no VMA growth where the backend says so */
+TEST_F(watch, scattered_trips_vmas)
+{
+	int before, after;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	before = count_vmas();
+	for (uint64_t c = 0; c < NR_CHUNKS; c += 2)
+		AT(c, 0) = 1;
+	after = count_vmas();
+	if (hm_space_caps(self->s) & HM_CAP_NO_VMA_SPLIT) {
+		EXPECT_EQ(before, after);
+	} else {
+		EXPECT_GT(after, before + (int)NR_CHUNKS / 4);	/* the documented cost */
+	}
+	ASSERT_EQ((int)NR_CHUNKS / 2, harvest_all(self->s, self->out, MAX_OUT));
+	TH_LOG("VMAs %d -> %d after %llu scattered trips", before, after,
+	       (unsigned long long)NR_CHUNKS / 2);
+}
+
+/* fill the process's VMA budget (vm.max_map_count) up to `room' */
+static void *eat_vmas(int room, size_t *ret_len)
+{
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+	int max = 65530, have = count_vmas(), want;
+	size_t len;
+	uint8_t *p;
+
+	if (f) {
+		if (fscanf(f, "%d", &max) != 1)
+			max = 65530;
+		fclose(f);
+	}
+	want = max - have - room;
+	if (want < 2)
+		return NULL;
+	len = (size_t)want * 4096;
+	p = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	for (int i = 1; i < want; i += 2)
+		if (mprotect(p + (size_t)i * 4096, 4096, PROT_NONE) < 0)
+			break;
+	*ret_len = len;
+	return p;
+}
+
+TEST_F(watch, vma_limit_clear_error)
+{
+	struct hm_space_stats st;
+	size_t len = 0;
+	void *eaten;
+	int err, n;
+
+	NEED_SPACE();
+	eaten = eat_vmas(20, &len);
+	ASSERT_NE(NULL, eaten);
+	/* arming every other chunk needs a VMA each for mprotect */
+	err = 0;
+	for (uint64_t c = 0; c < NR_CHUNKS && !err; c += 2)
+		err = hm_space_arm(self->s, c, 1);
+	if (hm_space_caps(self->s) & HM_CAP_NO_VMA_SPLIT) {
+		EXPECT_EQ(0, err);
+	} else {
+		EXPECT_EQ(-ENOMEM, err);	/* a clear error, no crash */
+	}
+	/* arming everything: whole-mapping runs merge, no split needed */
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	ASSERT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	/* scattered trips at the wall: the writes proceed, nothing is lost */
+	for (uint64_t c = 1; c < NR_CHUNKS; c += 4)
+		AT(c, 1) = (uint8_t)c;
+	for (uint64_t c = 1; c < NR_CHUNKS; c += 4)
+		ASSERT_EQ((uint8_t)c, AT(c, 1));
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_LE((int)NR_CHUNKS / 4, n);
+	ASSERT_EQ(0, hm_space_stats(self->s, &st));
+	if (!(hm_space_caps(self->s) & HM_CAP_NO_VMA_SPLIT)) {
+		EXPECT_LE(1, st.overflows);
+		TH_LOG("VMA wall: %d chunks reported for %llu written, %llu overflows", n,
+		       (unsigned long long)NR_CHUNKS / 4, (unsigned long long)st.overflows);
+	} else {
+		EXPECT_EQ((int)NR_CHUNKS / 4, n);
+		for (int i = 0; i < n; i++)
+			EXPECT_EQ(1 + 4 * (uint64_t)i, self->out[i]);
+	}
+	/* after the harvest the space is armed again and exact */
+	AT(2, 0) = 1;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(1, n);
+	EXPECT_EQ(2, self->out[0]);
+	munmap(eaten, len);
+}
+
+/* ---- AUTO --------------------------------------------------------------- */
+
+TEST(auto_picks_best)
+{
+	struct hm_space_params p = { .size = 1 << 20 };
+	static const enum hm_backend order[] = {
+		HM_BACKEND_KMOD, HM_BACKEND_UFFD_ASYNC, HM_BACKEND_UFFD_SYNC, HM_BACKEND_MPROTECT,
+	};
+	enum hm_backend want = HM_BACKEND_AUTO;
+	struct hm_space *s;
+
+	for (unsigned i = 0; i < 4 && want == HM_BACKEND_AUTO; i++)
+		if (!hm_backend_probe(order[i], NULL))
+			want = order[i];
+	ASSERT_EQ(0, hm_space_new(&p, &s));
+	EXPECT_EQ(want, hm_space_backend(s));
+	EXPECT_NE(NULL, strstr(hm_space_backend_reason(s), "auto"));
+	TH_LOG("auto: %s", hm_space_backend_reason(s));
+	hm_space_free(s);
+}
+
+/* a SIGSEGV that is not ours reaches the caller's handler (mprotect chains) */
+static volatile sig_atomic_t caller_saw;
+static sigjmp_buf caller_jmp;
+
+static void caller_handler(int sig)
+{
+	caller_saw = 1;
+	siglongjmp(caller_jmp, 1);
+}
+
+TEST(mprotect_chains_foreign_faults)
+{
+	struct hm_space_params p = { .size = 1 << 20, .backend = HM_BACKEND_MPROTECT };
+	struct sigaction sa = { .sa_handler = caller_handler }, cur;
+	struct hm_space *s;
+	volatile uint8_t *ro;
+
+	sigemptyset(&sa.sa_mask);
+	ASSERT_EQ(0, sigaction(SIGSEGV, &sa, NULL));
+	ASSERT_EQ(0, hm_space_new(&p, &s));
+	ASSERT_EQ(0, hm_space_arm(s, 0, hm_space_nr_chunks(s)));
+	ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	if (!sigsetjmp(caller_jmp, 1))
+		ro[0] = 1;			/* not the library's */
+	EXPECT_EQ(1, caller_saw);
+	((volatile uint8_t *)hm_space_addr(s))[0] = 1;	/* the library's */
+	hm_space_free(s);
+	/* the caller's handler is back once the last mprotect space is gone */
+	ASSERT_EQ(0, sigaction(SIGSEGV, NULL, &cur));
+	EXPECT_EQ((void *)caller_handler, (void *)cur.sa_handler);
+}
+
+TEST_HARNESS_MAIN

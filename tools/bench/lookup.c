@@ -1,0 +1,808 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hmirror-bench lookup: the cost of a device-addressed access through the
+ * lookup helper against the same access through a raw device address
+ * (D969's device_addressed_access_cost method).
+ *
+ * 128 groups of 64 lanes (one invocation per lane); each lane runs a
+ * dependent chain of loads: the word it loads is the offset of its next
+ * load.  A dispatch of 4 steps and one of 36 steps are timed (device
+ * timestamps) and the difference over the 32 extra steps is the cost of a
+ * step (all 8192 lanes).  Variants:
+ *   path       raw (device address = base + offset) | helper (guest address
+ *              through hm_lookup, the guarded load at the call site)
+ *   data       device-local | imported host memory
+ *   footprint  cache: each step 64 KiB further (2.3 MiB in all) |
+ *              past: each step 2 MiB further (72 MiB in all)
+ *   table      device-local (host-visible where there is such memory) | host
+ *   op         load | load + store beside it (same lookup) with | without
+ *              the mark store
+ * Every program is built at run time with the append API (lib/lookup_spirv.c),
+ * so the binary needs no file.  Several rounds, medians, ratios; --json
+ * prints one object per line.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "hmirror/vkctx.h"
+#include "hmirror/table.h"
+#include "hmirror/lookup.h"
+
+#define GROUPS 128
+#define LANES 64
+#define SHORT_STEPS 4
+#define LONG_STEPS 36
+#define CHUNK_SHIFT 16
+#define PUSH_WORDS 12
+#define GUEST_BASE 0x7e0000000000ull
+#define CACHE_STRIDE (64u << 10)
+#define PAST_STRIDE (2u << 20)
+
+enum path { PATH_RAW, PATH_HELPER };
+enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
+static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
+
+struct bench {
+	struct hm_vk *vk;
+	uint32_t nr_lanes;
+	struct hm_vk_buffer data[2];            /* [0] device-local, [1] host import */
+	void *host_data;
+	size_t data_bytes;
+	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
+	void *host_table;
+	size_t table_bytes;
+	uint32_t nr_home;
+	struct hm_vk_buffer marks, out;
+	void *marks_mem;
+	size_t marks_bytes;
+	VkQueryPool qp;
+	struct hm_vk_buffer flush, scratch;     /* cache eviction, touch output */
+	struct hm_vk_pipeline touch;
+	size_t host_data_bytes, host_table_bytes;
+	uint32_t flush_mib;
+	bool json;
+	unsigned rounds;
+};
+
+/* ---- programs ------------------------------------------------------------ */
+#define FN HM_SPV_SEC_FUNCTION
+
+struct kb {
+	struct hm_spirv_module *m;
+	uint32_t u32, u64, bl, psb_u32, label;
+};
+
+static void kb_label(struct kb *k, uint32_t id)
+{
+	HM_SPV(k->m, FN, HM_SpvOpLabel, id);
+	k->label = id;
+}
+
+static uint32_t kb_join(struct kb *k, uint32_t lo, uint32_t hi)
+{
+	return HM_SPV_OP(k->m, FN, HM_SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, FN, HM_SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, hi),
+				   hm_spirv_const_u32(k->m, 32)));
+}
+
+static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
+{
+	HM_SPV(k->m, FN, HM_SpvOpStore,
+	       HM_SPV_OP(k->m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, addr), v,
+	       HM_SpvMemoryAccessAligned, 4);
+}
+
+/*
+ * Push: 6 table words, base lo/hi (device base for raw, guest base for the
+ * helper), out lo/hi, steps, slot mask.  Lane l starts at offset
+ * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
+ * last offset to out[l].
+ */
+static int build(enum path path, enum op op, uint32_t **ret_w, size_t *ret_n)
+{
+	struct kb k = { 0 };
+	struct hm_spirv_module *m;
+	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16], push[PUSH_WORDS];
+	uint32_t gidx, base, out, steps, off0, header, body, cont, merge, off, s, next, s1;
+	struct hm_spirv_table_ids t;
+	size_t n;
+	int r = hm_spirv_module_new(&k.m);
+
+	if (r)
+		return r;
+	m = k.m;
+	k.u32 = hm_spirv_type_int(m, 32, false);
+	k.u64 = hm_spirv_type_int(m, 64, false);
+	k.bl = hm_spirv_type_bool(m);
+	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
+	v3 = hm_spirv_type_vector(m, k.u32, 3);
+	voidt = hm_spirv_type_void(m);
+	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
+	for (int i = 0; i < PUSH_WORDS; i++)
+		mem[i] = k.u32;
+	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
+	for (uint32_t i = 0; i < PUSH_WORDS; i++)
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
+		       HM_SpvDecorationOffset, 4 * i);
+	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
+		       HM_SpvStoragePushConstant);
+	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k.u32);
+	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
+	       HM_SpvBuiltInGlobalInvocationId);
+	main_fn = hm_spirv_id(m);
+	ep[0] = HM_SpvExecModelGLCompute;
+	ep[1] = main_fn;
+	n = 2 + hm_spirv_put_string(ep + 2, "main");
+	ep[n++] = gid;
+	ep[n++] = pv;
+	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
+	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
+	       HM_SpvExecModeLocalSize, LANES, 1, 1);
+
+	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
+	kb_label(&k, hm_spirv_id(m));
+	for (uint32_t i = 0; i < PUSH_WORDS; i++)
+		push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+				    HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
+					      hm_spirv_const_u32(m, i)));
+	t.table = kb_join(&k, push[0], push[1]);
+	t.nr_home = push[2];
+	t.chunk_shift = push[3];
+	t.marks = kb_join(&k, push[4], push[5]);
+	base = kb_join(&k, push[6], push[7]);
+	out = kb_join(&k, push[8], push[9]);
+	steps = push[10];
+	gidx = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32,
+			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
+	/* off0 = scatter(l) * 8 = ((l * 0x9e3779b1) & mask) * 8: distinct
+	 * for every lane (odd multiplier), spread over the first step */
+	off0 = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32,
+			 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32,
+				   HM_SPV_OP(m, FN, HM_SpvOpIMul, k.u32, gidx,
+					     hm_spirv_const_u32(m, 0x9e3779b1u)),
+				   push[11]),
+			 hm_spirv_const_u32(m, 3));
+	uint32_t entry = k.label;
+
+	header = hm_spirv_id(m);
+	body = hm_spirv_id(m);
+	cont = hm_spirv_id(m);
+	merge = hm_spirv_id(m);
+	off = hm_spirv_id(m);
+	s = hm_spirv_id(m);
+	next = hm_spirv_id(m);
+	s1 = hm_spirv_id(m);
+	HM_SPV(m, FN, HM_SpvOpBranch, header);
+	kb_label(&k, header);
+	HM_SPV(m, FN, HM_SpvOpPhi, k.u32, off, off0, entry, next, cont);
+	HM_SPV(m, FN, HM_SpvOpPhi, k.u32, s, hm_spirv_const_u32(m, 0), entry, s1, cont);
+	uint32_t more = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, s, steps);
+
+	HM_SPV(m, FN, HM_SpvOpLoopMerge, merge, cont, HM_SpvLoopControlNone);
+	HM_SPV(m, FN, HM_SpvOpBranchConditional, more, body, merge);
+	kb_label(&k, body);
+	uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
+				  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
+	uint32_t val, dev = addr, mark = 0, guard_end = 0;
+
+	if (path == PATH_HELPER) {
+		uint32_t pre, then, nz, v;
+
+		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
+		if (r)
+			goto out_free;
+		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
+		pre = k.label;
+		then = hm_spirv_id(m);
+		guard_end = hm_spirv_id(m);
+		HM_SPV(m, FN, HM_SpvOpSelectionMerge, guard_end, HM_SpvSelectionControlNone);
+		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, then, guard_end);
+		kb_label(&k, then);
+		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
+			      HM_SpvMemoryAccessAligned, 4);
+		HM_SPV(m, FN, HM_SpvOpBranch, guard_end);
+		kb_label(&k, guard_end);
+		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, v, then, hm_spirv_const_u32(m, 0), pre);
+		if (op != OP_LOAD) {
+			uint32_t st = hm_spirv_id(m), st_end = hm_spirv_id(m);
+
+			HM_SPV(m, FN, HM_SpvOpSelectionMerge, st_end, HM_SpvSelectionControlNone);
+			HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, st, st_end);
+			kb_label(&k, st);
+			kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, dev,
+						 hm_spirv_const_u64(m, 4)), s);
+			HM_SPV(m, FN, HM_SpvOpBranch, st_end);
+			kb_label(&k, st_end);
+			if (op == OP_STORE_MARK)
+				kb_store32(&k, mark, hm_spirv_const_u32(m, 1));
+		}
+	} else {
+		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
+				HM_SpvMemoryAccessAligned, 4);
+		if (op != OP_LOAD)
+			kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, dev,
+						 hm_spirv_const_u64(m, 4)), s);
+	}
+	HM_SPV(m, FN, HM_SpvOpBranch, cont);
+	kb_label(&k, cont);
+	/* next = val (the loaded word is the next offset) */
+	HM_SPV(m, FN, HM_SpvOpBitwiseOr, k.u32, next, val, hm_spirv_const_u32(m, 0));
+	HM_SPV(m, FN, HM_SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
+	HM_SPV(m, FN, HM_SpvOpBranch, header);
+	kb_label(&k, merge);
+	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
+				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
+					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
+					   hm_spirv_const_u32(m, 2))), off);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+out_free:
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/* Touch every slot of a table (brings it into the device cache after a
+ * flush): lane i loads slot i and stores its first word to out[i % lanes]
+ * when the slot is empty-looking (never, for a mapped slot: keeps the load). */
+static int build_touch(uint32_t **ret_w, size_t *ret_n)
+{
+	struct kb k = { 0 };
+	struct hm_spirv_module *m;
+	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16], push[PUSH_WORDS];
+	uint32_t v4, psb_v4, gidx, tab, out, slot, x, merge, then, cond;
+	size_t n;
+	int r = hm_spirv_module_new(&k.m);
+
+	if (r)
+		return r;
+	m = k.m;
+	k.u32 = hm_spirv_type_int(m, 32, false);
+	k.u64 = hm_spirv_type_int(m, 64, false);
+	k.bl = hm_spirv_type_bool(m);
+	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
+	v4 = hm_spirv_type_vector(m, k.u32, 4);
+	psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4);
+	v3 = hm_spirv_type_vector(m, k.u32, 3);
+	voidt = hm_spirv_type_void(m);
+	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
+	for (int i = 0; i < PUSH_WORDS; i++)
+		mem[i] = k.u32;
+	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
+	for (uint32_t i = 0; i < PUSH_WORDS; i++)
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
+		       HM_SpvDecorationOffset, 4 * i);
+	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
+		       HM_SpvStoragePushConstant);
+	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k.u32);
+	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
+	       HM_SpvBuiltInGlobalInvocationId);
+	main_fn = hm_spirv_id(m);
+	ep[0] = HM_SpvExecModelGLCompute;
+	ep[1] = main_fn;
+	n = 2 + hm_spirv_put_string(ep + 2, "main");
+	ep[n++] = gid;
+	ep[n++] = pv;
+	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
+	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
+	       HM_SpvExecModeLocalSize, LANES, 1, 1);
+	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
+	kb_label(&k, hm_spirv_id(m));
+	for (uint32_t i = 0; i < PUSH_WORDS; i++)
+		push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+				    HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
+					      hm_spirv_const_u32(m, i)));
+	tab = kb_join(&k, push[0], push[1]);
+	out = kb_join(&k, push[8], push[9]);
+	gidx = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32,
+			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
+	cond = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, gidx, push[10]);
+	then = hm_spirv_id(m);
+	merge = hm_spirv_id(m);
+	HM_SPV(m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
+	HM_SPV(m, FN, HM_SpvOpBranchConditional, cond, then, merge);
+	kb_label(&k, then);
+	slot = HM_SPV_OP(m, FN, HM_SpvOpLoad, v4,
+			 HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_v4,
+				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, tab,
+					     HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
+						       HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
+						       hm_spirv_const_u32(m, 4)))),
+			 HM_SpvMemoryAccessAligned, 16);
+	x = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, k.u32,
+		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, slot, 0),
+		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, slot, 2));
+	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
+				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
+					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
+						     HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32, gidx,
+							       hm_spirv_const_u32(m, LANES - 1))),
+					   hm_spirv_const_u32(m, 2))), x);
+	HM_SPV(m, FN, HM_SpvOpBranch, merge);
+	kb_label(&k, merge);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+
+#undef FN
+
+/* ---- setup ---------------------------------------------------------------- */
+static void *host_alloc(struct hm_vk *vk, size_t *size)
+{
+	size_t a = vk->min_import_align > 4096 ? vk->min_import_align : 4096;
+	void *p;
+
+	*size = (*size + a - 1) / a * a;
+	p = mmap(NULL, *size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* Lane l's word in each step: distinct per lane, scattered over the step
+ * (mask + 1 eight-byte slots: 8192 for the cache footprint, 2^18 past it). */
+static uint32_t scatter(uint32_t lane, uint32_t mask)
+{
+	return (lane * 0x9e3779b1u) & mask;
+}
+
+#define CACHE_MASK ((CACHE_STRIDE / 8) - 1)
+#define PAST_MASK ((PAST_STRIDE / 8) - 1)
+#define PAST_BYTES ((size_t)LONG_STEPS * PAST_STRIDE)
+#define CACHE_BYTES ((size_t)LONG_STEPS * CACHE_STRIDE)
+
+/* Step s of lane l at s * stride + scatter(l) * 8 holds the offset of
+ * step s + 1 (the last step points back to the first). */
+static void fill_chains(uint32_t *w, uint32_t stride, uint32_t mask, uint32_t nr_lanes)
+{
+	for (uint32_t l = 0; l < nr_lanes; l++) {
+		for (uint32_t s = 0; s < LONG_STEPS; s++) {
+			uint32_t here = s * stride + scatter(l, mask) * 8;
+			uint32_t next = (s + 1) % LONG_STEPS * stride + scatter(l, mask) * 8;
+
+			w[here / 4] = next;
+		}
+	}
+}
+
+static int upload(struct bench *b, struct hm_vk_buffer *dst, const void *src, size_t bytes)
+{
+	struct hm_vk_buffer st;
+	int r = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_HOST, &st);
+
+	if (r)
+		return r;
+	memcpy(st.map, src, bytes);
+	r = hm_vk_copy_sync(b->vk, st.buf, 0, dst->buf, 0, bytes);
+	hm_vk_buffer_free(b->vk, &st);
+	return r;
+}
+
+/* Fill the table image: every chunk of the guest space -> data[which]. */
+static int fill_table(struct bench *b, void *mem, uint64_t dev_base)
+{
+	struct hm_table *t;
+	uint64_t nr_chunks = b->data_bytes >> CHUNK_SHIFT;
+	int r = hm_table_new(mem, b->table_bytes, b->nr_home, CHUNK_SHIFT, &t);
+
+	if (r)
+		return r;
+	for (uint64_t c = 0; c < nr_chunks && !r; c++)
+		r = hm_table_insert(t, (GUEST_BASE >> CHUNK_SHIFT) + c,
+				    (int64_t)(dev_base - GUEST_BASE), NULL);
+	hm_table_free(t);
+	return r;
+}
+
+static int setup(struct bench *b)
+{
+	uint32_t *img;
+	int r;
+
+	/* [0, 72 MiB): the chains past the cache; then the chains in it */
+	b->data_bytes = PAST_BYTES + CACHE_BYTES;
+	img = calloc(1, b->data_bytes);
+	if (!img)
+		return -ENOMEM;
+	fill_chains(img, PAST_STRIDE, PAST_MASK, b->nr_lanes);
+	fill_chains(img + PAST_BYTES / 4, CACHE_STRIDE, CACHE_MASK, b->nr_lanes);
+	r = hm_vk_buffer_new(b->vk, b->data_bytes, HM_VK_MEM_DEVICE, &b->data[0]);
+	if (!r)
+		r = upload(b, &b->data[0], img, b->data_bytes);
+	if (r)
+		goto out;
+	size_t hb = b->data_bytes;
+
+	b->host_data = host_alloc(b->vk, &hb);
+	b->host_data_bytes = hb;
+	if (!b->host_data) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(b->host_data, img, b->data_bytes);
+	r = hm_vk_import_host(b->vk, b->host_data, hb, &b->data[1]);
+	if (r)
+		goto out;
+
+	b->nr_home = hm_table_nr_home_for(b->data_bytes >> CHUNK_SHIFT);
+	b->table_bytes = hm_table_bytes_for(b->nr_home);
+	size_t tb = b->table_bytes;
+
+	b->host_table = host_alloc(b->vk, &tb);
+	b->host_table_bytes = tb;
+	if (!b->host_table) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = hm_vk_import_host(b->vk, b->host_table, tb, &b->table[1]);
+	if (r)
+		goto out;
+	/* device table: device-local host-visible where there is such memory,
+	 * else device-local filled by a copy */
+	r = hm_vk_buffer_new(b->vk, b->table_bytes, HM_VK_MEM_DEVICE_HOST, &b->table[0]);
+	if (r || !(b->vk->mem.memoryTypes[b->table[0].mem_type].propertyFlags &
+		   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) {
+		hm_vk_buffer_free(b->vk, &b->table[0]);
+		r = hm_vk_buffer_new(b->vk, b->table_bytes, HM_VK_MEM_DEVICE, &b->table[0]);
+	}
+	if (r)
+		goto out;
+	b->marks_bytes = hm_marks_bytes_for(hm_table_nr_slots_for(b->nr_home));
+	b->marks_mem = host_alloc(b->vk, &b->marks_bytes);
+	if (!b->marks_mem) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = hm_vk_import_host(b->vk, b->marks_mem, b->marks_bytes, &b->marks);
+	if (!r)
+		r = hm_vk_buffer_new(b->vk, 4 * b->nr_lanes, HM_VK_MEM_HOST, &b->out);
+	if (!r) {
+		VkQueryPoolCreateInfo qi = {
+			.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+			.queryType = VK_QUERY_TYPE_TIMESTAMP,
+			.queryCount = 2,
+		};
+
+		if (b->vk->timestamp_valid_bits)
+			r = hm_vk_errno(vkCreateQueryPool(b->vk->dev, &qi, NULL, &b->qp));
+	}
+	if (!r && b->flush_mib)
+		r = hm_vk_buffer_new(b->vk, (VkDeviceSize)b->flush_mib << 20, HM_VK_MEM_DEVICE,
+				     &b->flush);
+	if (!r)
+		r = hm_vk_buffer_new(b->vk, 4 * LANES, HM_VK_MEM_DEVICE, &b->scratch);
+	if (!r) {
+		uint32_t *w;
+		size_t n;
+
+		r = build_touch(&w, &n);
+		if (!r) {
+			r = hm_vk_pipeline_new(b->vk, w, n, "main", 4 * PUSH_WORDS, &b->touch);
+			free(w);
+		}
+	}
+out:
+	free(img);
+	return r;
+}
+
+/* Table image for the data placement `which`, into both table buffers. */
+static int point_tables(struct bench *b, int which)
+{
+	void *img = aligned_alloc(64, (b->table_bytes + 63) / 64 * 64);
+	int r;
+
+	if (!img)
+		return -ENOMEM;
+	r = fill_table(b, img, b->data[which].addr);
+	if (!r)
+		memcpy(b->host_table, img, b->table_bytes);
+	if (!r && b->table[0].map)
+		memcpy(b->table[0].map, img, b->table_bytes);
+	else if (!r)
+		r = upload(b, &b->table[0], img, b->table_bytes);
+	free(img);
+	return r;
+}
+
+static void teardown(struct bench *b)
+{
+	if (!b->vk)
+		return;
+	if (b->qp)
+		vkDestroyQueryPool(b->vk->dev, b->qp, NULL);
+	for (int i = 0; i < 2; i++) {
+		hm_vk_buffer_free(b->vk, &b->data[i]);
+		hm_vk_buffer_free(b->vk, &b->table[i]);
+	}
+	hm_vk_buffer_free(b->vk, &b->marks);
+	hm_vk_buffer_free(b->vk, &b->out);
+	hm_vk_buffer_free(b->vk, &b->flush);
+	hm_vk_buffer_free(b->vk, &b->scratch);
+	hm_vk_pipeline_free(b->vk, &b->touch);
+	if (b->host_data)
+		munmap(b->host_data, b->host_data_bytes);
+	if (b->host_table)
+		munmap(b->host_table, b->host_table_bytes);
+	if (b->marks_mem)
+		munmap(b->marks_mem, b->marks_bytes);
+	hm_vk_free(b->vk);
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* One timed dispatch: ns.  flush: first evict the device's caches (fill a
+ * buffer larger than the last-level cache) and bring the table back in
+ * (touch every slot of the table the push words name), untimed. */
+static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t *push,
+		 bool flush, double *ret_ns)
+{
+	VkCommandBuffer cb;
+	uint64_t ts[2];
+	double t0;
+	int r = hm_vk_cmd_begin(b->vk, &cb);
+
+	if (r)
+		return r;
+	if (flush && b->flush.buf) {
+		uint32_t tp[PUSH_WORDS];
+		uint32_t nr = hm_table_nr_slots_for(b->nr_home);
+
+		memcpy(tp, push, sizeof(tp));
+		tp[8] = (uint32_t)b->scratch.addr;
+		tp[9] = (uint32_t)(b->scratch.addr >> 32);
+		tp[10] = nr;
+		vkCmdFillBuffer(cb, b->flush.buf, 0, VK_WHOLE_SIZE, 0x01010101u);
+		hm_vk_cmd_barrier(cb);
+		hm_vk_cmd_dispatch(cb, &b->touch, tp, sizeof(tp), (nr + LANES - 1) / LANES, 1, 1);
+		hm_vk_cmd_barrier(cb);
+	}
+	if (b->qp) {
+		vkCmdResetQueryPool(cb, b->qp, 0, 2);
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, b->qp, 0);
+	}
+	hm_vk_cmd_dispatch(cb, p, push, 4 * PUSH_WORDS, b->nr_lanes / LANES, 1, 1);
+	if (b->qp)
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->qp, 1);
+	t0 = now_ns();
+	r = hm_vk_submit_wait(b->vk, cb, 0);
+	*ret_ns = now_ns() - t0;
+	if (r || !b->qp)
+		return r;
+	r = hm_vk_errno(vkGetQueryPoolResults(b->vk->dev, b->qp, 0, 2, sizeof(ts), ts, 8,
+					      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+	if (!r) {
+		uint64_t mask = b->vk->timestamp_valid_bits >= 64 ? ~0ull :
+				(1ull << b->vk->timestamp_valid_bits) - 1;
+
+		*ret_ns = (double)((ts[1] - ts[0]) & mask) * b->vk->timestamp_period_ns;
+	}
+	return r;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ns per step (whole dispatch) of one configuration: median over rounds of
+ * (t(36) - t(4)) / 32.  Also checks that every lane ended where its chain
+ * says. */
+static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
+		   int data, int table, bool cache, double *ret_step_ns)
+{
+	uint32_t push[PUSH_WORDS];
+	uint64_t tab = b->table[table].addr;
+	uint64_t base = path == PATH_RAW ? b->data[data].addr : GUEST_BASE;
+	double d[64], t4, t36;
+	unsigned rounds = b->rounds > 64 ? 64 : b->rounds;
+	int r;
+
+	if (cache)
+		base += PAST_BYTES;
+	push[0] = (uint32_t)tab;
+	push[1] = (uint32_t)(tab >> 32);
+	push[2] = b->nr_home;
+	push[3] = CHUNK_SHIFT;
+	push[4] = (uint32_t)b->marks.addr;
+	push[5] = (uint32_t)(b->marks.addr >> 32);
+	push[6] = (uint32_t)base;
+	push[7] = (uint32_t)(base >> 32);
+	push[8] = (uint32_t)b->out.addr;
+	push[9] = (uint32_t)(b->out.addr >> 32);
+	push[11] = cache ? CACHE_MASK : PAST_MASK;
+	push[10] = LONG_STEPS;
+	r = timed(b, p, push, false, &t36);   /* warm up */
+	if (r)
+		return r;
+	for (uint32_t l = 0; l < b->nr_lanes; l++) {
+		/* 36 steps come back to step 0 */
+		uint32_t want = scatter(l, cache ? CACHE_MASK : PAST_MASK) * 8;
+
+		if (((uint32_t *)b->out.map)[l] != want) {
+			fprintf(stderr, "lookup: lane %u ended at 0x%x, not 0x%x\n", l,
+				((uint32_t *)b->out.map)[l], want);
+			return -EIO;
+		}
+	}
+	for (unsigned i = 0; i < rounds; i++) {
+		push[10] = SHORT_STEPS;
+		r = timed(b, p, push, !cache, &t4);
+		push[10] = LONG_STEPS;
+		if (!r)
+			r = timed(b, p, push, !cache, &t36);
+		if (r)
+			return r;
+		d[i] = (t36 - t4) / (LONG_STEPS - SHORT_STEPS);
+	}
+	*ret_step_ns = median(d, rounds);
+	return 0;
+}
+
+static void usage(void)
+{
+	printf("usage: hmirror-bench lookup [--json] [--rounds N] [--groups N] [--quick]\n"
+	       "                            [--flush-mib N]\n"
+	       "  raw device-address chains vs chains through the lookup helper;\n"
+	       "  past the cache: a N MiB fill (default 256) evicts the device's caches\n"
+	       "  before each timed dispatch and the table is touched back in;\n"
+	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n");
+}
+
+int bench_lookup(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "rounds", required_argument, NULL, 'r' },
+		{ "groups", required_argument, NULL, 'g' },
+		{ "quick", no_argument, NULL, 'q' },
+		{ "flush-mib", required_argument, NULL, 'f' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	struct bench b = { .rounds = 9, .nr_lanes = GROUPS * LANES, .flush_mib = 256 };
+	struct hm_vk_params vp = { .validation = -1 };
+	struct hm_vk_pipeline pipes[2][NR_OPS];
+	bool quick = false;
+	int c, r;
+
+	memset(pipes, 0, sizeof(pipes));
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "jr:g:qf:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j': b.json = true; break;
+		case 'r': b.rounds = (unsigned)atoi(optarg); break;
+		case 'g': b.nr_lanes = (uint32_t)atoi(optarg) * LANES; break;
+		case 'q': quick = true; break;
+		case 'f': b.flush_mib = (uint32_t)atoi(optarg); break;
+		case 'h': usage(); return 0;
+		default: usage(); return -EINVAL;
+		}
+	}
+	if (b.rounds < 1 || b.rounds > 64 || b.nr_lanes < LANES || b.nr_lanes > 8192 ||
+	    b.flush_mib > 4096) {
+		fprintf(stderr, "lookup: rounds 1..64, groups 1..128, flush-mib 0..4096\n");
+		return -EINVAL;
+	}
+	r = hm_vk_new(&vp, &b.vk);
+	if (r) {
+		fprintf(stderr, "lookup: no Vulkan device: %s\n", strerror(-r));
+		return r;
+	}
+	r = setup(&b);
+	if (r) {
+		fprintf(stderr, "lookup: setup: %s\n", strerror(-r));
+		goto out;
+	}
+	for (int path = 0; path < 2 && !r; path++) {
+		for (int op = 0; op < NR_OPS && !r; op++) {
+			uint32_t *w;
+			size_t n;
+
+			if (path == PATH_RAW && op == OP_STORE_NOMARK)
+				continue;
+			r = build(path, op, &w, &n);
+			if (!r) {
+				r = hm_vk_pipeline_new(b.vk, w, n, "main", 4 * PUSH_WORDS,
+						       &pipes[path][op]);
+				free(w);
+			}
+		}
+	}
+	if (r) {
+		fprintf(stderr, "lookup: pipelines: %s\n", strerror(-r));
+		goto out;
+	}
+	if (!b.json)
+		printf("hmirror-bench lookup: %s, %u groups x %u lanes, chain %u vs %u steps, "
+		       "median of %u rounds; ns per step of the whole dispatch\n"
+		       "%-6s %-5s %-6s %-20s %12s %12s %7s %10s\n", b.vk->props.deviceName,
+		       b.nr_lanes / LANES, LANES, LONG_STEPS, SHORT_STEPS, b.rounds,
+		       "data", "fp", "table", "op", "raw ns/step", "helper ns/st", "ratio",
+		       "ns/lane-acc");
+	for (int data = 0; data < 2 && !r; data++) {
+		r = point_tables(&b, data);
+		for (int fp = 0; fp < 2 && !r; fp++) {
+			bool cache = fp == 0;
+
+			if (quick && !cache && data == 1)
+				continue;
+			for (int op = 0; op < NR_OPS && !r; op++) {
+				double raw, help;
+				int rop = op == OP_STORE_NOMARK ? OP_STORE_MARK : op;
+
+				r = measure(&b, &pipes[PATH_RAW][rop], PATH_RAW, data, 0, cache, &raw);
+				for (int table = 0; table < 2 && !r; table++) {
+					if (quick && table == 1)
+						continue;
+					r = measure(&b, &pipes[PATH_HELPER][op], PATH_HELPER, data, table,
+						    cache, &help);
+					if (r)
+						break;
+					if (b.json)
+						printf("{\"bench\":\"lookup\",\"device\":\"%s\",\"data\":\"%s\","
+						       "\"footprint\":\"%s\",\"table\":\"%s\",\"op\":\"%s\","
+						       "\"marks\":%s,\"groups\":%u,\"lanes\":%u,\"rounds\":%u,"
+						       "\"raw_ns_per_step\":%.1f,\"helper_ns_per_step\":%.1f,"
+						       "\"ratio\":%.3f,\"helper_ns_per_lane_access\":%.4f}\n",
+						       b.vk->props.deviceName, data ? "host" : "device",
+						       cache ? "cache" : "past", table ? "host" : "device",
+						       op_name[op], op == OP_STORE_MARK ? "true" : "false",
+						       b.nr_lanes / LANES, LANES, b.rounds, raw, help,
+						       raw > 0 ? help / raw : 0.0, help / b.nr_lanes);
+					else
+						printf("%-6s %-5s %-6s %-20s %12.1f %12.1f %7.3f %10.4f\n",
+						       data ? "host" : "device", cache ? "cache" : "past",
+						       table ? "host" : "device", op_name[op], raw, help,
+						       raw > 0 ? help / raw : 0.0, help / b.nr_lanes);
+					fflush(stdout);
+				}
+			}
+		}
+	}
+	if (!r && b.vk->validation && hm_vk_validation_count(b.vk)) {
+		fprintf(stderr, "lookup: validation: %s\n", b.vk->last_message);
+		r = -EPROTO;
+	}
+	if (r)
+		fprintf(stderr, "lookup: %s\n", strerror(-r));
+out:
+	for (int path = 0; path < 2; path++)
+		for (int op = 0; op < NR_OPS; op++)
+			hm_vk_pipeline_free(b.vk, &pipes[path][op]);
+	teardown(&b);
+	return r;
+}

@@ -1,0 +1,208 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# tools/check.sh: every test of hmirror (what "make check" runs).
+#
+#   1. NATIVE_TESTS, one after the other, on this machine;
+#   2. VM_TESTS inside one VM boot per test kernel (6.1 and 6.12), each
+#      program under tools/vm/ktest; the boot itself (clean kernel log,
+#      no time-out) counts as one test;
+#   3. static checks, one test each: checkpatch.pl --strict over kmod/ and
+#      uapi/, and sparse (make C=2) for each test kernel.
+#
+# Test programs speak TAP (kselftest harness): "ok", "not ok" and
+# "ok ... # SKIP" lines are counted.  A program that crashes, times out or
+# exits non-zero without a "not ok" line counts as one more failure; one
+# that prints fewer results than its plan ("1..N") counts the missing ones
+# as failures.  The last line is "N passed, N failed, N skipped"; the exit
+# status is 1 if anything failed.
+#
+# Environment (the Makefile sets the first two):
+#   NATIVE_TESTS, VM_TESTS    programs, separated by spaces
+#   CHECK_KERNELS             kernel series for the VM, default "6.1 6.12"
+#   CHECK_ONLY                subset of "native vm static", default all
+#   CHECK_BUILD_RC            exit status of the build before (one test)
+#   HMIRROR_TEST_TIMEOUT      seconds per native test, default 300
+#   HMIRROR_VM_TEST_TIMEOUT   seconds per VM test, default 300
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+out=build/check
+# One make check at a time in a tree (they share build/check): run again
+# under flock; -o keeps the lock away from the tests' processes.
+if [ -z "${HMIRROR_CHECK_LOCKED:-}" ]; then
+	mkdir -p build
+	export HMIRROR_CHECK_LOCKED=1
+	flock -n -E 99 -o build/.check.lock "$0" "$@"
+	rc=$?
+	[ $rc = 99 ] || exit $rc
+	echo "check: waiting for another make check in this tree to finish"
+	exec flock -o build/.check.lock "$0" "$@"
+fi
+rm -rf "$out"
+mkdir -p "$out"
+
+NATIVE_TESTS=${NATIVE_TESTS:-}
+VM_TESTS=${VM_TESTS:-}
+CHECK_KERNELS=${CHECK_KERNELS:-6.1 6.12}
+CHECK_ONLY=${CHECK_ONLY:-native vm static}
+tlimit=${HMIRROR_TEST_TIMEOUT:-300}
+vlimit=${HMIRROR_VM_TEST_TIMEOUT:-300}
+
+npass=0 nfail=0 nskip=0
+failures=()
+
+want() { case " $CHECK_ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# account NAME LOG RC: count the TAP results of one program.
+account() {
+	local name=$1 log=$2 rc=$3 p f s plan n why=
+	p=$(grep -cE '^ok\b' "$log" 2>/dev/null)
+	s=$(grep -ciE '^ok\b.*#[[:space:]]*skip' "$log" 2>/dev/null)
+	f=$(grep -cE '^not ok\b' "$log" 2>/dev/null)
+	p=$((p - s))
+	plan=$(sed -n 's/^1\.\.\([0-9][0-9]*\).*/\1/p' "$log" 2>/dev/null | tail -n1)
+	n=$((p + s + f))
+	if [ -n "$plan" ] && [ "$n" -lt "$plan" ]; then
+		f=$((f + plan - n))
+		why="$((plan - n)) of $plan results missing"
+	fi
+	# a crash, time-out or error exit counts as one failure unless a
+	# "not ok" line or a missing result already says so
+	local w=
+	case "$rc" in
+	0) [ $n = 0 ] && w="no TAP results" ;;
+	4) [ $n = 0 ] && s=$((s + 1)) ;;
+	124|137) w="timed out" ;;
+	none) w="did not finish" ;;
+	notbuilt) w="not built" ;;
+	1) [ "$f" = 0 ] && w="exit status 1" ;;	# the harness's "some failed"
+	*) if [ "$rc" -gt 128 ]; then w="killed by signal $((rc - 128))"
+	   else w="exit status $rc"; fi ;;
+	esac
+	if [ -n "$w" ]; then
+		[ "$f" = 0 ] && f=1
+		why="$w${why:+, $why}"
+	fi
+	npass=$((npass + p)); nfail=$((nfail + f)); nskip=$((nskip + s))
+	if [ "$f" -gt 0 ]; then
+		printf '  FAIL %-40s %d passed, %d failed, %d skipped%s\n' "$name" "$p" "$f" "$s" "${why:+ ($why)}"
+		while read -r l; do failures+=("$name: $l"); done < <(grep -E '^not ok\b' "$log" 2>/dev/null | head -n 20)
+		[ -n "$why" ] && failures+=("$name: $why")
+		failures+=("$name: log in $log")
+	else
+		printf '  ok   %-40s %d passed, %d skipped\n' "$name" "$p" "$s"
+	fi
+}
+
+# one NAME RC LOG: a check that is a single test (static checks, VM boot).
+one() {
+	local name=$1 rc=$2 log=$3
+	case "$rc" in
+	0) npass=$((npass + 1)); printf '  ok   %s\n' "$name" ;;
+	skip) nskip=$((nskip + 1)); printf '  skip %s (%s)\n' "$name" "$log" ;;
+	*) nfail=$((nfail + 1)); printf '  FAIL %s\n' "$name"
+	   while read -r l; do failures+=("$name: $l"); done < <(grep -E 'warning|error|ERROR|WARNING|CHECK|^vm:' "$log" | head -n 10)
+	   failures+=("$name: log in $log") ;;
+	esac
+}
+
+# ---- 0. the build (make check's make -k all, done before this script) -
+if [ -n "${CHECK_BUILD_RC:-}" ]; then
+	echo "== build"
+	if [ "$CHECK_BUILD_RC" = 0 ]; then
+		one "build (make all + test programs + modules)" 0 /dev/null
+	else
+		nfail=$((nfail + 1))
+		echo "  FAIL build (make all + test programs + modules)"
+		failures+=("build: make -k all exited $CHECK_BUILD_RC (see its output above)")
+	fi
+fi
+
+# ---- 1. native tests ------------------------------------------------
+if want native; then
+	echo "== native tests ($(uname -r))"
+	mkdir -p "$out/native"
+	for t in $NATIVE_TESTS; do
+		name=$(basename "$t")
+		log=$out/native/$name.log
+		if [ ! -x "$t" ]; then
+			echo "not built: $t" > "$log"; account "native/$name" "$log" notbuilt; continue
+		fi
+		# (in a subshell whose stderr is dropped: no "Segmentation fault"
+		# from the shell; the count below says it)
+		(timeout -k 5 "$tlimit" "./$t" </dev/null >"$log" 2>&1; exit $?) 2>/dev/null
+		account "native/$name" "$log" $?
+	done
+fi
+
+# ---- 2. VM tests: one boot per kernel --------------------------------
+if want vm; then
+	for k in $CHECK_KERNELS; do
+		read -r _ kver _ _ < <(tools/vm/kernel.sh "$k") || kver=
+		if [ -z "$kver" ]; then
+			one "vm-$k/boot" 1 /dev/null
+			failures+=("vm-$k: no Debian $k kernel with headers installed")
+			continue
+		fi
+		echo "== VM tests, $kver (QEMU TCG)"
+		d=$out/vm-$k
+		mkdir -p "$d"
+		n=$(echo $VM_TESTS | wc -w)
+		start=$(date +%s)
+		tools/vm/run --kernel "$k" --scratch "$d" --timeout $((120 + n * vlimit)) -- \
+			tools/vm/run-tests --timeout "$vlimit" "$d" $VM_TESTS > "$d/boot.log" 2>&1
+		rc=$?
+		echo "  (VM $kver: $(( $(date +%s) - start ))s for the boot and $n programs)"
+		for t in $VM_TESTS; do
+			name=$(basename "$t")
+			if [ -f "$d/$name.rc" ]; then
+				account "vm-$k/$name" "$d/$name.tap" "$(cat "$d/$name.rc")"
+			else
+				[ -f "$d/$name.tap" ] || : > "$d/$name.tap"
+				account "vm-$k/$name" "$d/$name.tap" none
+			fi
+		done
+		one "vm-$k/boot (clean kernel log, no time-out)" "$rc" "$d/boot.log"
+	done
+fi
+
+# ---- 3. static checks ------------------------------------------------
+if want static; then
+	echo "== static checks"
+	mkdir -p "$out/static"
+	src=$(ls kmod/*.[ch] uapi/linux/*.h 2>/dev/null)
+	log=$out/static/checkpatch.log
+	if [ -z "$src" ]; then
+		one "checkpatch --strict" skip "no kmod/ or uapi/ sources"
+	elif [ ! -x build/ksft/scripts/checkpatch.pl ]; then
+		echo "no build/ksft/scripts/checkpatch.pl (make build/ksft/.stamp)" > "$log"
+		one "checkpatch --strict" 1 "$log"
+	else
+		build/ksft/scripts/checkpatch.pl --strict --no-tree --show-types --terse -f $src >"$log" 2>&1
+		rc=$?
+		one "checkpatch --strict ($(echo $src | wc -w) files)" $rc "$log"
+	fi
+	for k in $CHECK_KERNELS; do
+		log=$out/static/sparse-$k.log
+		if [ ! -f Kbuild ]; then
+			one "sparse $k" skip "no Kbuild"; continue
+		fi
+		if ! read -r _ kver _ kdir < <(tools/vm/kernel.sh "$k"); then
+			echo "no $k kernel headers" > "$log"; one "sparse $k" 1 "$log"; continue
+		fi
+		tools/build-kmod.sh "$kdir" "build/kmod/$kver" C=2 CHECK=sparse >"$log" 2>&1
+		rc=$?
+		# any diagnostic at all fails the check
+		if [ $rc = 0 ] && grep -qE '(warning|error):' "$log"; then rc=1; fi
+		one "sparse $k ($kver)" $rc "$log"
+	done
+fi
+
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "== failures"
+	printf '  %s\n' "${failures[@]}"
+fi
+echo "$npass passed, $nfail failed, $nskip skipped"
+[ "$nfail" = 0 ]
