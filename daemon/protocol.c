@@ -33,9 +33,9 @@ struct hmd_req {
 	struct hmd_job job;
 	uint16_t type;
 	uint32_t seq;
+	struct hmd_space *space;
+	struct hmd_pipeline *pipe;
 	union {
-		struct hmd_space *space;
-		struct hmd_pipeline *pipe;
 		struct {
 			uint64_t addr, size;
 			uint32_t advice;

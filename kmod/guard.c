@@ -128,23 +128,27 @@ vm_fault_t hmirror_guard_page_mkwrite(struct vm_fault *vmf)
 static void hmirror_guard_drain(struct hmirror_space *s, pgoff_t first,
 				pgoff_t nr)
 {
-	u64 t0 = ktime_get_ns();
+	XA_STATE(xas, &s->pages, first);
 	struct page *page;
-	unsigned long idx;
 
-	/* order the caller's armed-bit stores before the PG_locked loads */
-	smp_mb();
-	xa_for_each_range(&s->pages, idx, page, first, first + nr - 1) {
+	rcu_read_lock();
+	xas_for_each(&xas, page, first + nr - 1) {
+		if (xas_retry(&xas, page))
+			continue;
 		/*
 		 * Unlocked now: a ->page_mkwrite that saw the bit clear has
-		 * finished, and a later one will see it set.
+		 * finished, and a later one will see it set.  Pages live as
+		 * long as the space, so no reference is needed.
 		 */
 		if (!PageLocked(page))
 			continue;
+		xas_pause(&xas);
+		rcu_read_unlock();
 		lock_page(page);
 		unlock_page(page);
+		rcu_read_lock();
 	}
-	hmirror_stat_add(s, HMIRROR_STAT_DRAIN_NS, ktime_get_ns() - t0);
+	rcu_read_unlock();
 }
 
 /* write-protect pages [pfirst, pfirst + pnr) in every mapping of the space */
@@ -168,8 +172,12 @@ static void hmirror_guard_wp(struct hmirror_space *s, u64 first, u64 count)
 {
 	pgoff_t pfirst = hmirror_chunk_to_pgoff(s, first);
 	pgoff_t pnr = hmirror_chunk_to_pgoff(s, count);
+	u64 t0 = ktime_get_ns();
 
+	/* order the caller's armed-bit stores before the PG_locked loads */
+	smp_mb();
 	hmirror_guard_drain(s, pfirst, pnr);
+	hmirror_stat_add(s, HMIRROR_STAT_DRAIN_NS, ktime_get_ns() - t0);
 	hmirror_guard_wp_pages(s, pfirst, pnr);
 }
 
@@ -301,13 +309,24 @@ static void hmirror_guard_rearm_batch(struct hmirror_space *s, unsigned int n)
 	pgoff_t gap = READ_ONCE(hmirror_rearm_merge_pages);
 	pgoff_t start = 0, end = 0, pfirst, pend;
 	unsigned int i, j;
+	u64 t0 = ktime_get_ns();
 
+	/* order the armed-bit stores of hmirror_guard_take() before drain */
+	smp_mb();
 	for (i = 0; i < n; i = j) {
 		for (j = i + 1; j < n && s->batch[j] == s->batch[j - 1] + 1; j++)
 			;
 		pfirst = hmirror_chunk_to_pgoff(s, s->batch[i]);
 		pend = hmirror_chunk_to_pgoff(s, s->batch[j - 1] + 1);
 		hmirror_guard_drain(s, pfirst, pend - pfirst);
+	}
+	hmirror_stat_add(s, HMIRROR_STAT_DRAIN_NS, ktime_get_ns() - t0);
+
+	for (i = 0; i < n; i = j) {
+		for (j = i + 1; j < n && s->batch[j] == s->batch[j - 1] + 1; j++)
+			;
+		pfirst = hmirror_chunk_to_pgoff(s, s->batch[i]);
+		pend = hmirror_chunk_to_pgoff(s, s->batch[j - 1] + 1);
 		if (i && pfirst - end <= gap) {
 			end = pend;
 			continue;

@@ -5,8 +5,8 @@
  *
  * Requests: STATS_GET (global counters) and SPACE_GET (one space, or a dump
  * of every space the caller may see: all with CAP_SYS_ADMIN, else those its
- * uid created).  Every operation is validated strictly (resv_start_op
- * covers them all) against its own policy.
+ * uid created).  Every operation is validated strictly (resv_start_op is
+ * 0) against its own policy; one without a policy takes no attributes.
  *
  * Events, multicast to the "events" group (CAP_NET_ADMIN to join): space
  * created and destroyed, pin range invalidated, and chunks written.  The
@@ -262,7 +262,7 @@ static struct genl_family hmirror_nl_family __ro_after_init = {
 	.n_ops = ARRAY_SIZE(hmirror_nl_ops),
 	.mcgrps = hmirror_nl_mcgrps,
 	.n_mcgrps = ARRAY_SIZE(hmirror_nl_mcgrps),
-	.resv_start_op = HMIRROR_CMD_MAX + 1,	/* strict for every op */
+	/* .resv_start_op 0: every op validated strictly, header included */
 };
 
 /* ---- events ------------------------------------------------------------- */

@@ -416,7 +416,7 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 {
 	uint32_t u32, u64, bl, v4, ptr, res, fnty, fn;
 	uint32_t guest, table, nr_home, shift, marks;
-	uint32_t c32, c16, c4, k0, k64_0, chunk, t, home64, home, base, clo, chi;
+	uint32_t c32, c4, k0, k64_0, chunk, t, home64, home, base, clo, chi;
 	uint32_t hit[HM_TABLE_PROBES], slot[HM_TABLE_PROBES];
 	uint32_t dlo, dhi, midx, any, delta, dev, mark, r;
 
@@ -436,7 +436,6 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 	c4 = hm_spirv_const_u32(m, 4);
 	k0 = hm_spirv_const_u32(m, 0);
 	k64_0 = hm_spirv_const_u64(m, 0);
-	c16 = hm_spirv_const_u64(m, HM_TABLE_SLOT_BYTES);
 	uint32_t kmul_lo = hm_spirv_const_u32(m, HM_TABLE_HASH_MUL_LO);
 	uint32_t kmul_hi = hm_spirv_const_u32(m, HM_TABLE_HASH_MUL_HI);
 	uint32_t u32x2 = hm_spirv_type_struct(m, (const uint32_t[]){ u32, u32 }, 2);
@@ -486,7 +485,6 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, clo),
 				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, y, chi));
 	}
-	(void)c16;
 
 	/* The first hit wins, selected as a tree (two levels, not four, on
 	 * the path from the loads to the answer). */

@@ -163,7 +163,7 @@ int hm_table_find(const struct hm_table *t, uint64_t chunk, uint32_t *ret_slot)
  */
 static int make_room(struct hm_table *t, uint32_t home, uint32_t *ret_slot)
 {
-	uint32_t limit = t->nr_slots, e;
+	uint32_t limit = t->nr_slots, e, path[HM_TABLE_HOP_RANGE], n = 0;
 
 	if (limit - home > HM_TABLE_HOP_RANGE)
 		limit = home + HM_TABLE_HOP_RANGE;
@@ -172,24 +172,29 @@ static int make_room(struct hm_table *t, uint32_t home, uint32_t *ret_slot)
 			break;
 	if (e >= limit)
 		return -ENOSPC;
-	while (e >= home + HM_TABLE_PROBES) {
+	/* plan every hop first, so that a refusal changes nothing */
+	for (uint32_t to = e; to >= home + HM_TABLE_PROBES;) {
 		uint32_t from = UINT32_MAX;
 
-		/* the farthest-back entry that may move to e */
-		for (uint32_t s = e - (HM_TABLE_PROBES - 1); s < e; s++) {
+		/* the farthest-back entry that may move to `to` */
+		for (uint32_t s = to - (HM_TABLE_PROBES - 1); s < to; s++) {
 			uint32_t h = hm_table_home_slot(t->shadow[s].chunk, t->nr_home);
 
-			if (h + HM_TABLE_PROBES > e) {
+			if (h + HM_TABLE_PROBES > to) {
 				from = s;
 				break;
 			}
 		}
 		if (from == UINT32_MAX)
 			return -ENOSPC;
-		slot_write(t, e, t->shadow[from].chunk, t->shadow[from].delta);
-		slot_write(t, from, HM_TABLE_EMPTY_CHUNK, 0);
+		path[n++] = from;
+		to = from;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		slot_write(t, e, t->shadow[path[i]].chunk, t->shadow[path[i]].delta);
+		slot_write(t, path[i], HM_TABLE_EMPTY_CHUNK, 0);
 		t->nr_moves++;
-		e = from;
+		e = path[i];
 	}
 	*ret_slot = e;
 	return 0;

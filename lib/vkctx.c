@@ -443,6 +443,15 @@ static int wrap_device(struct hm_vk *vk, const struct hm_vk_params *p)
 		vk->has_dmabuf_import = has_ext(ext, n, VK_EXT_EXTERNAL_MEMORY_DMA_BUF_EXTENSION_NAME);
 	}
 	free(ext);
+	if (r >= 0) {
+		/* the caller must have enabled what is supported (vkctx.h) */
+		struct feats f;
+
+		feats_chain(&f);
+		vkGetPhysicalDeviceFeatures2(vk->phys, &f.f2);
+		if (feats_select(vk, &f))
+			return -EOPNOTSUPP;
+	}
 	return hm_vk_errno(r);
 }
 

@@ -506,25 +506,20 @@ int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 				hm_set_bit(s->armed, c);
 		goto out;
 	}
-	/* chunks already armed: bring their writes into pending, re-arm them */
-	err = s->ops->refresh(s, first, count);
-	if (err)
-		goto out;
-	/* runs of unarmed chunks: write-protect for the first time */
+	/* runs of armed chunks: bring their writes into pending and re-arm
+	   them; runs of unarmed chunks: write-protect for the first time */
 	for (uint64_t c = first; c < first + count;) {
+		bool armed = hm_test_bit(s->armed, c);
 		uint64_t e;
 
-		if (hm_test_bit(s->armed, c)) {
-			c++;
-			continue;
-		}
-		for (e = c + 1; e < first + count && !hm_test_bit(s->armed, e); e++)
+		for (e = c + 1; e < first + count && hm_test_bit(s->armed, e) == armed; e++)
 			;
-		err = s->ops->protect(s, c, e - c);
+		err = armed ? s->ops->refresh(s, c, e - c) : s->ops->protect(s, c, e - c);
 		if (err)
 			goto out;
-		for (uint64_t i = c; i < e; i++)
-			hm_set_bit(s->armed, i);
+		if (!armed)
+			for (uint64_t i = c; i < e; i++)
+				hm_set_bit(s->armed, i);
 		c = e;
 	}
 out:
@@ -570,6 +565,19 @@ int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 			s->stats.chunks_reported += *ret_n;
 		}
 		goto out;
+	}
+	if (s->ops->collect_direct) {
+		err = s->ops->collect_direct(s, ret_chunks, cap, &n);
+		if (!err) {
+			*ret_n = n;
+			if (ret_more)
+				*ret_more = s->nr_pend != 0;
+			s->stats.harvests++;
+			s->stats.chunks_reported += n;
+			goto out;
+		}
+		if (err != -EAGAIN)
+			goto out;
 	}
 	if (s->ops->collect) {
 		err = s->ops->collect(s);

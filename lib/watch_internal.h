@@ -58,6 +58,10 @@ struct hm_backend_ops {
 	/* harvest: move what the kernel recorded into pending (lock held);
 	   NULL where trip handlers record directly */
 	int  (*collect)(struct hm_space *s);
+	/* optional fast path of collect: write up to cap chunks straight into
+	   out (ascending, distinct), the rest into pending; -EAGAIN = use
+	   collect (lock held) */
+	int  (*collect_direct)(struct hm_space *s, uint64_t *out, size_t cap, size_t *ret_n);
 	int  (*export)(struct hm_space *s, struct hm_space_handoff *h);
 	/* after a successful export, lock NOT held */
 	void (*exported)(struct hm_space *s);

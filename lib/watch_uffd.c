@@ -139,10 +139,17 @@ static int hm_uffd_async_probe(const char **ret_reason)
 
 /* ---- scan ---------------------------------------------------------------- */
 
+/* where a scan puts what it finds: pending (hm_record), or straight into
+   the caller's harvest array while it has room (then pending) */
+struct hm_sink {
+	uint64_t *out;
+	size_t cap, n;
+};
+
 /* one PAGEMAP_SCAN over chunks [first, first+count) of the mapping at base
    (repeated only when more runs were written than fit the vector) */
 static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t base,
-		       uint64_t first, uint64_t count)
+		       uint64_t first, uint64_t count, struct hm_sink *k)
 {
 	uint64_t start = base + (first << s->chunk_shift);
 	uint64_t end = start + (count << s->chunk_shift);
@@ -173,8 +180,13 @@ static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t ba
 			for (uint64_t c = c0; c <= c1; c++) {
 				if (c == last || !hm_test_bit(s->armed, c))
 					continue;
-				hm_record(s, c);
 				last = c;
+				if (k && k->n < k->cap) {
+					hm_set_bit(s->gdirty, c);
+					k->out[k->n++] = c;
+				} else {
+					hm_record(s, c);
+				}
 			}
 		}
 		if (a.walk_end >= end || a.walk_end <= start)
@@ -193,7 +205,7 @@ static int hm_uffd_async_refresh(struct hm_space *s, uint64_t first, uint64_t co
 
 		if (!s->maps[i].addr)
 			continue;
-		err = hm_scan_map(s, u, s->maps[i].addr, first, count);
+		err = hm_scan_map(s, u, s->maps[i].addr, first, count, NULL);
 		if (err)
 			return err;
 	}
@@ -203,6 +215,22 @@ static int hm_uffd_async_refresh(struct hm_space *s, uint64_t first, uint64_t co
 static int hm_uffd_async_collect(struct hm_space *s)
 {
 	return hm_uffd_async_refresh(s, 0, s->nr_chunks);
+}
+
+/* the common case of a harvest: nothing pending, one watched mapping: the
+   scan's runs are ascending and distinct, so they go straight to the
+   caller (no pending bookkeeping, no copy); what does not fit is pending */
+static int hm_uffd_async_collect_direct(struct hm_space *s, uint64_t *out, size_t cap,
+					size_t *ret_n)
+{
+	struct hm_sink k = { .out = out, .cap = cap };
+	int err;
+
+	if (s->nr_pend || s->nr_maps != 1 || !s->maps[0].addr)
+		return -EAGAIN;
+	err = hm_scan_map(s, s->priv, s->maps[0].addr, 0, s->nr_chunks, &k);
+	*ret_n = k.n;
+	return err;
 }
 
 static int hm_uffd_async_protect(struct hm_space *s, uint64_t first, uint64_t count)
@@ -339,5 +367,6 @@ const struct hm_backend_ops hm_uffd_async_ops = {
 	.protect = hm_uffd_async_protect,
 	.refresh = hm_uffd_async_refresh,
 	.collect = hm_uffd_async_collect,
+	.collect_direct = hm_uffd_async_collect_direct,
 	.export = hm_uffd_async_export,
 };

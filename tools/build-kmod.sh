@@ -65,7 +65,12 @@ if [ -f kmod/configure.sh ]; then
 	fi
 fi
 
-# a failed build leaves no hmirror.ko behind (nothing stale gets tested)
-case " $* " in *" C=2 "*|*" C=1 "*) ;; *) rm -f "$out/hmirror.ko" ;; esac
-make -C "$kdir" M="$src" "$@" modules
-cp "$src/hmirror.ko" "$out/hmirror.ko"
+# A failed build leaves no hmirror.ko behind (nothing stale gets tested);
+# a good one replaces it in one rename (a VM starting meanwhile sees the
+# old or the new one, whole).
+if ! make -C "$kdir" M="$src" "$@" modules; then
+	rm -f "$out/hmirror.ko"
+	exit 1
+fi
+cp "$src/hmirror.ko" "$out/.hmirror.ko.tmp"
+mv -f "$out/.hmirror.ko.tmp" "$out/hmirror.ko"

@@ -42,6 +42,7 @@ if [ -z "${HMIRROR_CHECK_LOCKED:-}" ]; then
 fi
 rm -rf "$out"
 mkdir -p "$out"
+check_start=$(date +%s)
 
 NATIVE_TESTS=${NATIVE_TESTS:-}
 VM_TESTS=${VM_TESTS:-}
@@ -57,7 +58,7 @@ want() { case " $CHECK_ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # account NAME LOG RC: count the TAP results of one program.
 account() {
-	local name=$1 log=$2 rc=$3 p f s plan n why=
+	local name=$1 log=$2 rc=$3 secs=${4:-} p f s plan n why=
 	p=$(grep -cE '^ok\b' "$log" 2>/dev/null)
 	s=$(grep -ciE '^ok\b.*#[[:space:]]*skip' "$log" 2>/dev/null)
 	f=$(grep -cE '^not ok\b' "$log" 2>/dev/null)
@@ -87,12 +88,13 @@ account() {
 	fi
 	npass=$((npass + p)); nfail=$((nfail + f)); nskip=$((nskip + s))
 	if [ "$f" -gt 0 ]; then
-		printf '  FAIL %-40s %d passed, %d failed, %d skipped%s\n' "$name" "$p" "$f" "$s" "${why:+ ($why)}"
+		printf '  FAIL %-40s %d passed, %d failed, %d skipped%s%s\n' "$name" "$p" "$f" "$s" \
+			"${secs:+, ${secs}s}" "${why:+ ($why)}"
 		while read -r l; do failures+=("$name: $l"); done < <(grep -E '^not ok\b' "$log" 2>/dev/null | head -n 20)
 		[ -n "$why" ] && failures+=("$name: $why")
 		failures+=("$name: log in $log")
 	else
-		printf '  ok   %-40s %d passed, %d skipped\n' "$name" "$p" "$s"
+		printf '  ok   %-40s %d passed, %d skipped%s\n' "$name" "$p" "$s" "${secs:+, ${secs}s}"
 	fi
 }
 
@@ -103,7 +105,8 @@ one() {
 	0) npass=$((npass + 1)); printf '  ok   %s\n' "$name" ;;
 	skip) nskip=$((nskip + 1)); printf '  skip %s (%s)\n' "$name" "$log" ;;
 	*) nfail=$((nfail + 1)); printf '  FAIL %s\n' "$name"
-	   while read -r l; do failures+=("$name: $l"); done < <(grep -E 'warning|error|ERROR|WARNING|CHECK|^vm:' "$log" | head -n 10)
+	   while read -r l; do failures+=("$name: $l"); done < <(grep -E 'warning|error|ERROR|WARNING|CHECK|^vm:' "$log" |
+		grep -v '^total:' | head -n 10)
 	   failures+=("$name: log in $log") ;;
 	esac
 }
@@ -132,8 +135,10 @@ if want native; then
 		fi
 		# (in a subshell whose stderr is dropped: no "Segmentation fault"
 		# from the shell; the count below says it)
+		t0=$(date +%s)
 		(timeout -k 5 "$tlimit" "./$t" </dev/null >"$log" 2>&1; exit $?) 2>/dev/null
-		account "native/$name" "$log" $?
+		rc=$?
+		account "native/$name" "$log" $rc $(( $(date +%s) - t0 ))
 	done
 fi
 
@@ -154,11 +159,13 @@ if want vm; then
 		tools/vm/run --kernel "$k" --scratch "$d" --timeout $((120 + n * vlimit)) -- \
 			tools/vm/run-tests --timeout "$vlimit" "$d" $VM_TESTS > "$d/boot.log" 2>&1
 		rc=$?
-		echo "  (VM $kver: $(( $(date +%s) - start ))s for the boot and $n programs)"
+		boot=$(sed -n 's/^vm: .*(boot \([0-9.]*\)s)$/\1/p' "$d/boot.log" | tail -n1)
+		echo "  (VM $kver: ${boot:-?}s to boot, $(( $(date +%s) - start ))s in all for $n programs)"
 		for t in $VM_TESTS; do
 			name=$(basename "$t")
 			if [ -f "$d/$name.rc" ]; then
-				account "vm-$k/$name" "$d/$name.tap" "$(cat "$d/$name.rc")"
+				account "vm-$k/$name" "$d/$name.tap" "$(cat "$d/$name.rc")" \
+					"$(cat "$d/$name.secs" 2>/dev/null)"
 			else
 				[ -f "$d/$name.tap" ] || : > "$d/$name.tap"
 				account "vm-$k/$name" "$d/$name.tap" none
@@ -204,5 +211,6 @@ if [ ${#failures[@]} -gt 0 ]; then
 	echo "== failures"
 	printf '  %s\n' "${failures[@]}"
 fi
+echo "(make check: $(( $(date +%s) - check_start ))s of tests, after the build)"
 echo "$npass passed, $nfail failed, $nskip skipped"
 [ "$nfail" = 0 ]

@@ -88,6 +88,16 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	err = hm_engine_table_rebuild(e, 1);
 	if (err)
 		goto out_free;
+	if (vk->timestamp_valid_bits && vk->props.limits.timestampComputeAndGraphics) {
+		VkQueryPoolCreateInfo qi = {
+			.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+			.queryType = VK_QUERY_TYPE_TIMESTAMP,
+			.queryCount = 2,
+		};
+
+		if (vkCreateQueryPool(vk->dev, &qi, NULL, &e->timestamps))
+			e->timestamps = VK_NULL_HANDLE;        /* timing on the host only */
+	}
 	*ret = e;
 	return 0;
 
@@ -111,6 +121,8 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_buffer_free(e->vk, &e->descs);
 	hm_vk_buffer_free(e->vk, &e->counts);
 	hm_vk_pipeline_free(e->vk, &e->diff);
+	if (e->timestamps)
+		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
 	free(e->queue);
 	free(e->harvest_buf);
 	free(e->cand);
@@ -327,10 +339,27 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	err = hm_vk_cmd_begin(e->vk, &cb);
 	if (err)
 		return err;
+	if (e->timestamps) {
+		vkCmdResetQueryPool(cb, e->timestamps, 0, 2);
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, e->timestamps, 0);
+	}
 	hm_vk_cmd_dispatch(cb, &pp->p, words, 4 * (HM_DEVICE_TABLE_PUSH_WORDS + nr_push),
 			   gx, gy, gz);
+	if (e->timestamps)
+		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, e->timestamps, 1);
 	hm_vk_cmd_barrier(cb);
-	return hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+	err = hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+	if (!err && e->timestamps) {
+		uint64_t ts[2];
+		uint64_t mask = e->vk->timestamp_valid_bits >= 64 ? ~0ull :
+				(1ull << e->vk->timestamp_valid_bits) - 1;
+
+		if (!vkGetQueryPoolResults(e->vk->dev, e->timestamps, 0, 2, sizeof(ts), ts, 8,
+					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT))
+			e->st.ns_dispatch_gpu += (uint64_t)((double)((ts[1] - ts[0]) & mask) *
+							    e->vk->timestamp_period_ns);
+	}
+	return err;
 }
 
 int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,

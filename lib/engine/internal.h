@@ -124,6 +124,7 @@ struct hm_engine {
 	size_t cap_descs;
 
 	struct hm_vk_pipeline diff;
+	VkQueryPool timestamps;         /* 2 queries around the caller's dispatch */
 	struct hm_pipe pipes[HM_ENGINE_MAX_PIPELINES];
 
 	struct hm_engine_stats st;

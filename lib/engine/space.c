@@ -211,22 +211,27 @@ static int alloc_table_mem(struct hm_engine *e, size_t bytes, struct hm_vk_buffe
 static int alloc_marks(struct hm_engine *e, uint32_t nr_slots, struct hm_vk_buffer *ret,
 		       void **ret_mem, size_t *ret_map, bool *ret_imported)
 {
-	uint64_t align = e->vk->min_import_align ? e->vk->min_import_align : 4096;
+	/* 64 KiB granules: some drivers round imported buffers up to that */
+	uint64_t align = e->vk->min_import_align > 65536 ? e->vk->min_import_align : 65536;
 	size_t bytes = hm_marks_bytes_for(nr_slots);
 	size_t map = (bytes + align - 1) / align * align;
-	void *mem;
+	uint8_t *raw, *mem;
 	int err;
 
 	*ret_mem = NULL;
 	*ret_imported = false;
-	mem = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (mem != MAP_FAILED) {
-		if (e->vk->has_host_import && !((uintptr_t)mem % align) &&
-		    !hm_vk_import_host(e->vk, mem, map, ret)) {
+	raw = mmap(NULL, map + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw != MAP_FAILED) {
+		/* keep the aligned part only */
+		mem = (uint8_t *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+		if (mem > raw)
+			munmap(raw, mem - raw);
+		munmap(mem + map, raw + align - mem);
+		memset(mem, 0, map);
+		if (e->vk->has_host_import && !hm_vk_import_host(e->vk, mem, map, ret)) {
 			*ret_mem = mem;
 			*ret_map = map;
 			*ret_imported = true;
-			memset(mem, 0, map);
 			return 0;
 		}
 		munmap(mem, map);

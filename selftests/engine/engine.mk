@@ -34,3 +34,14 @@ $(B)/bin/test-engine: $(O)/selftests/engine/engine_test.o $(O)/$(B)/gen/engine/r
 	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
 
 NATIVE_TESTS += $(B)/bin/test-engine
+
+# The same tests in the VM, with the module's guards (kmod variants, and
+# the single-rule tests on the kmod backend); lavapipe runs in the guest.
+$(O)/selftests/engine/engine_test_vm.o: selftests/engine/engine_test.c | $(DEPS) $(KSFT)/.stamp
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Wno-sign-compare -DHM_ENGINE_TEST_VM -c -o $@ $<
+$(B)/bin/test-engine-vm: $(O)/selftests/engine/engine_test_vm.o $(O)/$(B)/gen/engine/rw_linked.o \
+		$(ENGINE_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
+VM_TESTS += $(B)/bin/test-engine-vm

@@ -108,6 +108,34 @@ TEST_F(vk, import_dispatch_copy)
 	hm_vk_buffer_free(self->vk, NULL);
 }
 
+/* the caller's own device, wrapped: usable, and not destroyed by free */
+TEST_F(vk, wrap_callers_device)
+{
+	struct hm_vk_params p = { .inst = self->vk->inst, .phys = self->vk->phys,
+				  .dev = self->vk->dev, .queue = self->vk->queue,
+				  .queue_family = self->vk->queue_family };
+	struct hm_vk_buffer a, b;
+	struct hm_vk *w;
+
+	ASSERT_EQ(0, hm_vk_new(&p, &w));
+	ASSERT_FALSE(w->owns);
+	ASSERT_TRUE(w->has_host_import);
+	ASSERT_TRUE(w->has_8bit_storage);
+	ASSERT_EQ(0, hm_vk_buffer_new(w, 4096, HM_VK_MEM_HOST, &a));
+	ASSERT_EQ(0, hm_vk_buffer_new(w, 4096, HM_VK_MEM_HOST, &b));
+	memset(a.map, 0x3c, 4096);
+	ASSERT_EQ(0, hm_vk_copy_sync(w, a.buf, 0, b.buf, 0, 4096));
+	ASSERT_EQ(0, memcmp(a.map, b.map, 4096));
+	hm_vk_buffer_free(w, &a);
+	hm_vk_buffer_free(w, &b);
+	hm_vk_free(w);
+	/* the original device still works */
+	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, 4096, HM_VK_MEM_HOST, &a));
+	hm_vk_buffer_free(self->vk, &a);
+	p.queue = VK_NULL_HANDLE;
+	ASSERT_EQ(-EINVAL, hm_vk_new(&p, &w));
+}
+
 TEST(errno_mapping)
 {
 	ASSERT_EQ(0, hm_vk_errno(VK_SUCCESS));

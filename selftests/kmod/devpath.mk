@@ -27,3 +27,13 @@ $(B)/bin/test-kmod-netlink: $(O)/selftests/kmod/netlink.o
 	$(CC) -o $@ $^ $(LDFLAGS) $(NLGENL_LIBS)
 
 VM_TESTS += $(B)/bin/test-kmod-pin $(B)/bin/test-kmod-dmabuf $(B)/bin/test-kmod-netlink
+
+# The netlink spec against the uapi header (native, no module needed).
+$(B)/bin/test-kmod-nlspec: selftests/kmod/nlspec_check.py \
+		Documentation/netlink/specs/hmirror.yaml uapi/linux/hmirror.h
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec python3 "%s/selftests/kmod/nlspec_check.py" "%s/Documentation/netlink/specs/hmirror.yaml" "%s/uapi"\n' \
+		"$(CURDIR)" "$(CURDIR)" "$(CURDIR)" > $@
+	chmod +x $@
+
+NATIVE_TESTS += $(B)/bin/test-kmod-nlspec

@@ -358,10 +358,12 @@ TEST(harvest_k_written)
 		printf("# perf harvest_k_ns space=64MiB K=%d uffd_async_pagemap_scan=%lld",
 		       ks[i], (long long)uffd);
 		for (m = 0; m < sizeof(merges) / sizeof(merges[0]); m++) {
-			if (saved[0] && hmt_param_set("rearm_merge_pages", merges[m]))
+			const char *merge = getenv("HMT_MERGE") ?: merges[m];
+
+			if (saved[0] && hmt_param_set("rearm_merge_pages", merge))
 				break;
 			kmod = kmod_harvest_k_ns(size, ks[i], &grew);
-			printf(" kmod_merge%s=%llu", merges[m],
+			printf(" kmod_merge%s=%llu", merge,
 			       (unsigned long long)kmod);
 			EXPECT_GT(kmod, 0);
 			EXPECT_FALSE(grew);	/* no VMA growth from guards */

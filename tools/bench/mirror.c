@@ -134,8 +134,9 @@ static int dispatch(struct mb *b, int p, unsigned groups, uint32_t steps, uint32
 	hm_engine_stats(b->e, &s0);
 	err = hm_engine_dispatch(b->e, b->pipe[p], groups, 1, 1, push, USER_WORDS, 0);
 	hm_engine_stats(b->e, &s1);
-	if (ret_ns)
-		*ret_ns = s1.ns_dispatch - s0.ns_dispatch;
+	if (ret_ns)     /* the device's timestamps where it has them */
+		*ret_ns = s1.ns_dispatch_gpu != s0.ns_dispatch_gpu ?
+			  s1.ns_dispatch_gpu - s0.ns_dispatch_gpu : s1.ns_dispatch - s0.ns_dispatch;
 	return err;
 }
 

@@ -196,7 +196,6 @@ struct hmirror_generations {
  * ======================================================================
  */
 
-
 /*
  * HMIRROR_IOC_PIN (dev): pin [addr, addr + size) of the caller's anonymous
  * or memfd (shmem) memory for device use, charged to RLIMIT_MEMLOCK.
@@ -205,8 +204,8 @@ struct hmirror_generations {
  * EINVAL for flags, pad, alignment or another kind of mapping, EAGAIN when
  * invalidations kept racing the pinning.
  */
-#define HMIRROR_PIN_WRITE	(1u << 0)	/* the device may write */
-#define HMIRROR_PIN_CLOEXEC	(1u << 1)	/* pin fd is O_CLOEXEC */
+#define HMIRROR_PIN_WRITE	_BITUL(0)	/* the device may write */
+#define HMIRROR_PIN_CLOEXEC	_BITUL(1)	/* pin fd is O_CLOEXEC */
 #define HMIRROR_PIN_FLAGS	(HMIRROR_PIN_WRITE | HMIRROR_PIN_CLOEXEC)
 
 struct hmirror_pin_create {
@@ -258,8 +257,8 @@ struct hmirror_pin_state {
  * guards; writes through it are not recorded.  It keeps its pages (and the
  * pin) alive until released.  EACCES: writable export of a read-only pin.
  */
-#define HMIRROR_DMABUF_CLOEXEC	(1u << 0)
-#define HMIRROR_DMABUF_RDONLY	(1u << 1)	/* dma-buf fd is O_RDONLY */
+#define HMIRROR_DMABUF_CLOEXEC	_BITUL(0)
+#define HMIRROR_DMABUF_RDONLY	_BITUL(1)	/* dma-buf fd is O_RDONLY */
 #define HMIRROR_DMABUF_FLAGS	(HMIRROR_DMABUF_CLOEXEC | HMIRROR_DMABUF_RDONLY)
 
 struct hmirror_dmabuf_export {
@@ -271,9 +270,9 @@ struct hmirror_dmabuf_export {
 	__u32 __pad2;		/* out: 0 */
 };
 
-#define HMIRROR_FEATURE_PIN		(1ULL << 16)	/* HMIRROR_IOC_PIN */
-#define HMIRROR_FEATURE_DMABUF		(1ULL << 17)	/* HMIRROR_IOC_EXPORT_DMABUF */
-#define HMIRROR_FEATURE_NETLINK		(1ULL << 18)	/* genl family "hmirror" */
+#define HMIRROR_FEATURE_PIN		_BITULL(16)	/* HMIRROR_IOC_PIN */
+#define HMIRROR_FEATURE_DMABUF		_BITULL(17)	/* HMIRROR_IOC_EXPORT_DMABUF */
+#define HMIRROR_FEATURE_NETLINK		_BITULL(18)	/* genl family "hmirror" */
 
 #define HMIRROR_NR_PIN			0x10
 #define HMIRROR_NR_PIN_STATE		0x11
@@ -282,7 +281,8 @@ struct hmirror_dmabuf_export {
 /* dev */
 #define HMIRROR_IOC_PIN		_IOWR(HMIRROR_IOC_MAGIC, HMIRROR_NR_PIN, struct hmirror_pin_create)
 /* pin fd */
-#define HMIRROR_IOC_PIN_STATE	_IOWR(HMIRROR_IOC_MAGIC, HMIRROR_NR_PIN_STATE, struct hmirror_pin_state)
+#define HMIRROR_IOC_PIN_STATE	\
+	_IOWR(HMIRROR_IOC_MAGIC, HMIRROR_NR_PIN_STATE, struct hmirror_pin_state)
 /* space fd or pin fd */
 #define HMIRROR_IOC_EXPORT_DMABUF \
 	_IOWR(HMIRROR_IOC_MAGIC, HMIRROR_NR_EXPORT_DMABUF, struct hmirror_dmabuf_export)
@@ -309,6 +309,7 @@ enum hmirror_nl_cmd {
 	HMIRROR_CMD_SPACE_DEL,		/* event */
 	__HMIRROR_CMD_MAX,
 };
+
 #define HMIRROR_CMD_MAX (__HMIRROR_CMD_MAX - 1)
 
 enum hmirror_nl_attr {
@@ -329,6 +330,7 @@ enum hmirror_nl_attr {
 	HMIRROR_A_INVAL_CAUSE,		/* u32: HMIRROR_INVAL_* */
 	__HMIRROR_A_MAX,
 };
+
 #define HMIRROR_A_MAX (__HMIRROR_A_MAX - 1)
 
 enum hmirror_nl_counter_attr {
@@ -338,6 +340,7 @@ enum hmirror_nl_counter_attr {
 	HMIRROR_A_COUNTER_VALUE,	/* u64 */
 	__HMIRROR_A_COUNTER_MAX,
 };
+
 #define HMIRROR_A_COUNTER_MAX (__HMIRROR_A_COUNTER_MAX - 1)
 
 enum hmirror_nl_chunk_attr {
@@ -347,7 +350,7 @@ enum hmirror_nl_chunk_attr {
 	HMIRROR_A_CHUNK_GEN,		/* u64: its write generation */
 	__HMIRROR_A_CHUNK_MAX,
 };
-#define HMIRROR_A_CHUNK_MAX (__HMIRROR_A_CHUNK_MAX - 1)
 
+#define HMIRROR_A_CHUNK_MAX (__HMIRROR_A_CHUNK_MAX - 1)
 
 #endif /* _UAPI_LINUX_HMIRROR_H */

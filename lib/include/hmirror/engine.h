@@ -145,6 +145,7 @@ struct hm_engine_stats {
 	uint64_t ns_upload;             /* selection, generations, copy, publish */
 	uint64_t ns_upload_copy;        /* the submitted copy alone (submit + wait) */
 	uint64_t ns_dispatch;           /* the caller's dispatch (submit + wait) */
+	uint64_t ns_dispatch_gpu;       /* the same on the device's timestamps (0: none) */
 	uint64_t ns_marks;
 	uint64_t ns_copy_back;          /* diff + copy home (submit + wait) */
 	uint64_t ns_total;

@@ -6,7 +6,8 @@
  * Either hm_vk_new() creates the instance and device itself (lavapipe
  * where there is no GPU), or it wraps the caller's handles (params.dev
  * set), the way the Vulkan Memory Allocator takes yours; a wrapped device
- * must have the features listed under HM_VK_REQUIRED enabled.
+ * must have enabled the required features below and, for the engine's
+ * mirrors, storageBuffer8BitAccess (and the extensions it wants used).
  *
  * Every function returns 0 or a negative errno; Vulkan results are mapped
  * by hm_vk_errno() alone.  Nothing here logs.

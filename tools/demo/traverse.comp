@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// The demo's ray traversal, as an emulator's translated program would be:
+// every access to guest memory goes through the lookup helper hm_lookup
+// (build/share/hmirror/hmirror-lookup.spv, D969), then loads or stores the
+// device address it answers; every store also writes its mark.
+//
+// GLSL cannot declare an imported function, so this calls a stub,
+// hm_lookup_stub(); tools/demo/spv-import.py turns the stub into a call of
+// an Import-linkage hm_lookup, and spirv-link links the helper in.
+//
+// Scene (all little-endian u32; tools/demo/demo.c builds it):
+//   node  {x0, y0, x1, y1, zmin, left_or_first, count, scratch}  32 bytes
+//         count == 0: inner node, children left and left + 1
+//   prim  {x0, y0, x1, y1, z, id, scratch, pad}                  32 bytes
+//   ray   {x, y}                                                  8 bytes
+//   hit   {prim id, z, visits | error << 31, cpu word}           16 bytes
+// A ray at (x, y) looks down +z: its hit is the primitive with the least
+// (z, id) whose box holds (x, y) (x0 <= x < x1, y0 <= y < y1).  The scratch
+// words and the hit's cpu word are the CPU's: never read here.
+#version 450
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+
+layout(local_size_x = 64) in;
+
+struct HmRes { uint dev_lo, dev_hi, mark_lo, mark_hi; };
+
+// replaced by a call of the imported hm_lookup (spv-import.py)
+HmRes hm_lookup_stub(uint64_t guest, uint64_t table, uint nr_home, uint shift,
+		     uint64_t marks)
+{
+	HmRes r;
+
+	r.dev_lo = uint(guest);
+	r.dev_hi = uint(table);
+	r.mark_lo = nr_home;
+	r.mark_hi = shift + uint(marks);
+	return r;
+}
+
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer V4 { uvec4 v; };
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer V2 { uvec2 v; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer W1 { uint v; };
+
+layout(push_constant) uniform Push {
+	uint table_lo, table_hi, nr_home, chunk_shift, marks_lo, marks_hi;
+	uint nodes_lo, nodes_hi, prims_lo, prims_hi;
+	uint rays_lo, rays_hi, hits_lo, hits_hi;
+	uint first_ray, nr_rays;
+} pc;
+
+#define STACK 64
+#define MAX_VISITS 65536
+
+uint64_t u64(uint lo, uint hi) { return uint64_t(lo) | (uint64_t(hi) << 32); }
+
+uint err = 0;
+
+uint64_t lookup(uint64_t g, out uint64_t mark)
+{
+	HmRes r = hm_lookup_stub(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
+				 pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi));
+
+	mark = u64(r.mark_lo, r.mark_hi);
+	return u64(r.dev_lo, r.dev_hi);
+}
+
+uvec4 load4(uint64_t g)
+{
+	uint64_t m;
+	uint64_t d = lookup(g, m);
+
+	if (d == 0) {
+		err = 1;
+		return uvec4(0);
+	}
+	return V4(d).v;
+}
+
+void main()
+{
+	uint i = gl_GlobalInvocationID.x;
+
+	if (i >= pc.nr_rays)
+		return;
+	uint ray = pc.first_ray + i;
+	uint64_t nodes = u64(pc.nodes_lo, pc.nodes_hi);
+	uint64_t prims = u64(pc.prims_lo, pc.prims_hi);
+	uint64_t m;
+	uint64_t rd = lookup(u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8, m);
+	uvec2 xy = rd != 0 ? V2(rd).v : uvec2(0);
+
+	if (rd == 0)
+		err = 1;
+	uint best_z = 0xffffffffu, best_id = 0xffffffffu, visits = 0;
+	uint stack[STACK];
+	int sp = 0;
+
+	stack[sp++] = 0;
+	while (sp > 0) {
+		uint n = stack[--sp];
+		uint64_t ng = nodes + uint64_t(n) * 32;
+		uvec4 box = load4(ng);
+		uvec4 b = load4(ng + 16);	// zmin, left/first, count, scratch
+
+		if (++visits > MAX_VISITS) {
+			err = 1;
+			break;
+		}
+		if (xy.x < box.x || xy.x >= box.z || xy.y < box.y || xy.y >= box.w)
+			continue;
+		if (b.x > best_z)
+			continue;
+		if (b.z == 0) {
+			if (sp + 2 > STACK) {
+				err = 1;
+				break;
+			}
+			stack[sp++] = b.y + 1;
+			stack[sp++] = b.y;
+			continue;
+		}
+		for (uint k = 0; k < b.z; k++) {
+			uint64_t pg = prims + uint64_t(b.y + k) * 32;
+			uvec4 pbox = load4(pg);
+			uvec4 pz = load4(pg + 16);	// z, id, scratch, pad
+
+			if (xy.x < pbox.x || xy.x >= pbox.z ||
+			    xy.y < pbox.y || xy.y >= pbox.w)
+				continue;
+			if (pz.x < best_z || (pz.x == best_z && pz.y < best_id)) {
+				best_z = pz.x;
+				best_id = pz.y;
+			}
+		}
+	}
+	uint64_t hd = lookup(u64(pc.hits_lo, pc.hits_hi) + uint64_t(ray) * 16, m);
+
+	if (hd != 0) {
+		W1(hd).v = best_id;
+		W1(hd + 4).v = best_z;
+		W1(hd + 8).v = visits | (err << 31);
+	}
+	W1(m).v = 1;	// the mark: the sink where the hit record is unmapped
+}
