@@ -71,14 +71,9 @@ $(O)/%.o: %.c | $(DEPS) $(KSFT)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-.PHONY: all module lib demo check check-build check-vm-smoke install clean
+.PHONY: all module lib demo check check-build install clean
 
-# Placeholder for "make demo" until tools/demo/ (the daemon's part) brings
-# its own fragment defining it; defined before the fragments so that theirs
-# wins even if it lives elsewhere.
-ifeq ($(wildcard tools/demo/*.mk),)
-demo: check-vm-smoke
-endif
+# "make demo" is defined by the demo's fragment (tools/demo/demo.mk).
 
 -include $(wildcard lib/*.mk lib/*/*.mk daemon/*.mk tools/*.mk tools/*/*.mk selftests/*/*.mk)
 
@@ -139,12 +134,6 @@ check:
 
 check-build: all $(NATIVE_TESTS) $(VM_TESTS) $(TEST_MODULES) $(KSFT)/.stamp
 	@:
-
-# What "make demo" runs until the demo exists: boots the 6.12 kernel, loads
-# the module, runs the VM tests, shows the module's counters, unloads it.
-check-vm-smoke: $(VM_TESTS) $(TEST_MODULES) $(KSFT)/.stamp
-	tools/vm/run --kernel $(lastword $(TEST_KERNELS)) -- \
-		tools/vm/demo-placeholder.sh $(VM_TESTS)
 
 # ---- install ------------------------------------------------------------------
 # make install [DESTDIR=...] [PREFIX=/usr/local]

@@ -116,8 +116,8 @@ int hmd_client_accept(int lfd)
 	return 0;
 }
 
-int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
-		    int status, const void *payload, size_t len)
+int hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
+			int status, const void *payload, size_t len)
 {
 	struct hm_msg_hdr h = {
 		.magic = hm_le32(HM_PROTO_MAGIC),
@@ -137,8 +137,15 @@ int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
 	if (c->dead || c->fd < 0)
 		return -ENOTCONN;
 	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n < 0) {
-		int r = -errno;
+	return n < 0 ? -errno : 0;
+}
+
+int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
+		    int status, const void *payload, size_t len)
+{
+	int r = hmd_client_send_raw(c, type, seq, status, payload, len);
+
+	if (r < 0 && r != -ENOTCONN) {
 
 		/*
 		 * The replies a client can have outstanding are bounded by
@@ -147,9 +154,8 @@ int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
 		 */
 		hmd_client_disconnect(c, r == -EAGAIN ? "not reading replies" :
 				      "send failed");
-		return r;
 	}
-	return 0;
+	return r;
 }
 
 /* device thread */

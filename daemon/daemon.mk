@@ -69,3 +69,9 @@ $(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
 	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
 		$(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS)
 NATIVE_TESTS += $(B)/bin/test-daemon
+
+# ---- hmirror-bench dispatch: through the daemon vs in-process ---------------
+$(O)/tools/bench/dispatch.o: $(B)/include/daemon/empty.spv.h
+HMIRROR_BENCH_OBJS += $(O)/tools/bench/dispatch.o $(CLIENT_OBJS) $(ENGINE_OBJS) \
+	$(TABLE_OBJS) $(VKCTX_OBJS) $(WATCH_OBJS)
+HMIRROR_BENCH_LIBS += -lvulkan -lm

@@ -84,6 +84,7 @@ struct hmd_job;
 typedef void (*hmd_job_fn)(struct hmd_job *j);
 struct hmd_job {
 	hmd_job_fn run;		/* device thread */
+	hmd_job_fn reply;	/* device thread, right after run (optional) */
 	hmd_job_fn done;	/* loop thread */
 	struct hmd_client *client;	/* referenced while queued */
 	int status;
@@ -167,6 +168,9 @@ void hmd_client_put(struct hmd_client *c);
 void hmd_client_disconnect(struct hmd_client *c, const char *why);
 int  hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
 		     int status, const void *payload, size_t len);
+/* the same without disconnecting on failure: any thread */
+int  hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
+			 int status, const void *payload, size_t len);
 void hmd_clients_shutdown(void);
 
 /* ---- protocol.c */

@@ -32,7 +32,7 @@ struct hmd_netlink {
 
 static int nl_err(int e)
 {
-	switch (-e < 0 ? -e : e) {
+	switch (e < 0 ? -e : e) {
 	case NLE_OBJ_NOTFOUND: return -ENOENT;
 	case NLE_NOMEM: return -ENOMEM;
 	case NLE_PERM: return -EPERM;

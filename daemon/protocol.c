@@ -44,6 +44,13 @@ struct hmd_req {
 	};
 	uint64_t estats[HM_ESTAT_NR];
 	int nr_estats;
+	bool replied;
+	int send_status;
+	/* STATS from a client without an engine: the live clients that have
+	 * one, taken on the loop thread.  Their engines outlive this job:
+	 * teardowns are queued behind it (dead clients are left out). */
+	struct hmd_client *snap[HMD_MAX_CLIENTS];
+	unsigned nr_snap;
 };
 
 static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
@@ -570,11 +577,31 @@ static void dispatch_run(struct hmd_job *j)
 	j->status = hmd_eng_dispatch(j->client, r->pipe, &r->disp);
 }
 
-static void dispatch_done(struct hmd_job *j)
+/* device thread (ran) or loop thread (cancelled): the reply itself */
+static void dispatch_reply(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 	struct hmd_client *c = j->client;
 	struct hm_msg_dispatch_reply a = { 0 };
+
+	if (__atomic_load_n(&c->dead, __ATOMIC_RELAXED))
+		return;
+	a.queued_ns = hm_le64(j->t_started > j->t_queued ?
+			      j->t_started - j->t_queued : 0);
+	a.run_ns = hm_le64(j->t_done > j->t_started ? j->t_done - j->t_started : 0);
+	a.dispatch_id = hm_le64(__atomic_add_fetch(&hmd.dispatch_seq, 1,
+						   __ATOMIC_RELAXED));
+	/* a failed dispatch is the device's answer, not a bad message; the
+	 * fd stays open while this job holds the client */
+	r->send_status = hmd_client_send_raw(c, HM_MSG_DISPATCH, r->seq,
+					     j->status, &a, sizeof(a));
+	r->replied = true;
+}
+
+static void dispatch_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
 
 	c->inflight--;
 	hmd.stats[HM_DSTAT_INFLIGHT]--;
@@ -582,16 +609,11 @@ static void dispatch_done(struct hmd_job *j)
 		hmd.stats[HM_DSTAT_DISPATCH_FAILS]++;
 	else
 		hmd.stats[HM_DSTAT_DISPATCHES]++;
-	if (!c->dead) {
-		a.queued_ns = hm_le64(j->t_started > j->t_queued ?
-				      j->t_started - j->t_queued : 0);
-		a.run_ns = hm_le64(j->t_done > j->t_started ?
-				   j->t_done - j->t_started : 0);
-		a.dispatch_id = hm_le64(++hmd.dispatch_seq);
-		/* a failed dispatch is the device's answer, not a bad message */
-		hmd_client_send(c, HM_MSG_DISPATCH, r->seq, j->status, &a,
-				sizeof(a));
-	}
+	if (!r->replied)		/* cancelled before it ran */
+		dispatch_reply(j);
+	if (r->send_status < 0 && r->send_status != -ENOTCONN && !c->dead)
+		hmd_client_disconnect(c, r->send_status == -EAGAIN ?
+				      "not reading replies" : "send failed");
 	req_finish(r);
 }
 
@@ -634,6 +656,7 @@ static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
 	r = req_new(c, HM_MSG_DISPATCH, seq, dispatch_run, dispatch_done);
 	if (!r)
 		return -ENOMEM;
+	r->job.reply = dispatch_reply;
 	m.pipeline = hm_from_le32(m.pipeline);
 	m.flags = flags;
 	m.nr_push = nr_push;
@@ -675,7 +698,19 @@ static void stats_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	r->nr_estats = hmd_eng_stats(j->client, r->estats, HM_ESTAT_NR);
+	if (j->client->engine) {
+		r->nr_estats = hmd_eng_stats(j->client, r->estats, HM_ESTAT_NR);
+		return;
+	}
+	/* a client without an engine (hmirrorctl) sees the sum over all */
+	for (unsigned i = 0; i < r->nr_snap; i++) {
+		uint64_t v[HM_ESTAT_NR] = { 0 };
+
+		if (hmd_eng_stats(r->snap[i], v, HM_ESTAT_NR) > 0)
+			for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+				r->estats[k] += v[k];
+	}
+	r->nr_estats = HM_ESTAT_NR;
 }
 
 static void stats_done(struct hmd_job *j)
@@ -685,6 +720,8 @@ static void stats_done(struct hmd_job *j)
 	if (!j->client->dead)
 		send_stats(j->client, r->seq, r->estats,
 			   r->nr_estats > 0 ? (unsigned)r->nr_estats : 0);
+	for (unsigned i = 0; i < r->nr_snap; i++)
+		hmd_client_put(r->snap[i]);
 	req_finish(r);
 }
 
@@ -695,13 +732,23 @@ static int on_stats(struct hmd_client *c, uint32_t seq, const void *p,
 
 	if (len != 0)
 		return -EBADMSG;
-	if (!c->engine) {
-		send_stats(c, seq, NULL, 0);
-		return 0;
-	}
 	r = req_new(c, HM_MSG_STATS, seq, stats_run, stats_done);
 	if (!r)
 		return -ENOMEM;
+	if (!c->engine) {
+		for (struct hmd_client *o = hmd.clients; o; o = o->next) {
+			if (o->dead || !o->engine || r->nr_snap >= HMD_MAX_CLIENTS)
+				continue;
+			hmd_client_get(o);
+			r->snap[r->nr_snap++] = o;
+		}
+		if (!r->nr_snap) {
+			/* nothing to ask the device thread: answer now */
+			send_stats(c, seq, NULL, 0);
+			req_finish(r);
+			return 0;
+		}
+	}
 	hmd_worker_queue(&r->job);
 	return 0;
 }

@@ -257,15 +257,17 @@ int hmirror_guard_arm(struct hmirror_space *s, u64 first, u64 count,
 }
 
 /*
- * Take up to @cap written chunks, ascending, into s->batch: forget their
- * record and set their armed bit (so a write from now on is recorded
- * again).  s->lock.
+ * Take up to @cap written chunks, ascending from *@cursor, into s->batch:
+ * forget their record and set their armed bit (so a write from now on is
+ * recorded again).  *@cursor moves past the last one taken, so one harvest
+ * call reports a strictly ascending list even when chunks it re-armed are
+ * written again meanwhile (those wait for the next call).  s->lock.
  */
 static unsigned int hmirror_guard_take(struct hmirror_space *s,
-				       unsigned int cap)
+				       unsigned int cap, u64 *cursor)
 {
 	unsigned long words = BITS_TO_LONGS(s->nr_chunks);
-	unsigned long w = 0, bits;
+	unsigned long w0 = *cursor / BITS_PER_LONG, w = w0, bits;
 	unsigned int n = 0, armed = 0;
 	u64 chunk;
 
@@ -275,6 +277,8 @@ static unsigned int hmirror_guard_take(struct hmirror_space *s,
 		if (w >= words)
 			break;
 		bits = s->written[w];
+		if (w == w0)
+			bits &= ~0UL << (*cursor % BITS_PER_LONG);
 		while (bits && n < cap) {
 			chunk = (u64)w * BITS_PER_LONG + __ffs(bits);
 			bits &= bits - 1;
@@ -285,10 +289,10 @@ static unsigned int hmirror_guard_take(struct hmirror_space *s,
 		}
 		if (!s->written[w])
 			__clear_bit(w, s->summary);
-		else
-			break;	/* cap reached inside this word */
 		w++;
 	}
+	if (n)
+		*cursor = s->batch[n - 1] + 1;
 	WRITE_ONCE(s->nr_written, s->nr_written - n);
 	hmirror_stat_add(s, HMIRROR_STAT_CHUNKS_ARMED, armed);
 	return n;
@@ -352,7 +356,7 @@ static void hmirror_guard_rearm_batch(struct hmirror_space *s, unsigned int n)
 int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
 			  u64 cap, u64 *ret_nr, bool *ret_more)
 {
-	u64 t0, done = 0;
+	u64 t0, done = 0, cursor = 0;
 	unsigned int n;
 	int ret = 0;
 
@@ -369,7 +373,8 @@ int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
 	mutex_lock(&s->arm_lock);
 	while (done < cap) {
 		spin_lock(&s->lock);
-		n = hmirror_guard_take(s, min_t(u64, cap - done, HMIRROR_BATCH));
+		n = hmirror_guard_take(s, min_t(u64, cap - done, HMIRROR_BATCH),
+				       &cursor);
 		spin_unlock(&s->lock);
 		if (!n)
 			break;

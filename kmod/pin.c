@@ -20,6 +20,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/anon_inodes.h>
+#include <linux/compat.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/idr.h>
@@ -407,7 +408,7 @@ static const struct file_operations hmirror_pin_fops = {
 	.release	= hmirror_pin_fd_release,
 	.poll		= hmirror_pin_poll,
 	.unlocked_ioctl	= hmirror_pin_ioctl,
-	.compat_ioctl	= hmirror_pin_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
 	.llseek		= noop_llseek,
 };
 

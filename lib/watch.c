@@ -594,7 +594,8 @@ int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		if (err)
 			goto out;	/* all of them stay recorded */
 	}
-	memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
+	if (n)
+		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
 	for (size_t i = 0; i < n; i++)
 		hm_clear_bit(s->pend_bits, s->pend[i]);
 	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));

@@ -25,6 +25,9 @@
 
 #include <hmirror/watch.h>
 
+/* nothing below is part of the library's ABI */
+#pragma GCC visibility push(hidden)
+
 #define HM_HANDOFF_MAGIC 0x31574d48u /* "HMW1" */
 
 struct hm_map {
@@ -192,5 +195,7 @@ extern const struct hm_backend_ops hm_mprotect_ops;
 int hm_uffd_open(uint64_t features, bool user_only, int *ret_fd, uint64_t *ret_features);
 int hm_uffd_register(int uffd, uintptr_t addr, uint64_t len);
 int hm_uffd_wp(int uffd, uintptr_t addr, uint64_t len, bool wp);
+
+#pragma GCC visibility pop
 
 #endif /* HMIRROR_WATCH_INTERNAL_H */

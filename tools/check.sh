@@ -24,11 +24,12 @@
 #   CHECK_BUILD_RC            exit status of the build before (one test)
 #   HMIRROR_TEST_TIMEOUT      seconds per native test, default 300
 #   HMIRROR_VM_TEST_TIMEOUT   seconds per VM test, default 300
+#   CHECK_OUT                 where logs go, default build/check
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-out=build/check
+out=${CHECK_OUT:-build/check}
 # One make check at a time in a tree (they share build/check): run again
 # under flock; -o keeps the lock away from the tests' processes.
 if [ -z "${HMIRROR_CHECK_LOCKED:-}" ]; then
@@ -136,7 +137,8 @@ if want native; then
 		# (in a subshell whose stderr is dropped: no "Segmentation fault"
 		# from the shell; the count below says it)
 		t0=$(date +%s)
-		(timeout -k 5 "$tlimit" "./$t" </dev/null >"$log" 2>&1; exit $?) 2>/dev/null
+		case "$t" in /*) run=$t ;; *) run=./$t ;; esac
+		(timeout -k 5 "$tlimit" "$run" </dev/null >"$log" 2>&1; exit $?) 2>/dev/null
 		rc=$?
 		account "native/$name" "$log" $rc $(( $(date +%s) - t0 ))
 	done

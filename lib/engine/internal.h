@@ -145,6 +145,9 @@ static inline uint64_t hm_ref(uint32_t space, uint64_t idx)
 static inline uint32_t hm_ref_space(uint64_t r) { return r >> 40; }
 static inline uint64_t hm_ref_idx(uint64_t r) { return r & ((1ull << 40) - 1); }
 
+/* Internal to the library: not exported from libhmirror.so. */
+#pragma GCC visibility push(hidden)
+
 /* space.c */
 int  hm_espace_import(struct hm_engine *e, struct hm_espace *sp);
 void hm_espace_release(struct hm_engine *e, struct hm_espace *sp);
@@ -185,5 +188,7 @@ int  hm_engine_unpublish_all(struct hm_engine *e);
 int  hm_engine_scan_marks(struct hm_engine *e, bool shared);
 int  hm_engine_copy_back(struct hm_engine *e);
 int  hm_engine_diff_init(struct hm_engine *e);
+
+#pragma GCC visibility pop
 
 #endif /* HMIRROR_ENGINE_INTERNAL_H */

@@ -44,16 +44,16 @@
 #define GUEST_BASE	((uint64_t)0x100000000)	/* where the "guest" sees the space */
 #define WORLD		(1u << 16)
 #define LEAF_MAX	4
-#define STACK		64
+#define END		UINT32_MAX
 #define MAX_VISITS	65536	/* as traverse.comp: a bound, never reached */
 #define USER_PUSH	10
 
-struct node { uint32_t x0, y0, x1, y1, zmin, left, count, scratch; };
+struct node { uint32_t x0, y0, x1, y1, zmin, left, count, escape, scratch, pad[3]; };
 struct prim { uint32_t x0, y0, x1, y1, z, id, scratch, pad; };
 struct ray { uint32_t x, y; };
 struct hit { uint32_t id, z, visits, cpu; };
 
-_Static_assert(sizeof(struct node) == 32, "node");
+_Static_assert(sizeof(struct node) == 48, "node");
 _Static_assert(sizeof(struct prim) == 32, "prim");
 _Static_assert(sizeof(struct hit) == 16, "hit");
 
@@ -89,50 +89,56 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- the hierarchy: median split on the longer axis ---------------------- */
+/* ---- the hierarchy: primitives in Morton order, split at the middle ------ */
 
-static uint32_t *order;			/* prim indices being partitioned */
+static uint32_t *order;			/* prim indices, in Morton order */
 static struct prim *src;		/* primitives before reordering */
 
-static uint32_t centre(uint32_t p, int axis)
+static uint64_t spread(uint32_t v)	/* 16 bits -> every other of 32 */
 {
-	return axis ? src[p].y0 + src[p].y1 : src[p].x0 + src[p].x1;
+	uint64_t x = v & 0xffff;
+
+	x = (x | (x << 8)) & 0x00ff00ff;
+	x = (x | (x << 4)) & 0x0f0f0f0f;
+	x = (x | (x << 2)) & 0x33333333;
+	x = (x | (x << 1)) & 0x55555555;
+	return x;
 }
 
-static void select_nth(uint32_t lo, uint32_t hi, uint32_t nth, int axis)
+static void morton_order(uint32_t n)
 {
-	while (hi - lo > 1) {
-		uint32_t pivot = centre(order[lo + rnd() % (hi - lo)], axis);
-		uint32_t i = lo, j = hi - 1;
+	uint64_t *key = malloc((size_t)n * sizeof(*key)), *tmp = malloc((size_t)n * sizeof(*tmp));
 
-		while (i <= j) {
-			while (centre(order[i], axis) < pivot)
-				i++;
-			while (centre(order[j], axis) > pivot)
-				j--;
-			if (i <= j) {
-				uint32_t t = order[i];
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t cx = (src[i].x0 + src[i].x1) / 2, cy = (src[i].y0 + src[i].y1) / 2;
 
-				order[i] = order[j];
-				order[j] = t;
-				i++;
-				if (j == 0)
-					break;
-				j--;
-			}
-		}
-		if (nth <= j)
-			hi = j + 1;
-		else if (nth >= i)
-			lo = i;
-		else
-			return;
+		key[i] = ((spread(cx) | (spread(cy) << 1)) << 32) | i;
 	}
+	/* LSD radix sort on the 32 key bits, 8 at a time */
+	for (int shift = 32; shift < 64; shift += 8) {
+		size_t cnt[257] = { 0 };
+
+		for (uint32_t i = 0; i < n; i++)
+			cnt[((key[i] >> shift) & 0xff) + 1]++;
+		for (int k = 0; k < 256; k++)
+			cnt[k + 1] += cnt[k];
+		for (uint32_t i = 0; i < n; i++)
+			tmp[cnt[(key[i] >> shift) & 0xff]++] = key[i];
+		uint64_t *t = key;
+
+		key = tmp;
+		tmp = t;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		order[i] = (uint32_t)key[i];
+	free(key);
+	free(tmp);
 }
 
-static void build(struct scene *sc, uint32_t ni, uint32_t lo, uint32_t hi)
+static void build(struct scene *sc, uint32_t ni, uint32_t lo, uint32_t hi,
+		  uint32_t escape)
 {
-	struct node n = { UINT32_MAX, UINT32_MAX, 0, 0, UINT32_MAX, 0, 0, 0 };
+	struct node n = { UINT32_MAX, UINT32_MAX, 0, 0, UINT32_MAX, 0, 0, escape };
 
 	for (uint32_t i = lo; i < hi; i++) {
 		const struct prim *p = &src[order[i]];
@@ -151,15 +157,18 @@ static void build(struct scene *sc, uint32_t ni, uint32_t lo, uint32_t hi)
 		sc->nodes[ni] = n;
 		return;
 	}
-	int axis = (n.y1 - n.y0) > (n.x1 - n.x0);
 	uint32_t mid = lo + (hi - lo) / 2;
 
-	select_nth(lo, hi, mid, axis);
 	n.left = sc->next_node;
 	sc->next_node += 2;
 	sc->nodes[ni] = n;
-	build(sc, n.left, lo, mid);
-	build(sc, n.left + 1, mid, hi);
+	build(sc, n.left, lo, mid, n.left + 1);
+	build(sc, n.left + 1, mid, hi, escape);
+}
+
+static uint32_t count_nodes(uint32_t n)
+{
+	return n <= LEAF_MAX ? 1 : 1 + count_nodes(n / 2) + count_nodes(n - n / 2);
 }
 
 /* ---- the CPU reference: the same walk as traverse.comp ------------------- */
@@ -168,28 +177,22 @@ static struct hit trace(const struct scene *sc, uint32_t ray)
 {
 	const struct ray r = sc->rays[ray];
 	uint32_t best_z = UINT32_MAX, best_id = UINT32_MAX, visits = 0, err = 0;
-	uint32_t stack[STACK];
-	int sp = 0;
+	uint32_t ni = 0;
 
-	stack[sp++] = 0;
-	while (sp > 0) {
-		const struct node *n = &sc->nodes[stack[--sp]];
+	while (ni != END) {
+		const struct node *n = &sc->nodes[ni];
 
 		if (++visits > MAX_VISITS) {
 			err = 1;
 			break;
 		}
-		if (r.x < n->x0 || r.x >= n->x1 || r.y < n->y0 || r.y >= n->y1)
+		if (r.x < n->x0 || r.x >= n->x1 || r.y < n->y0 || r.y >= n->y1 ||
+		    n->zmin > best_z) {
+			ni = n->escape;
 			continue;
-		if (n->zmin > best_z)
-			continue;
+		}
 		if (n->count == 0) {
-			if (sp + 2 > STACK) {
-				err = 1;
-				break;
-			}
-			stack[sp++] = n->left + 1;
-			stack[sp++] = n->left;
+			ni = n->left;
 			continue;
 		}
 		for (uint32_t k = 0; k < n->count; k++) {
@@ -202,6 +205,7 @@ static struct hit trace(const struct scene *sc, uint32_t ray)
 				best_id = p->id;
 			}
 		}
+		ni = n->escape;
 	}
 	return (struct hit){ best_id, best_z, visits | (err << 31), 0 };
 }
@@ -349,7 +353,7 @@ static void usage(FILE *f)
 		"                    --small: 16)\n"
 		"  --advice N        for the hierarchy: 0 default, 1 read-mostly\n"
 		"                    (default), 2 prefer device, 3 never mirror\n"
-		"  --rays N          rays per dispatch (default: 1M on a GPU, 16K on\n"
+		"  --rays N          rays per dispatch (default: 1M on a GPU, 8K on\n"
 		"                    a CPU device)\n");
 }
 
@@ -413,9 +417,9 @@ int main(int argc, char **argv)
 	bool cpu_dev = strstr(info->device, "llvmpipe") || strstr(info->device, "lavapipe");
 
 	if (!rays_per)
-		rays_per = small ? 2048 : cpu_dev ? 16384 : 1u << 20;
+		rays_per = small ? 2048 : cpu_dev ? 8192 : 1u << 20;
 	if (!dispatches)
-		dispatches = small ? 6 : cpu_dev ? 24 : 64;
+		dispatches = small ? 6 : cpu_dev ? 16 : 64;
 	fprintf(stderr, "demo: daemon pid %u, device %s, protocol %u\n",
 		info->daemon_pid, info->device, info->version);
 	if (!(info->features & HM_FEAT_ENGINE)) {
@@ -431,7 +435,7 @@ int main(int argc, char **argv)
 	uint32_t nprims = (uint32_t)(bytes / 2 / sizeof(struct prim));
 
 	sc.nr_prims = nprims;
-	sc.nr_nodes = nprims + 16;	/* median splits: leaves of 3..4, fewer nodes */
+	sc.nr_nodes = count_nodes(nprims);
 	sc.nr_rays = (uint32_t)(rays_per * dispatches);
 	sc.off_nodes = 0;
 	sc.off_prims = sc.off_nodes + (uint64_t)sc.nr_nodes * sizeof(struct node);
@@ -474,8 +478,9 @@ int main(int argc, char **argv)
 		src[i] = (struct prim){ x, y, x + w, y + h, rnd() >> 4, 0, 0, 0 };
 		order[i] = i;
 	}
+	morton_order(nprims);
 	sc.next_node = 1;
-	build(&sc, 0, 0, nprims);
+	build(&sc, 0, 0, nprims, END);
 	sc.nr_nodes = sc.next_node;
 	for (uint32_t i = 0; i < nprims; i++) {
 		sc.prims[i] = src[order[i]];
@@ -490,7 +495,7 @@ int main(int argc, char **argv)
 	fprintf(stderr, "demo: hierarchy of %u nodes over %u primitives "
 		"(%.0f MiB of nodes and primitives) built in %.2f s\n",
 		sc.nr_nodes, nprims,
-		((double)sc.nr_nodes * 32 + (double)nprims * 32) / (1 << 20), t_build);
+		((double)sc.nr_nodes * sizeof(struct node) + (double)nprims * sizeof(struct prim)) / (1 << 20), t_build);
 
 	/* ---- hand it to the daemon ---- */
 	r = hm_client_space_add(cl, space, GUEST_BASE, &space_id);
@@ -505,6 +510,17 @@ int main(int argc, char **argv)
 			     advice);
 	if (r < 0)
 		fprintf(stderr, "demo: advise: %s (continuing)\n", strerror(-r));
+	/* the hit records: the device writes them, the CPU writes the word
+	 * beside each during the dispatch.  Prefer-device mirrors them, so
+	 * the device's writes come home by the diff against the twin and the
+	 * CPU's words must survive it (rule 4, false sharing). */
+	if (advice != 3) {
+		r = hm_client_advise(cl, GUEST_BASE + sc.off_hits,
+				     (uint64_t)sc.nr_rays * sizeof(struct hit), 2);
+		if (r < 0)
+			fprintf(stderr, "demo: advise hits: %s (continuing)\n",
+				strerror(-r));
+	}
 	const uint32_t *words = hm_demo_traverse_spv;
 	size_t nr_words = sizeof(hm_demo_traverse_spv) / 4;
 

@@ -10,8 +10,11 @@
 // an Import-linkage hm_lookup, and spirv-link links the helper in.
 //
 // Scene (all little-endian u32; tools/demo/demo.c builds it):
-//   node  {x0, y0, x1, y1, zmin, left_or_first, count, scratch}  32 bytes
-//         count == 0: inner node, children left and left + 1
+//   node  {x0, y0, x1, y1, zmin, left_or_first, count, escape,
+//          scratch, pad[3]}                                     48 bytes
+//         count == 0: inner node, children left and left + 1;
+//         escape: the next node after this subtree in depth-first order
+//         (left child first), END at the last: a stackless walk.
 //   prim  {x0, y0, x1, y1, z, id, scratch, pad}                  32 bytes
 //   ray   {x, y}                                                  8 bytes
 //   hit   {prim id, z, visits | error << 31, cpu word}           16 bytes
@@ -50,7 +53,7 @@ layout(push_constant) uniform Push {
 	uint first_ray, nr_rays;
 } pc;
 
-#define STACK 64
+#define END 0xffffffffu
 #define MAX_VISITS 65536
 
 uint64_t u64(uint lo, uint hi) { return uint64_t(lo) | (uint64_t(hi) << 32); }
@@ -94,31 +97,24 @@ void main()
 	if (rd == 0)
 		err = 1;
 	uint best_z = 0xffffffffu, best_id = 0xffffffffu, visits = 0;
-	uint stack[STACK];
-	int sp = 0;
+	uint n = 0;
 
-	stack[sp++] = 0;
-	while (sp > 0) {
-		uint n = stack[--sp];
-		uint64_t ng = nodes + uint64_t(n) * 32;
+	while (n != END) {
+		uint64_t ng = nodes + uint64_t(n) * 48;
 		uvec4 box = load4(ng);
-		uvec4 b = load4(ng + 16);	// zmin, left/first, count, scratch
+		uvec4 b = load4(ng + 16);	// zmin, left/first, count, escape
 
 		if (++visits > MAX_VISITS) {
 			err = 1;
 			break;
 		}
-		if (xy.x < box.x || xy.x >= box.z || xy.y < box.y || xy.y >= box.w)
+		if (xy.x < box.x || xy.x >= box.z || xy.y < box.y || xy.y >= box.w ||
+		    b.x > best_z) {
+			n = b.w;
 			continue;
-		if (b.x > best_z)
-			continue;
+		}
 		if (b.z == 0) {
-			if (sp + 2 > STACK) {
-				err = 1;
-				break;
-			}
-			stack[sp++] = b.y + 1;
-			stack[sp++] = b.y;
+			n = b.y;
 			continue;
 		}
 		for (uint k = 0; k < b.z; k++) {
@@ -134,6 +130,7 @@ void main()
 				best_id = pz.y;
 			}
 		}
+		n = b.w;
 	}
 	uint64_t hd = lookup(u64(pc.hits_lo, pc.hits_hi) + uint64_t(ray) * 16, m);
 

@@ -30,6 +30,18 @@
  *      into a module that declares hm_lookup with Import linkage and the
  *      same function type.
  *
+ * At the call site (the translator's; a few instructions each, D969):
+ *   load:   v = dev ? *(T *)dev : 0
+ *   store:  if (dev) *(T *)dev = v;  *(uint *)mark = 1
+ *           (mark is the sink where dev is 0: a store that lands nowhere
+ *           marks the sink and nothing else)
+ *   atomic: r = atomic_op((uint *)(dev ? dev : mark), v);  if (dev) *(uint *)mark = 1
+ *           (an atomic that lands nowhere is pointed at the sink)
+ * The marks tell the host which slots' chunks the device wrote
+ * (hm_marks_scan()); the table is never written on the device.
+ *
+ * A module is built by one thread at a time.
+ *
  * Modules are SPIR-V 1.5 (Vulkan 1.2), addressing model
  * PhysicalStorageBuffer64, memory model GLSL450; the helper needs the
  * capabilities Shader, Int64, PhysicalStorageBufferAddresses and the

@@ -137,8 +137,11 @@ int  hm_space_poll_fd(struct hm_space *s);
 /* hand the space to another process (the daemon): fds + a small blob.
  * After a successful export the exporter keeps its mappings (still watched)
  * but its arm/harvest/generation/poll calls return -EBUSY: the importer
- * owns the watch state.  Export fails with -EBUSY while chunks are recorded
- * but not yet harvested, and aliases cannot be added or removed after it.
+ * owns the watch state.  The userspace backends refuse to export (-EBUSY)
+ * while chunks are recorded but not yet harvested (the module keeps its
+ * records in the kernel and hands them over); aliases cannot be added or
+ * removed after an export.  mprotect spaces cannot be exported
+ * (-EOPNOTSUPP, no HM_CAP_HANDOFF).
  * The fds in *ret are the caller's to close (after sending them). */
 struct hm_space_handoff { int fds[4]; unsigned nr_fds; uint8_t blob[64]; unsigned blob_len; };
 int  hm_space_export(struct hm_space *s, struct hm_space_handoff *ret);
