@@ -84,9 +84,13 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&lock);
 
 		j->t_started = hmd_now_ns();
+		if (j->cancelable)
+			__atomic_store_n(&hmd.stats[HM_DSTAT_RUNNING], 1, __ATOMIC_RELAXED);
 		if (j->run)
 			j->run(j);
 		j->t_done = hmd_now_ns();
+		if (j->cancelable)
+			__atomic_store_n(&hmd.stats[HM_DSTAT_RUNNING], 0, __ATOMIC_RELAXED);
 		/* the reply leaves from here: one thread hop less */
 		if (j->reply)
 			j->reply(j);
@@ -246,7 +250,7 @@ bool hmd_engine_available(void)
 
 static int client_engine(struct hmd_client *c, struct hm_engine **ret)
 {
-	struct hm_engine_params p = { 0 };
+	struct hm_engine_params p = { .timeout_ns = hmd.dispatch_timeout_ns };
 	int r;
 
 	if (!vk)
@@ -359,8 +363,67 @@ void hmd_eng_client_free(struct hmd_client *c)
 	c->engine = NULL;
 }
 
+/*
+ * A guard trip reported by the module (netlink CHUNKS_WRITTEN): harvest
+ * every engine now, so a mirror of the written chunk is dropped before the
+ * next dispatch is even submitted.  The engine's public API has no such
+ * call yet; hm_engine_harvest_now() is looked up weakly and used once the
+ * engine provides it (Documentation/daemon.rst).  One job at a time:
+ * events that come while it is queued are covered by it.
+ */
+int hm_engine_harvest_now(struct hm_engine *e) __attribute__((weak));
+
+struct harvest_job {
+	struct hmd_job job;
+	struct hmd_client *snap[HMD_MAX_CLIENTS];
+	unsigned nr;
+	unsigned drops;
+};
+static bool harvest_queued;
+
+static void harvest_run(struct hmd_job *j)
+{
+	struct harvest_job *h = (struct harvest_job *)j;
+
+	for (unsigned i = 0; i < h->nr; i++)
+		if (h->snap[i]->engine && hm_engine_harvest_now(h->snap[i]->engine) > 0)
+			h->drops++;
+}
+
+static void harvest_done(struct hmd_job *j)
+{
+	struct harvest_job *h = (struct harvest_job *)j;
+
+	hmd.stats[HM_DSTAT_NL_DROPS] += h->drops;
+	for (unsigned i = 0; i < h->nr; i++)
+		hmd_client_put(h->snap[i]);
+	harvest_queued = false;
+	free(h);
+}
+
 void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
 {
+	struct harvest_job *h;
+
+	if (!hm_engine_harvest_now || harvest_queued)
+		return;
+	h = calloc(1, sizeof(*h));
+	if (!h)
+		return;
+	for (struct hmd_client *c = hmd.clients; c; c = c->next) {
+		if (c->dead || !c->engine || h->nr >= HMD_MAX_CLIENTS)
+			continue;
+		hmd_client_get(c);
+		h->snap[h->nr++] = c;
+	}
+	if (!h->nr) {
+		free(h);
+		return;
+	}
+	h->job.run = harvest_run;
+	h->job.done = harvest_done;
+	harvest_queued = true;
+	hmd_worker_queue(&h->job);
 }
 
 #else /* !HMIRRORD_HAVE_ENGINE: the daemon serves, dispatches say -ENOSYS */

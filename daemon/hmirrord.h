@@ -159,6 +159,7 @@ struct hmd_state {
 	struct hmd_device_choice dev;
 	bool netlink;
 	int verbose;
+	uint64_t dispatch_timeout_ns;	/* per engine submission */
 };
 extern struct hmd_state hmd;
 

@@ -31,7 +31,11 @@
 
 #include "hmirrord.h"
 
-struct hmd_state hmd = { .listen_fd = -1, .allow_uid = (uid_t)-1 };
+struct hmd_state hmd = {
+	.listen_fd = -1, .allow_uid = (uid_t)-1,
+	/* long enough for lavapipe under QEMU TCG; a GPU hang still ends */
+	.dispatch_timeout_ns = 60ull * 1000000000ull,
+};
 static struct hmd_netlink *nl;
 static const char *sock_path;
 static bool sock_ours;			/* we created (and unlink) it */
@@ -201,6 +205,7 @@ static void usage(FILE *f)
 		"  --device WANT        index, /dev/dri/renderD*, PCI address or name\n"
 		"  --list-devices       print devices and exit\n"
 		"  --no-netlink         do not subscribe to the module's events\n"
+		"  --timeout SECONDS    per device submission (default 60)\n"
 		"  -v, --verbose        log connections (twice: debug)\n",
 		HM_PROTO_SOCKET_ENV, HM_PROTO_SOCKET);
 }
@@ -215,6 +220,7 @@ int main(int argc, char **argv)
 		{ "device", required_argument, NULL, 'd' },
 		{ "list-devices", no_argument, NULL, 'l' },
 		{ "no-netlink", no_argument, NULL, 'n' },
+		{ "timeout", required_argument, NULL, 't' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -238,6 +244,7 @@ int main(int argc, char **argv)
 		case 'd': want = optarg; break;
 		case 'l': return hmd_device_list() < 0 ? 1 : 0;
 		case 'n': use_netlink = false; break;
+		case 't': hmd.dispatch_timeout_ns = (uint64_t)(atof(optarg) * 1e9); break;
 		case 'v': hmd.verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

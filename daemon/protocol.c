@@ -687,7 +687,7 @@ static void send_stats(struct hmd_client *c, uint32_t seq, const uint64_t *e,
 	hmd.stats[HM_DSTAT_UPTIME_NS] = hmd_now_ns() - hmd.t_start;
 	memcpy(buf, &h, sizeof(h));
 	for (unsigned i = 0; i < HM_DSTAT_NR; i++)
-		v[i] = hm_le64(hmd.stats[i]);
+		v[i] = hm_le64(__atomic_load_n(&hmd.stats[i], __ATOMIC_RELAXED));
 	for (unsigned i = 0; i < nr_e; i++)
 		v[HM_DSTAT_NR + i] = hm_le64(e[i]);
 	hmd_client_send(c, HM_MSG_STATS, seq, 0, buf,

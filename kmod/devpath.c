@@ -34,6 +34,7 @@ const struct hmirror_dev_counter hmirror_dev_counters[] = {
 	C("dmabuf_maps", dmabuf_maps),
 	C("events_sent", events_sent),
 	C("events_dropped", events_dropped),
+	C("chunks_lost", chunks_lost),
 	{ }
 };
 

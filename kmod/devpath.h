@@ -39,8 +39,9 @@ struct hmirror_dev_stats {
 	atomic64_t dmabufs_exported;
 	atomic64_t dmabuf_bytes;	/* bytes of live dma-bufs */
 	atomic64_t dmabuf_maps;		/* attachments mapped (sg tables built) */
-	atomic64_t events_sent;
-	atomic64_t events_dropped;	/* lost: no memory, full batch, or rate */
+	atomic64_t events_sent;		/* messages multicast */
+	atomic64_t events_dropped;	/* messages not built or not delivered */
+	atomic64_t chunks_lost;		/* chunk records not delivered */
 };
 
 extern struct hmirror_dev_stats hmirror_dev_stats;

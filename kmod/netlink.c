@@ -274,17 +274,26 @@ static bool hmirror_nl_listened(void)
 				  HMIRROR_NL_GRP_EVENTS);
 }
 
-static void hmirror_nl_send(struct sk_buff *msg, void *hdr, gfp_t gfp)
+/* multicast @msg; false if a listener did not get it */
+static bool hmirror_nl_send(struct sk_buff *msg, void *hdr, gfp_t gfp)
 {
 	int ret;
 
 	genlmsg_end(msg, hdr);
 	ret = genlmsg_multicast(&hmirror_nl_family, msg, 0,
 				HMIRROR_NL_GRP_EVENTS, gfp);
-	if (!ret)
-		hmirror_dev_inc(&hmirror_dev_stats.events_sent);
-	else if (ret != -ESRCH)	/* -ESRCH: the last listener just left */
-		hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+	/*
+	 * -ESRCH: the last listener just left, nobody missed it.  -ENOBUFS:
+	 * some listener's receive buffer overflowed (it sees ENOBUFS on its
+	 * socket, and resynchronizes by a harvest or a dump).
+	 */
+	if (!ret || ret == -ESRCH) {
+		if (!ret)
+			hmirror_dev_inc(&hmirror_dev_stats.events_sent);
+		return true;
+	}
+	hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+	return false;
 }
 
 static struct sk_buff *hmirror_nl_event_new(u8 cmd, gfp_t gfp, void **ret_hdr)
@@ -378,7 +387,7 @@ void hmirror_nl_chunk_written(u32 space_id, u64 chunk, u64 generation)
 		kick = hmirror_nl_batch.nr == 1;
 	} else {
 		hmirror_nl_batch.lost++;
-		hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+		hmirror_dev_inc(&hmirror_dev_stats.chunks_lost);
 	}
 	spin_unlock(&hmirror_nl_batch.lock);
 	if (kick)
@@ -406,7 +415,7 @@ static void hmirror_nl_flush(struct work_struct *work)
 	hmirror_nl_batch.lost = 0;
 	spin_unlock(&hmirror_nl_batch.lock);
 	if (!rec)
-		atomic64_add(lost, &hmirror_dev_stats.events_dropped);
+		atomic64_add(lost, &hmirror_dev_stats.chunks_lost);
 
 	while (i < nr) {
 		id = rec[i].space_id;
@@ -440,10 +449,11 @@ static void hmirror_nl_flush(struct work_struct *work)
 			hmirror_nl_event_fail(msg);
 			break;
 		}
-		hmirror_nl_send(msg, hdr, GFP_KERNEL);
+		if (!hmirror_nl_send(msg, hdr, GFP_KERNEL))
+			atomic64_add(i - first, &hmirror_dev_stats.chunks_lost);
 	}
 	if (i < nr)
-		atomic64_add(nr - i, &hmirror_dev_stats.events_dropped);
+		atomic64_add(nr - i, &hmirror_dev_stats.chunks_lost);
 	kfree(rec);
 }
 

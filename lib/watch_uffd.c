@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
@@ -252,6 +253,25 @@ static int hm_uffd_async_protect(struct hm_space *s, uint64_t first, uint64_t co
 
 /* ---- life ---------------------------------------------------------------- */
 
+/*
+ * Reclaim: a written (no longer write-protected) shmem pte that reclaim
+ * unmaps becomes pte_none -- only write-protected ptes get a uffd-wp marker
+ * (pte_install_uffd_wp_if_needed) -- and PAGEMAP_SCAN would not report the
+ * write.  So the watched mappings are mlock2(MLOCK_ONFAULT)ed: pages are
+ * locked as they are faulted, nothing is populated.  Where that is refused
+ * (RLIMIT_MEMLOCK) the space works unlocked, without HM_CAP_RECLAIM_SAFE,
+ * and its reason says so.
+ */
+static void hm_uffd_async_lock(struct hm_space *s, uintptr_t addr)
+{
+	if (!syscall(SYS_mlock2, addr, s->size, 1 /* MLOCK_ONFAULT */))
+		return;
+	if (s->caps & HM_CAP_RECLAIM_SAFE)
+		hm_set_reason(s, "[mlock refused (%s): a written page reclaimed before the harvest "
+			      "is not reported] ", strerror(errno));
+	s->caps &= ~HM_CAP_RECLAIM_SAFE;
+}
+
 static int hm_uffd_async_create(struct hm_space *s, const struct hm_space_params *p)
 {
 	struct hm_uffd_async *u = calloc(1, sizeof(*u));
@@ -276,6 +296,7 @@ static int hm_uffd_async_create(struct hm_space *s, const struct hm_space_params
 	if (err)
 		return err;
 	s->maps[0].addr = (uintptr_t)a;
+	hm_uffd_async_lock(s, (uintptr_t)a);
 	return hm_uffd_register(u->uffd, (uintptr_t)a, s->size);
 }
 
@@ -323,6 +344,7 @@ static int hm_uffd_async_watch_map(struct hm_space *s, uintptr_t addr)
 
 	if (err)
 		return err;
+	hm_uffd_async_lock(s, addr);
 	/* the alias starts with every armed chunk armed */
 	for (uint64_t c = 0; c < s->nr_chunks; c = first) {
 		uint64_t e;
@@ -342,6 +364,13 @@ static int hm_uffd_async_watch_map(struct hm_space *s, uintptr_t addr)
 	return 0;
 }
 
+/* an alias goes away: what its page tables say was written is all there is
+   of those writes, so bring it into pending first */
+static void hm_uffd_async_unwatch_map(struct hm_space *s, uintptr_t addr)
+{
+	hm_scan_map(s, s->priv, addr, 0, s->nr_chunks, NULL);
+}
+
 static int hm_uffd_async_export(struct hm_space *s, struct hm_space_handoff *h)
 {
 	struct hm_uffd_async *u = s->priv;
@@ -358,12 +387,14 @@ static int hm_uffd_async_export(struct hm_space *s, struct hm_space_handoff *h)
 
 const struct hm_backend_ops hm_uffd_async_ops = {
 	.backend = HM_BACKEND_UFFD_ASYNC,
-	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT | HM_CAP_KERNEL_TRIP,
+	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT | HM_CAP_KERNEL_TRIP |
+		HM_CAP_RECLAIM_SAFE,
 	.probe = hm_uffd_async_probe,
 	.create = hm_uffd_async_create,
 	.import = hm_uffd_async_import,
 	.destroy = hm_uffd_async_destroy,
 	.watch_map = hm_uffd_async_watch_map,
+	.unwatch_map = hm_uffd_async_unwatch_map,
 	.protect = hm_uffd_async_protect,
 	.refresh = hm_uffd_async_refresh,
 	.collect = hm_uffd_async_collect,

@@ -29,7 +29,7 @@ case_() {	# case_ NAME "EXPECTED SUMMARY" PROGRAMS...
 	local name=$1 want=$2 got
 	shift 2
 	n=$((n + 1))
-	got=$(cd "$top" && CHECK_ONLY=native CHECK_OUT="$tmp/out" HMIRROR_CHECK_LOCKED=1 \
+	got=$(cd "$top" && env -u CHECK_BUILD_RC -u VM_TESTS CHECK_ONLY=native CHECK_OUT="$tmp/out" HMIRROR_CHECK_LOCKED=1 \
 		HMIRROR_TEST_TIMEOUT=2 NATIVE_TESTS="$*" tools/check.sh 2>&1 | tail -n1)
 	if [ "$got" = "$want" ]; then
 		echo "ok $n $name"

@@ -37,3 +37,11 @@ $(B)/bin/test-kmod-nlspec: selftests/kmod/nlspec_check.py \
 	chmod +x $@
 
 NATIVE_TESTS += $(B)/bin/test-kmod-nlspec
+
+# Figures for Documentation/device-access.rst (a program, not a test):
+#   tools/vm/run --kernel 6.1 -- build/bin/kmod-devpath-measure
+$(O)/selftests/kmod/devpath_measure.o: $(DEVPATH_TEST_HDRS)
+$(O)/selftests/kmod/devpath_measure.o: CFLAGS += $(NLGENL_CFLAGS)
+$(B)/bin/kmod-devpath-measure: $(O)/selftests/kmod/devpath_measure.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) $(NLGENL_LIBS)

@@ -472,6 +472,7 @@ TEST_F(pin, fork_cow)
  * is left, and the module unloads */
 TEST(exit_leaves_nothing)
 {
+	long long rel0;
 	int dev, status;
 	pid_t pid;
 
@@ -480,6 +481,7 @@ TEST(exit_leaves_nothing)
 	if (dev < 0)
 		SKIP(return, "no /dev/hmirror (%s)", strerror(-dev));
 	close(dev);
+	rel0 = hmt_dev_stat("inval_release");
 
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -510,6 +512,8 @@ TEST(exit_leaves_nothing)
 	ASSERT_EQ(0, WEXITSTATUS(status));
 
 	EXPECT_TRUE(hmt_wait_dev_idle(3000));
+	/* the address space went before the fds: one RELEASE report */
+	EXPECT_EQ(rel0 + 1, hmt_dev_stat("inval_release"));
 	EXPECT_EQ(0, hmt_dev_stat("pins"));
 	EXPECT_EQ(0, hmt_dev_stat("pinned_bytes"));
 	EXPECT_EQ(0, hmt_dev_stat("dmabufs"));

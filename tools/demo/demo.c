@@ -460,8 +460,8 @@ int main(int argc, char **argv)
 	sc.prims = (struct prim *)(sc.base + sc.off_prims);
 	sc.rays = (struct ray *)(sc.base + sc.off_rays);
 	sc.hits = (struct hit *)(sc.base + sc.off_hits);
-	fprintf(stderr, "demo: guest space %" PRIu64 " MiB at guest 0x%" PRIx64
-		" (backend %s: %s)\n", sc.size >> 20, GUEST_BASE,
+	fprintf(stderr, "demo: guest space %.1f MiB at guest 0x%" PRIx64
+		" (backend %s: %s)\n", (double)sc.size / (1 << 20), GUEST_BASE,
 		hm_backend_name(hm_space_backend(space)),
 		hm_space_backend_reason(space));
 

@@ -40,11 +40,14 @@ $(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(CLIENT_OBJS) $$(sort $$(WATCH_OB
 		$(LDFLAGS) $(WATCH_LIBS)
 
 DEMO_ARGS ?=
-demo: $(B)/bin/hmirror-demo $(B)/bin/hmirrord
+demo: $(B)/bin/hmirror-demo $(B)/bin/hmirrord $(B)/bin/hmirrorctl
 	tools/demo/run-demo.sh $(DEMO_ARGS)
 
 # natively, with the userfaultfd backend (make check): a small scene
-$(B)/bin/test-demo: tools/demo/test-demo.sh $(B)/bin/hmirror-demo $(B)/bin/hmirrord
+$(B)/bin/test-demo: tools/demo/test-demo.sh $(B)/bin/hmirror-demo $(B)/bin/hmirrord $(B)/bin/hmirrorctl
 	@mkdir -p $(dir $@)
 	install -m 755 tools/demo/test-demo.sh $@
 NATIVE_TESTS += $(B)/bin/test-demo
+# in the VM with the module (kmod backend): 2 MiB, 2 x 64 rays; about 60 s
+# a kernel under TCG, most of it lavapipe compiling and running the walk
+VM_TESTS += $(B)/bin/test-demo

@@ -105,6 +105,8 @@ int  hm_backend_probe(enum hm_backend b, const char **ret_reason);
 #define HM_CAP_HANDOFF		(1u << 2) /* hm_space_export() works */
 #define HM_CAP_NO_VMA_SPLIT	(1u << 3) /* guards never split VMAs (no vm.max_map_count wall) */
 #define HM_CAP_KERNEL_TRIP	(1u << 4) /* a trip is resolved in the kernel, no userspace round trip */
+#define HM_CAP_RECLAIM_SAFE	(1u << 5) /* records survive reclaim of the pages (uffd-async: only
+					     when the library could mlock the watched mappings) */
 unsigned hm_space_caps(const struct hm_space *s);
 unsigned hm_backend_caps(enum hm_backend b);
 

@@ -1,0 +1,46 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# measure.sh [OUTDIR]: the daemon's measurements in one go, for a GPU
+# machine (or here, on lavapipe).  Builds what it needs, starts hmirrord on
+# a private socket, then records into OUTDIR (default build/demo/measure,
+# or $OUT when set):
+#   devices.txt      hmirrord --list-devices
+#   bench.json       hmirror-bench dispatch --json (daemon vs in-process)
+#   demo.txt/.png    the demo at DEMO_SIZE MiB (default 4096 on a GPU,
+#                    256 on a CPU device), per-dispatch time plot
+#   stats.json       hmirrorctl stats --json after the demo
+#   hmirrord.log
+# HMIRROR_DEVICE picks the device (e.g. H200); DEMO_ARGS adds options.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$top" || exit 1
+out=${1:-${OUT:-build/demo/measure}}
+mkdir -p "$out"
+make -s build/bin/hmirrord build/bin/hmirrorctl build/bin/hmirror-demo \
+	build/bin/hmirror-bench || exit 1
+bin=build/bin
+sock=$(mktemp -u /tmp/hmirror-measure.XXXXXX.sock)
+$bin/hmirrord --list-devices > "$out/devices.txt" 2>&1
+$bin/hmirrord --socket "$sock" -v 2> "$out/hmirrord.log" &
+dpid=$!
+trap 'kill -TERM $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -f "$sock"' EXIT INT TERM
+i=0
+until $bin/hmirrorctl --socket "$sock" status > "$out/status.txt" 2>&1; do
+	i=$((i + 1))
+	[ $i -lt 400 ] || { echo "hmirrord did not start"; cat "$out/hmirrord.log"; exit 1; }
+	sleep 0.05
+done
+cat "$out/status.txt"
+if grep -q 'llvmpipe\|lavapipe' "$out/status.txt"; then size=${DEMO_SIZE:-256}; else size=${DEMO_SIZE:-4096}; fi
+echo "== bench dispatch"
+HMIRROR_SOCKET=$sock $bin/hmirror-bench dispatch --rounds 5 --n 500 --json | tee "$out/bench.json"
+echo "== demo, $size MiB"
+# shellcheck disable=SC2086
+$bin/hmirror-demo --socket "$sock" --size "$size" --plot "$out/demo.png" ${DEMO_ARGS:-} \
+	> "$out/demo.txt" 2> "$out/demo.err"
+rc=$?
+tr '\r' '\n' < "$out/demo.err" | grep -v '^\[' | tail -n 8
+tail -n 1 "$out/demo.txt"
+$bin/hmirrorctl --socket "$sock" stats --json > "$out/stats.json"
+echo "results in $out (demo exit $rc)"
+exit $rc
