@@ -190,6 +190,12 @@ static void teardown_done(struct hmd_job *j)
 			hmd.stats[HM_DSTAT_SPACES]--;
 		}
 	}
+	pthread_mutex_lock(&hmd_estats_lock);
+	if (c->has_estats)
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			hmd.retired_estats[k] += c->estats[k];
+	c->has_estats = false;
+	pthread_mutex_unlock(&hmd_estats_lock);
 	hmd_log(LOG_INFO_, "client %u: freed", c->id);
 	hmd_client_put(c);
 	free(j);

@@ -32,6 +32,22 @@
 #include <hmirror/vkctx.h>
 #endif
 
+pthread_mutex_t hmd_estats_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* device thread: snapshot a client's engine counters for STATS */
+void hmd_client_refresh_estats(struct hmd_client *c)
+{
+	uint64_t v[HM_ESTAT_NR] = { 0 };
+	int n = hmd_eng_stats(c, v, HM_ESTAT_NR);
+
+	if (n <= 0)
+		return;
+	pthread_mutex_lock(&hmd_estats_lock);
+	memcpy(c->estats, v, sizeof(v));
+	c->has_estats = true;
+	pthread_mutex_unlock(&hmd_estats_lock);
+}
+
 static pthread_t thread;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
@@ -248,6 +264,11 @@ bool hmd_engine_available(void)
 	return vk != NULL;
 }
 
+unsigned hmd_engine_validation_count(void)
+{
+	return vk ? hm_vk_validation_count(vk) : 0;
+}
+
 static int client_engine(struct hmd_client *c, struct hm_engine **ret)
 {
 	struct hm_engine_params p = { .timeout_ns = hmd.dispatch_timeout_ns };
@@ -442,6 +463,11 @@ void hmd_engine_host_finish(void)
 bool hmd_engine_available(void)
 {
 	return false;
+}
+
+unsigned hmd_engine_validation_count(void)
+{
+	return 0;
 }
 
 int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <hmirror/protocol.h>
@@ -103,6 +104,7 @@ int  hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
 			  size_t why_cap);
 void hmd_engine_host_finish(void);
 bool hmd_engine_available(void);
+unsigned hmd_engine_validation_count(void);	/* messages so far */
 
 /* ---- client.c: per-client state */
 #define HMD_MAX_CLIENTS		64
@@ -140,6 +142,10 @@ struct hmd_client {
 	struct hmd_pipeline pipes[HMD_MAX_PIPELINES];
 	unsigned nr_spaces, nr_pipes, inflight;
 	uint64_t space_bytes;
+	/* the engine's counters after its last job: written by the device
+	 * thread, read by STATS on the loop thread, under hmd_estats_lock */
+	uint64_t estats[HM_ESTAT_NR];
+	bool has_estats;
 	struct hmd_client *next;
 };
 
@@ -160,8 +166,11 @@ struct hmd_state {
 	bool netlink;
 	int verbose;
 	uint64_t dispatch_timeout_ns;	/* per engine submission */
+	uint64_t retired_estats[HM_ESTAT_NR];	/* of clients gone; estats lock */
 };
 extern struct hmd_state hmd;
+extern pthread_mutex_t hmd_estats_lock;
+void hmd_client_refresh_estats(struct hmd_client *c);	/* device thread */
 
 int  hmd_client_accept(int lfd);
 void hmd_client_get(struct hmd_client *c);

@@ -46,11 +46,6 @@ struct hmd_req {
 	int nr_estats;
 	bool replied;
 	int send_status;
-	/* STATS from a client without an engine: the live clients that have
-	 * one, taken on the loop thread.  Their engines outlive this job:
-	 * teardowns are queued behind it (dead clients are left out). */
-	struct hmd_client *snap[HMD_MAX_CLIENTS];
-	unsigned nr_snap;
 };
 
 static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
@@ -169,6 +164,7 @@ static __attribute__((unused)) void space_add_run(struct hmd_job *j)
 	struct hmd_req *r = (struct hmd_req *)j;
 
 	j->status = hmd_eng_space_add(j->client, r->space);
+	hmd_client_refresh_estats(j->client);
 }
 
 static __attribute__((unused)) void space_add_done(struct hmd_job *j)
@@ -403,6 +399,7 @@ static void pipeline_run(struct hmd_job *j)
 	struct hmd_req *r = (struct hmd_req *)j;
 
 	j->status = hmd_eng_pipeline(j->client, r->pipe);
+	hmd_client_refresh_estats(j->client);
 }
 
 static void pipeline_done(struct hmd_job *j)
@@ -575,6 +572,7 @@ static void dispatch_run(struct hmd_job *j)
 	struct hmd_req *r = (struct hmd_req *)j;
 
 	j->status = hmd_eng_dispatch(j->client, r->pipe, &r->disp);
+	hmd_client_refresh_estats(j->client);
 }
 
 /* device thread (ran) or loop thread (cancelled): the reply itself */
@@ -685,6 +683,7 @@ static void send_stats(struct hmd_client *c, uint32_t seq, const uint64_t *e,
 	uint64_t *v = (uint64_t *)(buf + sizeof(h));
 
 	hmd.stats[HM_DSTAT_UPTIME_NS] = hmd_now_ns() - hmd.t_start;
+	hmd.stats[HM_DSTAT_VK_MESSAGES] = hmd_engine_validation_count();
 	memcpy(buf, &h, sizeof(h));
 	for (unsigned i = 0; i < HM_DSTAT_NR; i++)
 		v[i] = hm_le64(__atomic_load_n(&hmd.stats[i], __ATOMIC_RELAXED));
@@ -694,62 +693,33 @@ static void send_stats(struct hmd_client *c, uint32_t seq, const uint64_t *e,
 			sizeof(h) + (HM_DSTAT_NR + nr_e) * 8);
 }
 
-static void stats_run(struct hmd_job *j)
-{
-	struct hmd_req *r = (struct hmd_req *)j;
-
-	if (j->client->engine) {
-		r->nr_estats = hmd_eng_stats(j->client, r->estats, HM_ESTAT_NR);
-		return;
-	}
-	/* a client without an engine (hmirrorctl) sees the sum over all */
-	for (unsigned i = 0; i < r->nr_snap; i++) {
-		uint64_t v[HM_ESTAT_NR] = { 0 };
-
-		if (hmd_eng_stats(r->snap[i], v, HM_ESTAT_NR) > 0)
-			for (unsigned k = 0; k < HM_ESTAT_NR; k++)
-				r->estats[k] += v[k];
-	}
-	r->nr_estats = HM_ESTAT_NR;
-}
-
-static void stats_done(struct hmd_job *j)
-{
-	struct hmd_req *r = (struct hmd_req *)j;
-
-	if (!j->client->dead)
-		send_stats(j->client, r->seq, r->estats,
-			   r->nr_estats > 0 ? (unsigned)r->nr_estats : 0);
-	for (unsigned i = 0; i < r->nr_snap; i++)
-		hmd_client_put(r->snap[i]);
-	req_finish(r);
-}
-
+/* answered at once from the counters the device thread left after each
+ * client's last job: STATS never waits behind a dispatch.  A client with an
+ * engine sees its own; one without (hmirrorctl) the sum over all. */
 static int on_stats(struct hmd_client *c, uint32_t seq, const void *p,
 		    size_t len)
 {
-	struct hmd_req *r;
+	uint64_t e[HM_ESTAT_NR] = { 0 };
+	unsigned nr = 0;
 
 	if (len != 0)
 		return -EBADMSG;
-	r = req_new(c, HM_MSG_STATS, seq, stats_run, stats_done);
-	if (!r)
-		return -ENOMEM;
-	if (!c->engine) {
-		for (struct hmd_client *o = hmd.clients; o; o = o->next) {
-			if (o->dead || !o->engine || r->nr_snap >= HMD_MAX_CLIENTS)
-				continue;
-			hmd_client_get(o);
-			r->snap[r->nr_snap++] = o;
-		}
-		if (!r->nr_snap) {
-			/* nothing to ask the device thread: answer now */
-			send_stats(c, seq, NULL, 0);
-			req_finish(r);
-			return 0;
-		}
+	pthread_mutex_lock(&hmd_estats_lock);
+	if (!c->has_estats) {
+		/* engines of clients gone count too (monotonic counters) */
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			e[k] = k == HM_ESTAT_CHUNKS_MIRRORED ? 0 : hmd.retired_estats[k];
+		nr = HM_ESTAT_NR;
 	}
-	hmd_worker_queue(&r->job);
+	for (struct hmd_client *o = hmd.clients; o; o = o->next) {
+		if ((o != c && c->has_estats) || !o->has_estats || o->dead)
+			continue;
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			e[k] += o->estats[k];
+		nr = HM_ESTAT_NR;
+	}
+	pthread_mutex_unlock(&hmd_estats_lock);
+	send_stats(c, seq, e, nr);
 	return 0;
 }
 

@@ -583,6 +583,7 @@ static const char *const dstat_names[HM_DSTAT_NR] = {
 	[HM_DSTAT_NL_DROPS] = "netlink_mirror_drops",
 	[HM_DSTAT_UPTIME_NS] = "uptime_ns",
 	[HM_DSTAT_RUNNING] = "running",
+	[HM_DSTAT_VK_MESSAGES] = "vulkan_validation_messages",
 };
 
 static const char *const estat_names[HM_ESTAT_NR] = {

@@ -73,6 +73,8 @@ static pid_t start_daemon(const char *sock, const char *extra1,
 
 		if (!getenv("HMIRROR_TEST_VERBOSE") && null >= 0)
 			dup2(null, 2);
+		/* the daemon's Vulkan work runs under the validation layers */
+		setenv("HMIRROR_VALIDATION", "1", 0);
 		/* "--netlink" (ours, not the daemon's): subscribe to events */
 		if (extra1 && !strcmp(extra1, "--netlink"))
 			execl(daemon_path(), "hmirrord", "--socket", sock,
@@ -658,6 +660,11 @@ TEST_F(daemon, dispatch_runs_or_says_enosys)
 	EXPECT_EQ(1, poll(&pfd, 1, 10000));
 	EXPECT_EQ(0, hm_client_process(c));
 	EXPECT_EQ(0, hm_client_wait(c, t, 0, &res));
+	/* and the validation layers said nothing about any of it */
+	struct hm_client_stats st;
+
+	ASSERT_EQ(0, hm_client_stats(c, &st));
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_VK_MESSAGES]);
 	hm_client_free(c);
 }
 

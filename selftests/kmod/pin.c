@@ -5,6 +5,7 @@
  * exports outstanding.  Run in the VM on each test kernel:
  *   tools/vm/run --kernel 6.1 -- build/bin/test-kmod-pin
  */
+#include <pthread.h>
 #include <sys/prctl.h>
 
 #include "devpath_test.h"
@@ -192,6 +193,116 @@ TEST_F(pin, bad_requests)
 	close(tfd);
 	/* the pin ioctl is not a space or pin fd ioctl */
 	EXPECT_EQ(-ENOTTY, hmt_export(self->dev, 0, 0, 0));
+}
+
+/* more pages than one chunk of the page array (512): every boundary */
+TEST(multi_chunk)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	size_t nr = 2 * 1024 + 3, size;
+	const size_t probe[] = { 0, 511, 512, 513, 1023, 1024, 2047, 2048, 2050 };
+	struct hmirror_pin_state st;
+	int dev, pfd, dfd;
+	char *m, *v;
+
+	dev = hmt_open_dev();
+	if (dev < 0)
+		SKIP(return, "no /dev/hmirror (%s)", strerror(-dev));
+	size = nr * ps;
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	for (size_t i = 0; i < nr; i++)
+		memcpy(m + i * ps, &i, sizeof(i));
+	pfd = hmt_pin(dev, m, size, HMIRROR_PIN_WRITE, NULL);
+	ASSERT_LE(0, pfd) TH_LOG("pin: %s", strerror(-pfd));
+	ASSERT_EQ(0, hmt_pin_state(pfd, &st));
+	EXPECT_EQ(size, st.size);
+	dfd = hmt_export(pfd, 0, 0, 0);
+	ASSERT_LE(0, dfd);
+	v = mmap(NULL, size, PROT_READ, MAP_SHARED, dfd, 0);
+	ASSERT_NE(MAP_FAILED, v);
+	for (size_t k = 0; k < sizeof(probe) / sizeof(probe[0]); k++) {
+		size_t got;
+
+		memcpy(&got, v + probe[k] * ps, sizeof(got));
+		EXPECT_EQ(probe[k], got);
+	}
+	munmap(v, size);
+	close(dfd);
+	/* a range across a chunk boundary, from the middle of a chunk */
+	dfd = hmt_export(pfd, 500 * ps, 30 * ps, HMIRROR_DMABUF_RDONLY);
+	ASSERT_LE(0, dfd);
+	v = mmap(NULL, 30 * ps, PROT_READ, MAP_SHARED, dfd, 0);
+	ASSERT_NE(MAP_FAILED, v);
+	for (size_t i = 0; i < 30; i++) {
+		size_t got;
+
+		memcpy(&got, v + i * ps, sizeof(got));
+		EXPECT_EQ(500 + i, got);
+	}
+	munmap(v, 30 * ps);
+	close(dfd);
+	close(pfd);
+	munmap(m, size);
+	close(dev);
+	EXPECT_TRUE(hmt_wait_dev_idle(2000));
+}
+
+struct racer {
+	char *mem;
+	size_t size;
+	volatile int stop;
+};
+
+static void *dontneed_loop(void *arg)
+{
+	struct racer *r = arg;
+
+	while (!r->stop)
+		madvise(r->mem, r->size, MADV_DONTNEED);
+	return NULL;
+}
+
+/* invalidations racing the pinning: success (maybe invalidated at once)
+ * or EAGAIN, nothing else, and nothing left behind */
+TEST(race_with_dontneed)
+{
+	struct racer r = { .size = 64 * sysconf(_SC_PAGESIZE) };
+	int dev, ok = 0, again = 0, other = 0;
+	struct hmirror_pin_state st;
+	pthread_t t;
+
+	dev = hmt_open_dev();
+	if (dev < 0)
+		SKIP(return, "no /dev/hmirror (%s)", strerror(-dev));
+	r.mem = mmap(NULL, r.size, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, r.mem);
+	ASSERT_EQ(0, pthread_create(&t, NULL, dontneed_loop, &r));
+	for (int i = 0; i < 100; i++) {
+		int pfd = hmt_pin(dev, r.mem, r.size, HMIRROR_PIN_WRITE, NULL);
+
+		if (pfd >= 0) {
+			ok++;
+			EXPECT_EQ(0, hmt_pin_state(pfd, &st));
+			EXPECT_TRUE(st.state == HMIRROR_PIN_STATE_ACTIVE ||
+				    st.state == HMIRROR_PIN_STATE_INVALIDATED);
+			close(pfd);
+		} else if (pfd == -EAGAIN) {
+			again++;
+		} else {
+			other++;
+		}
+	}
+	r.stop = 1;
+	pthread_join(t, NULL);
+	TH_LOG("%d pinned, %d EAGAIN, %lld retries", ok, again,
+	       hmt_dev_stat("pin_retries"));
+	EXPECT_EQ(0, other);
+	EXPECT_LT(0, ok + again);
+	close(dev);
+	EXPECT_TRUE(hmt_wait_dev_idle(2000));
 }
 
 /* RLIMIT_MEMLOCK, for a process without CAP_IPC_LOCK */

@@ -172,6 +172,7 @@ enum hm_daemon_stat {
 	HM_DSTAT_NL_DROPS,		/* mirrors dropped early on an event */
 	HM_DSTAT_UPTIME_NS,
 	HM_DSTAT_RUNNING,		/* dispatches on the device now (0/1) */
+	HM_DSTAT_VK_MESSAGES,		/* validation layer messages (tests: 0) */
 	HM_DSTAT_NR
 };
 
