@@ -71,7 +71,7 @@ $(O)/%.o: %.c | $(DEPS) $(KSFT)/.stamp
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-.PHONY: all module lib demo check check-build install clean
+.PHONY: all module lib demo check check-build install install-dkms clean
 
 # "make demo" is defined by the demo's fragment (tools/demo/demo.mk).
 
@@ -170,6 +170,14 @@ endif
 	$(if $(wildcard lib/include/hmirror/*.h),install -m 644 $(wildcard lib/include/hmirror/*.h) $(DESTDIR)$(INCLUDEDIR)/hmirror/)
 	$(if $(wildcard uapi/linux/hmirror*.h),install -m 644 $(wildcard uapi/linux/hmirror*.h) $(DESTDIR)$(INCLUDEDIR)/linux/)
 	$(if $(strip $(BIN)),install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/)
+
+# DKMS: the module's sources and dkms.conf under /usr/src/hmirror-VERSION;
+# then "dkms install hmirror/VERSION" builds it for each kernel.
+install-dkms:
+	install -d $(DESTDIR)/usr/src/hmirror-$(VERSION)/tools
+	cp -r Kbuild kmod uapi dkms.conf $(DESTDIR)/usr/src/hmirror-$(VERSION)/
+	install -m 755 tools/build-kmod.sh $(DESTDIR)/usr/src/hmirror-$(VERSION)/tools/
+	$(if $(DESTDIR),,dkms add hmirror/$(VERSION))
 
 clean:
 	rm -rf $(B)

@@ -70,23 +70,6 @@ probe HAVE_GET_MEM_CGROUP_FROM_MM linux/memcontrol.h 'get_mem_cgroup_from_mm\('
 # pseudo filesystems through fs_context (5.0+).
 probe HAVE_INIT_PSEUDO linux/pseudo_fs.h 'init_pseudo\('
 # ---- kmod-device probes (pin, dma-buf, netlink) ----
-# decl_has FILE FUNC REGEX: does FUNC's declaration (joined onto one line)
-# in include/FILE match REGEX?
-decl_has() {
-	for r in $roots; do
-		if [ -f "$r/$1" ] && tr '\n' ' ' <"$r/$1" |
-			grep -Eo -- "$2\([^;]*\);" | grep -Eq -- "$3"; then
-			return 0
-		fi
-	done
-	return 1
-}
-# up to 6.4: pin_user_pages(start, nr, flags, pages, vmas)
-if decl_has linux/mm.h 'long pin_user_pages' 'vmas'; then
-	echo "#define HAVE_PIN_USER_PAGES_VMAS 1"
-else
-	echo "/* #undef HAVE_PIN_USER_PAGES_VMAS */"
-fi
 # 6.13+: MODULE_IMPORT_NS("NS") takes a string
 probe HAVE_MODULE_IMPORT_NS_STRING linux/module.h 'define MODULE_IMPORT_NS\(ns\)[[:space:]]+MODULE_INFO\(import_ns, ns\)'
 # multicast groups restricted to CAP_NET_ADMIN (6.7+, backported to 6.1.y)

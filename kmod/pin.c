@@ -219,8 +219,13 @@ static bool hmirror_pin_invalidate(struct mmu_interval_notifier *mni,
 	if (first) {
 		hmirror_dev_inc(&hmirror_dev_stats.inval[cause - 1]);
 		wake_up_interruptible_poll(&pin->wq, EPOLLPRI);
-		hmirror_pin_get(pin);
-		if (!queue_work(hmirror_pin_wq, &pin->event_work))
+		/*
+		 * The last reference may be gone already: the release is then
+		 * waiting in mmu_interval_notifier_remove() for this callback
+		 * to return, and nobody is left to tell.
+		 */
+		if (kref_get_unless_zero(&pin->ref) &&
+		    !queue_work(hmirror_pin_wq, &pin->event_work))
 			hmirror_pin_put(pin);
 	}
 	return true;
@@ -252,37 +257,34 @@ static int hmirror_pin_check_vmas(struct mm_struct *mm, unsigned long start,
 	return 0;
 }
 
-static long hmirror_pin_batch(unsigned long addr, unsigned long n,
-			      unsigned int gup_flags, struct page **pages)
-{
-#ifdef HAVE_PIN_USER_PAGES_VMAS
-	return pin_user_pages(addr, n, gup_flags, pages, NULL);
-#else
-	return pin_user_pages(addr, n, gup_flags, pages);
-#endif
-}
-
+/*
+ * Check the mappings under the mmap lock, then pin without it through the
+ * lockless fast path (which falls back to the slow one by itself).  The
+ * notifier is live before the check: a mapping changed after it (munmap,
+ * MAP_FIXED over it, mremap) invalidates the range, which makes the
+ * caller pin again and so check again.
+ */
 static int hmirror_pin_pages(struct hmirror_pin *pin)
 {
 	unsigned int gup_flags = FOLL_LONGTERM |
 				 (pin->writable ? FOLL_WRITE : 0);
 	struct mm_struct *mm = pin->mm;
 	unsigned long n;
-	long got;
-	int ret;
+	int got, ret;
 
 	mmap_read_lock(mm);
 	ret = hmirror_pin_check_vmas(mm, pin->start,
 				     pin->start + (pin->nr_pages << PAGE_SHIFT));
+	mmap_read_unlock(mm);
 	while (!ret && pin->nr_pinned < pin->nr_pages) {
 		n = min_t(unsigned long, pin->nr_pages - pin->nr_pinned,
 			  HMIRROR_PIN_BATCH -
 			  pin->nr_pinned % HMIRROR_PV_PER_CHUNK);
-		got = hmirror_pin_batch(pin->start +
-					(pin->nr_pinned << PAGE_SHIFT), n,
-					gup_flags,
-					hmirror_pv_slot(&pin->pv,
-							pin->nr_pinned));
+		got = pin_user_pages_fast(pin->start +
+					  (pin->nr_pinned << PAGE_SHIFT), n,
+					  gup_flags,
+					  hmirror_pv_slot(&pin->pv,
+							  pin->nr_pinned));
 		if (got <= 0) {
 			ret = got ? got : -EFAULT;
 			break;
@@ -292,10 +294,8 @@ static int hmirror_pin_pages(struct hmirror_pin *pin)
 			ret = -EINTR;
 			break;
 		}
-		if (pin->nr_pinned % HMIRROR_PV_PER_CHUNK == 0)
-			cond_resched();
+		cond_resched();
 	}
-	mmap_read_unlock(mm);
 	return ret;
 }
 

@@ -23,7 +23,7 @@
 #   CHECK_ONLY                subset of "native vm static", default all
 #   CHECK_BUILD_RC            exit status of the build before (one test)
 #   HMIRROR_TEST_TIMEOUT      seconds per native test, default 300
-#   HMIRROR_VM_TEST_TIMEOUT   seconds per VM test, default 300
+#   HMIRROR_VM_TEST_TIMEOUT   seconds per VM test, default 600
 #   CHECK_OUT                 where logs go, default build/check
 set -uo pipefail
 
@@ -50,7 +50,7 @@ VM_TESTS=${VM_TESTS:-}
 CHECK_KERNELS=${CHECK_KERNELS:-6.1 6.12}
 CHECK_ONLY=${CHECK_ONLY:-native vm static}
 tlimit=${HMIRROR_TEST_TIMEOUT:-300}
-vlimit=${HMIRROR_VM_TEST_TIMEOUT:-300}
+vlimit=${HMIRROR_VM_TEST_TIMEOUT:-600}	# TCG on a busy host is slow
 
 npass=0 nfail=0 nskip=0
 failures=()

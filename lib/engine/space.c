@@ -87,6 +87,8 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 	if ((uintptr_t)sp->view % align || sp->size % align)
 		return -EINVAL;
 	piece = e->vk->max_buffer;
+	if (e->p.max_import_bytes && e->p.max_import_bytes < piece)
+		piece = e->p.max_import_bytes;
 	if (piece > sp->size)
 		piece = sp->size;
 	piece = piece / e->chunk * e->chunk;

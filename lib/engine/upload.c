@@ -325,6 +325,11 @@ static int cmp_cand(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int cmp_cand_slot(const void *a, const void *b)
+{
+	return cmp_cand(a, b);
+}
+
 /* Append a copy region, merged with the previous one when contiguous. */
 static void add_region(VkBufferCopy *reg, size_t *k, uint64_t so, uint64_t dof, uint64_t size)
 {
@@ -371,6 +376,7 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 			i++;
 		}
 		vkCmdCopyBuffer(cb, src, dst, k, reg);
+		e->st.upload_regions += k;
 	}
 	{
 		VkMemoryBarrier mb = {
@@ -397,6 +403,7 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 			i++;
 		}
 		vkCmdCopyBuffer(cb, slab, slab, k, reg);
+		e->st.upload_regions += k;
 	}
 	hm_vk_cmd_barrier(cb);
 	t0 = hm_now_ns();
@@ -431,9 +438,19 @@ int hm_engine_upload(struct hm_engine *e)
 			pairs[2 * i + 1] = e->cand_slot[i];
 		}
 		qsort(pairs, n, 2 * sizeof(*pairs), cmp_cand);
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0; i < n; i++)
 			e->cand[i] = pairs[2 * i];
-			e->cand_slot[i] = pairs[2 * i + 1];
+		/* the slots too, ascending: consecutive chunks land in
+		 * consecutive slots whatever order the free list gave them in,
+		 * so their copies merge into few regions */
+		for (size_t i = 0; i < n; i++)
+			pairs[i] = pairs[2 * i + 1];
+		qsort(pairs, n, sizeof(*pairs), cmp_cand_slot);
+		for (size_t i = 0; i < n; i++) {
+			struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+			e->cand_slot[i] = pairs[i];
+			sp->ch[hm_ref_idx(e->cand[i])].mirror = pairs[i];
 		}
 		free(pairs);
 	}

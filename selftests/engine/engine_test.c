@@ -646,6 +646,53 @@ TEST_F(rules, budget_exhaustion_and_eviction)
 	ASSERT_TRUE(m);
 }
 
+/* a space imported in several pieces (as a large space is): exact too */
+TEST_F(rules, split_imports)
+{
+	struct hm_engine_stats st;
+
+	self->ep.max_import_bytes = 4 * CHUNK;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(NR_CHUNKS / 4, st.import_pieces);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES / 2, HM_ADVICE_READ_MOSTLY));
+	for (int d = 0; d < 4; d++) {
+		long r;
+
+		cpu_between(&self->v, 8);
+		r = round_trip(&self->v, 256, 0, false, false);
+		dump_mismatch(_metadata, &self->v, r);
+		ASSERT_EQ(0, r);
+	}
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_LT(0, st.uploads);
+	ASSERT_LT(0, st.bytes_copied_home);
+	/* uploads group by home piece: at least one region per piece used */
+	ASSERT_LE(2, st.upload_regions);
+}
+
+/* one batch of consecutive chunks: one copy region each way, every time */
+TEST_F(rules, upload_regions_merge)
+{
+	struct hm_engine_stats st;
+
+	RULES_ENV(self);
+	for (int round = 0; round < 3; round++) {
+		uint64_t before;
+
+		ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+		before = st.upload_regions;
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, 8 * CHUNK, HM_ADVICE_NEVER_MIRROR));
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, 8 * CHUNK,
+					      HM_ADVICE_PREFER_DEVICE));
+		/* a store to a different unmirrored chunk each round: none gets hot */
+		ASSERT_EQ(0, one_lane(&self->v, 0, (12 + round) * CHUNK, 0, 0));
+		ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+		ASSERT_EQ(8 * (round + 1), st.uploads);
+		ASSERT_EQ(before + 2, st.upload_regions);
+	}
+}
+
 TEST_F(rules, thrash_backoff)
 {
 	uint32_t off = 2 * CHUNK + 40;

@@ -230,11 +230,20 @@ static void uspace_free(struct uspace *u)
 
 /* ---- tests --------------------------------------------------------------- */
 
+#define REQUIRE_DEV() do {						\
+	int _fd = hmt_open_dev();					\
+	if (_fd < 0)							\
+		SKIP(return, "no /dev/hmirror (%s)", strerror(-_fd));	\
+	close(_fd);							\
+} while (0)
+
 TEST(trip_cost)
 {
 	struct kspace k;
 	uint64_t kmod, plain, mprot;
 	int v0;
+
+	REQUIRE_DEV();
 
 	ASSERT_EQ(0, kspace_new(&k, PAGES * psz, 12));
 	kmod = kmod_trip_ns(&k);
@@ -272,8 +281,11 @@ static uint64_t harvest_empty_ns(uint64_t size)
 
 TEST(harvest_empty_64m_vs_16g)
 {
-	uint64_t small = harvest_empty_ns(64ULL << 20);
-	uint64_t big = harvest_empty_ns(16ULL << 30);
+	uint64_t small, big;
+
+	REQUIRE_DEV();
+	small = harvest_empty_ns(64ULL << 20);
+	big = harvest_empty_ns(16ULL << 30);
 
 	printf("# perf harvest_empty_ns 64MiB=%llu 16GiB=%llu\n",
 	       (unsigned long long)small, (unsigned long long)big);
@@ -349,6 +361,8 @@ TEST(harvest_k_written)
 	char saved[64] = "";
 	unsigned int i, m;
 	int grew = 0;
+
+	REQUIRE_DEV();
 
 	hmt_param_get("rearm_merge_pages", saved, sizeof(saved));
 	for (i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {

@@ -305,6 +305,37 @@ TEST(race_with_dontneed)
 	EXPECT_TRUE(hmt_wait_dev_idle(2000));
 }
 
+/* the module's own limits: pins alive, size of one pin */
+TEST_F(pin, module_limits)
+{
+	char old_pins[32], old_mib[32];
+	int a, b;
+
+	if (self->dev < 0)
+		SKIP(return, "no /dev/hmirror");
+	ASSERT_EQ(0, hmt_param_get("max_pins", old_pins, sizeof(old_pins)));
+	ASSERT_EQ(0, hmt_param_get("max_pin_mib", old_mib, sizeof(old_mib)));
+	ASSERT_EQ(0, hmt_param_set("max_pins", "2"));
+	a = hmt_pin(self->dev, self->mem, ps, 0, NULL);
+	b = hmt_pin(self->dev, self->mem + ps, ps, 0, NULL);
+	EXPECT_LE(0, a);
+	EXPECT_LE(0, b);
+	EXPECT_EQ(-ENOSPC, hmt_pin(self->dev, self->mem + 2 * ps, ps, 0, NULL));
+	close(b);
+	b = hmt_pin(self->dev, self->mem + ps, ps, 0, NULL);
+	EXPECT_LE(0, b);
+	close(a);
+	close(b);
+	EXPECT_EQ(0, hmt_param_set("max_pins", old_pins));
+
+	ASSERT_EQ(0, hmt_param_set("max_pin_mib", "0"));
+	EXPECT_EQ(-ENOMEM, hmt_pin(self->dev, self->mem, ps, 0, NULL));
+	EXPECT_EQ(0, hmt_param_set("max_pin_mib", old_mib));
+	a = hmt_pin(self->dev, self->mem, ps, 0, NULL);
+	EXPECT_LE(0, a);
+	close(a);
+}
+
 /* RLIMIT_MEMLOCK, for a process without CAP_IPC_LOCK */
 TEST_F(pin, memlock_limit)
 {

@@ -42,8 +42,8 @@ extern const size_t hm_bench_mirror_spv_words;
 #define USER_WORDS	8
 #define MAX_ROUNDS	31
 
-enum { P_CHASE, P_COAL, P_TREE, P_INV, NR_P };
-static const char *const entry[NR_P] = { "chase", "coal", "tree", "inv" };
+enum { P_CHASE, P_COAL, P_TREE, P_INV, P_RAW, NR_P };
+static const char *const entry[NR_P] = { "chase", "coal", "tree", "inv", "chase_raw" };
 
 struct mb {
 	bool json;
@@ -120,12 +120,15 @@ static uint64_t median(uint64_t *v, unsigned n)
 	return v[n / 2];
 }
 
-static int dispatch(struct mb *b, int p, unsigned groups, uint32_t steps, uint32_t region,
-		    uint64_t *ret_ns)
+static void emit_access(struct mb *b, const char *cas, const char *data, double ns,
+			double home_ns, long mism);
+
+static int dispatch_at(struct mb *b, int p, uint64_t base, unsigned groups, uint32_t steps,
+		       uint32_t region, uint64_t *ret_ns)
 {
 	struct hm_engine_stats s0, s1;
 	uint32_t push[USER_WORDS] = {
-		(uint32_t)GUEST, (uint32_t)(GUEST >> 32),
+		(uint32_t)base, (uint32_t)(base >> 32),
 		(uint32_t)b->out.addr, (uint32_t)(b->out.addr >> 32),
 		steps, region, b->tree_off, b->tree_nodes,
 	};
@@ -140,27 +143,91 @@ static int dispatch(struct mb *b, int p, unsigned groups, uint32_t steps, uint32
 	return err;
 }
 
-/* ns per lane-access of program p, and its out[] (copied to ret_out). */
-static int access_cost(struct mb *b, int p, double *ret_ns, uint32_t *ret_out)
+static int dispatch(struct mb *b, int p, unsigned groups, uint32_t steps, uint32_t region,
+		    uint64_t *ret_ns)
+{
+	return dispatch_at(b, p, GUEST, groups, steps, region, ret_ns);
+}
+
+/* ns per lane-access of program p over base, and its out[] (to ret_out). */
+static int access_cost_at(struct mb *b, int p, uint64_t base, double *ret_ns, uint32_t *ret_out)
 {
 	uint64_t d[MAX_ROUNDS], lo, hi;
 	unsigned lanes = 64 * b->groups, s_lo = 8, s_hi = 8 + b->steps;
 	int err;
 
 	/* warm (and let any pending upload happen outside the timing) */
-	err = dispatch(b, p, b->groups, s_lo, b->chase_words, NULL);
+	err = dispatch_at(b, p, base, b->groups, s_lo, b->chase_words, NULL);
 	if (err)
 		return err;
 	for (unsigned r = 0; r < b->rounds; r++) {
-		err = dispatch(b, p, b->groups, s_lo, b->chase_words, &lo);
+		err = dispatch_at(b, p, base, b->groups, s_lo, b->chase_words, &lo);
 		if (!err)
-			err = dispatch(b, p, b->groups, s_hi, b->chase_words, &hi);
+			err = dispatch_at(b, p, base, b->groups, s_hi, b->chase_words, &hi);
 		if (err)
 			return err;
 		d[r] = hi > lo ? hi - lo : 0;
 	}
 	memcpy(ret_out, b->out.map, lanes * 4);
 	*ret_ns = (double)median(d, b->rounds) / ((double)lanes * (s_hi - s_lo));
+	return 0;
+}
+
+static int access_cost(struct mb *b, int p, double *ret_ns, uint32_t *ret_out)
+{
+	return access_cost_at(b, p, GUEST, ret_ns, ret_out);
+}
+
+/*
+ * Baselines of the same chase without the helper, in the same run: the
+ * chase region copied into plain device memory, and into plain imported
+ * (pinned) host memory.  What CUDA's device-memory and mapped-host figures
+ * measure, here through Vulkan on the same device.
+ */
+static int bench_raw(struct mb *b, const uint32_t *home_out, double *ret_dev_ns)
+{
+	uint64_t bytes = (uint64_t)b->chase_words * 4;
+	unsigned lanes = 64 * b->groups;
+	struct hm_vk_buffer pinned = { 0 }, dev = { 0 };
+	uint32_t *out;
+	double ns_dev = 0, ns_host = 0;
+	long bad_dev = 0, bad_host = 0;
+	void *host;
+	int err;
+
+	out = calloc(lanes, 4);
+	if (!out)
+		return -ENOMEM;
+	host = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+		    -1, 0);
+	if (host == MAP_FAILED) {
+		free(out);
+		return -errno;
+	}
+	memcpy(host, b->mem, bytes);
+	err = hm_vk_import_host(b->vk, host, bytes, &pinned);
+	if (!err)
+		err = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE, &dev);
+	if (!err)
+		err = hm_vk_copy_sync(b->vk, pinned.buf, 0, dev.buf, 0, bytes);
+	if (!err)
+		err = access_cost_at(b, P_RAW, dev.addr, &ns_dev, out);
+	if (!err) {
+		bad_dev = memcmp(out, home_out, lanes * 4) ? 1 : 0;
+		err = access_cost_at(b, P_RAW, pinned.addr, &ns_host, out);
+	}
+	if (!err)
+		bad_host = memcmp(out, home_out, lanes * 4) ? 1 : 0;
+	hm_vk_buffer_free(b->vk, &dev);
+	hm_vk_buffer_free(b->vk, &pinned);
+	munmap(host, bytes);
+	free(out);
+	if (err)
+		return err;
+	b->mismatches += bad_dev + bad_host;
+	emit_access(b, "scattered", "device_raw", ns_dev, 0, bad_dev);
+	emit_access(b, "scattered", "host_raw", ns_host, 0, bad_host);
+	*ret_dev_ns = ns_dev;
 	return 0;
 }
 
@@ -512,7 +579,7 @@ static int run(struct mb *b)
 	static const int progs[3] = { P_CHASE, P_COAL, P_TREE };
 	unsigned lanes = 64 * b->groups;
 	uint32_t *home_out[3] = { 0 }, *mir_out;
-	double home_ns[3];
+	double home_ns[3], mir_ns[3];
 	const char *why;
 	int err;
 
@@ -585,15 +652,29 @@ static int run(struct mb *b)
 	if (err)
 		return err;
 	for (int c = 0; c < 3; c++) {
-		double ns;
 		long bad;
 
-		err = access_cost(b, progs[c], &ns, mir_out);
+		err = access_cost(b, progs[c], &mir_ns[c], mir_out);
 		if (err)
 			return err;
 		bad = check_out(b, progs[c], mir_out) + (memcmp(mir_out, home_out[c], lanes * 4) ? 1 : 0);
 		b->mismatches += bad;
-		emit_access(b, cases[c], "mirrored", ns, home_ns[c], bad);
+		emit_access(b, cases[c], "mirrored", mir_ns[c], home_ns[c], bad);
+	}
+	{
+		double dev_ns = 0;
+
+		err = bench_raw(b, home_out[0], &dev_ns);
+		if (err)
+			return err;
+		if (b->json)
+			printf("{\"bench\":\"mirror\",\"case\":\"scattered\",\"data\":\"ratios\","
+			       "\"mirrored_vs_device_raw\":%.3f,\"home_vs_mirrored\":%.3f,"
+			       "\"changed_bytes\":0,\"copied_home_bytes\":0,\"mismatches\":0}\n",
+			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
+		else
+			printf("scattered  mirrored / plain device memory %.2fx, home / mirrored %.1fx\n",
+			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
 	}
 	{
 		struct hm_engine_stats st;

@@ -25,7 +25,8 @@ fi
 echo "TAP version 13"
 echo "1..1"
 # shellcheck disable=SC2086
-"$bin/hmirrord" --socket "$sock" $dargs 2>"$dir/hmirrord.log" &
+HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} \
+	"$bin/hmirrord" --socket "$sock" $dargs 2>"$dir/hmirrord.log" &
 dpid=$!
 i=0
 while ! "$bin/hmirrorctl" --socket "$sock" status >"$dir/status" 2>&1; do
@@ -48,10 +49,17 @@ fi
 rc=$?
 sed 's/^/# /' "$dir/err" | tr '\r' '\n' | grep -v '^# \[' | tail -n 20
 last=$(tail -n 1 "$dir/out")
-"$bin/hmirrorctl" --socket "$sock" stats 2>&1 | grep -E 'netlink|events|^module' | sed 's/^/# /'
+"$bin/hmirrorctl" --socket "$sock" stats > "$dir/stats" 2>&1
+grep -E 'netlink|events|^module|vulkan' "$dir/stats" | sed 's/^/# /'
+vkmsgs=$(awk '$1 == "vulkan_validation_messages" {print $2}' "$dir/stats")
 echo "# $last"
 case "$last" in
 demo:*mismatches=0\ *)
+	if [ "${vkmsgs:-0}" != 0 ]; then
+		sed 's/^/# /' "$dir/hmirrord.log" | tail -n 20
+		echo "not ok 1 demo.$backend # $vkmsgs Vulkan validation messages"
+		exit 1
+	fi
 	[ $rc -eq 0 ] && { echo "ok 1 demo.$backend"; exit 0; } ;;
 esac
 echo "not ok 1 demo.$backend # exit $rc"

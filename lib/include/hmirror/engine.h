@@ -58,6 +58,7 @@ struct hm_engine_params {
 	uint32_t thrash_window;
 	uint32_t thrash_backoff;
 	uint64_t timeout_ns;            /* per submission; 0 = 10 s */
+	uint64_t max_import_bytes;      /* largest host-pointer import; 0 = the driver's limit */
 	/* testing: called after an upload's copy completed and before its
 	 * generations are checked (a CPU write here must discard it) */
 	void (*test_after_upload_copy)(void *arg);
@@ -127,6 +128,7 @@ struct hm_engine_stats {
 	uint64_t mirror_budget;
 	uint64_t uploads;               /* chunks copied home -> mirror */
 	uint64_t upload_bytes;
+	uint64_t upload_regions;        /* copy regions those took (merged where contiguous) */
 	uint64_t uploads_discarded;     /* generation moved during the copy */
 	uint64_t mirrors_dropped_by_guard;
 	uint64_t mirrors_dropped_shared;  /* device wrote home in a shared dispatch */
