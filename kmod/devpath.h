@@ -11,19 +11,21 @@
 #include <linux/mm_types.h>
 #include <linux/types.h>
 
+#include <linux/hmirror.h>
+
 struct dentry;
 struct file;
 struct page;
 struct sk_buff;
 
 /* Counters of the device paths; one instance, shown in debugfs. */
-enum hmirror_dev_inval {
-	HMIRROR_DEV_INVAL_UNMAP,
-	HMIRROR_DEV_INVAL_CLEAR,
-	HMIRROR_DEV_INVAL_RELEASE,
-	HMIRROR_DEV_INVAL_MIGRATE,
-	HMIRROR_DEV_INVAL_EXCLUSIVE,
-	HMIRROR_DEV_INVAL_OTHER,
+enum hmirror_dev_inval {	/* index of an HMIRROR_INVAL_* cause's counter */
+	HMIRROR_DEV_INVAL_UNMAP = HMIRROR_INVAL_UNMAP - 1,
+	HMIRROR_DEV_INVAL_CLEAR = HMIRROR_INVAL_CLEAR - 1,
+	HMIRROR_DEV_INVAL_RELEASE = HMIRROR_INVAL_RELEASE - 1,
+	HMIRROR_DEV_INVAL_MIGRATE = HMIRROR_INVAL_MIGRATE - 1,
+	HMIRROR_DEV_INVAL_EXCLUSIVE = HMIRROR_INVAL_EXCLUSIVE - 1,
+	HMIRROR_DEV_INVAL_OTHER = HMIRROR_INVAL_OTHER - 1,
 	HMIRROR_DEV_INVAL_NR,
 };
 

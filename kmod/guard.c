@@ -131,6 +131,15 @@ static void hmirror_guard_drain(struct hmirror_space *s, pgoff_t first,
 	XA_STATE(xas, &s->pages, first);
 	struct page *page;
 
+	if (nr == 1) {
+		/* one-page chunk: a plain lookup is cheaper than a range walk */
+		page = xa_load(&s->pages, first);
+		if (page && PageLocked(page)) {
+			lock_page(page);
+			unlock_page(page);
+		}
+		return;
+	}
 	rcu_read_lock();
 	xas_for_each(&xas, page, first + nr - 1) {
 		if (xas_retry(&xas, page))

@@ -199,8 +199,6 @@ void hmirror_debugfs_exit(void);
 
 /* space.c, non-static for dmabuf.c: the page at @idx, allocated on first use */
 struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx);
-/* debugfs.c */
-struct dentry *hmirror_debugfs_root(void);
 /* dmabuf.c: HMIRROR_IOC_EXPORT_DMABUF on a space fd */
 long hmirror_ioctl_export_dmabuf(struct file *file, void *data);
 

@@ -50,7 +50,7 @@ static unsigned int max_pins = 4096;
 module_param(max_pins, uint, 0644);
 MODULE_PARM_DESC(max_pins, "Most pins alive at once, all processes (default 4096)");
 
-/* pages pinned by one pin_user_pages() call, between signal checks */
+/* pages pinned by one pin_user_pages_fast() call, between signal checks */
 #define HMIRROR_PIN_BATCH	HMIRROR_PV_PER_CHUNK
 /* pins redone because an invalidation raced the pinning, before -EAGAIN */
 #define HMIRROR_PIN_TRIES	3
@@ -217,6 +217,7 @@ static bool hmirror_pin_invalidate(struct mmu_interval_notifier *mni,
 	spin_unlock(&pin->lock);
 
 	if (first) {
+		/* HMIRROR_DEV_INVAL_x is HMIRROR_INVAL_x - 1 (devpath.h) */
 		hmirror_dev_inc(&hmirror_dev_stats.inval[cause - 1]);
 		wake_up_interruptible_poll(&pin->wq, EPOLLPRI);
 		/*

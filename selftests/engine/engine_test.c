@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,7 @@ struct env {
 	/* the CPU thread of a dispatch */
 	pthread_t thr;
 	atomic_bool stop;
+	atomic_bool go;                 /* the CPU thread may write */
 	uint32_t *cpu_bytes;            /* offsets the CPU may write during this dispatch */
 	size_t nr_cpu_bytes;
 	struct cpu_write *log;
@@ -168,10 +170,20 @@ static unsigned env_free(struct env *v)
 	return msgs;
 }
 
+/* engine hook: the table is final and the submission follows */
+static void start_cpu_writes(void *arg)
+{
+	struct env *v = arg;
+
+	atomic_store(&v->go, true);
+}
+
 static void *cpu_thread(void *arg)
 {
 	struct env *v = arg;
 
+	while (!atomic_load(&v->go) && !atomic_load(&v->stop))
+		sched_yield();
 	while (!atomic_load(&v->stop) && v->nr_log < v->cap_log && v->nr_cpu_bytes) {
 		uint32_t off = v->cpu_bytes[rnd(&v->thr_rng) % v->nr_cpu_bytes];
 		uint8_t val = (uint8_t)rnd(&v->thr_rng);
@@ -205,8 +217,8 @@ enum { R_READ = 1, R_W32 = 2, R_W8 = 3, R_CPU = 4 };
  * byte of), update the model, compare.  Returns the number of the first
  * mismatching byte + 1, 0 when equal, or a negative errno from dispatch.
  */
-static long round_trip(struct env *v, uint32_t n, uint32_t flags, bool cpu_during,
-		       bool out_of_range)
+static long round_trip_at(struct env *v, uint32_t n, uint32_t flags, bool cpu_during,
+			  bool cpu_early, bool out_of_range)
 {
 	struct plan_entry *pl = v->plan.map;
 	uint32_t push[RW_USER_WORDS];
@@ -266,6 +278,9 @@ static long round_trip(struct env *v, uint32_t n, uint32_t flags, bool cpu_durin
 	push[4] = n;
 	v->nr_log = 0;
 	atomic_store(&v->stop, false);
+	/* early: from before the harvest, racing the uploads too; else from
+	 * the engine's hook on, i.e. while the device runs and copies back */
+	atomic_store(&v->go, cpu_early);
 	v->thr_rng = rnd(&v->rng) | 1;
 	if (cpu_during && pthread_create(&v->thr, NULL, cpu_thread, v))
 		return -errno;
@@ -282,6 +297,12 @@ static long round_trip(struct env *v, uint32_t n, uint32_t flags, bool cpu_durin
 		if (v->mem[i] != v->model[i])
 			return (long)i + 1;
 	return 0;
+}
+
+static __attribute__((unused)) long round_trip(struct env *v, uint32_t n, uint32_t flags,
+					       bool cpu_during, bool out_of_range)
+{
+	return round_trip_at(v, n, flags, cpu_during, true, out_of_range);
 }
 
 /* CPU writes between dispatches: k random bytes anywhere, model too. */
@@ -340,7 +361,9 @@ MODEL_VARIANT(kmod, HM_BACKEND_KMOD, small_budget, M_SMALL_BUDGET);
 
 FIXTURE_SETUP(model)
 {
-	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS };
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
+				       .test_before_dispatch = start_cpu_writes,
+				       .test_arg = &self->v };
 	const char *why;
 	int err;
 
@@ -353,6 +376,10 @@ FIXTURE_SETUP(model)
 		break;
 	case M_SMALL_BUDGET:
 		ep.mirror_budget = 6 * 2 * CHUNK;
+		ep.thrash_drops = 200;  /* no back-off: mirrors stay in play */
+		break;
+	case M_READ_MOSTLY:
+		ep.thrash_drops = 200;
 		break;
 	default:
 		break;
@@ -394,8 +421,9 @@ TEST_F(model, random_cpu_and_device_writes)
 		long r;
 
 		cpu_between(&self->v, d % 3 ? 16 : 0);
-		r = round_trip(&self->v, 64 + 32 * (d % 8), is_shared ? HM_DISPATCH_SHARED_WITH_CPU : 0,
-			       true, oor);
+		/* every third dispatch the CPU also races the uploads */
+		r = round_trip_at(&self->v, 64 + 32 * (d % 8),
+				  is_shared ? HM_DISPATCH_SHARED_WITH_CPU : 0, true, d % 3 == 2, oor);
 		dump_mismatch(_metadata, &self->v, r);
 		ASSERT_EQ(0, r);
 		sinks += oor;

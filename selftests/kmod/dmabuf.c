@@ -151,6 +151,52 @@ TEST_F(space, vgem_import)
 	EXPECT_TRUE(hmt_wait_dev_idle(2000));
 }
 
+/* a pin's dma-buf reaches the same importer: user memory, no host pointer */
+TEST(vgem_import_pin)
+{
+	long long maps0 = hmt_dev_stat("dmabuf_maps");
+	long ps = sysconf(_SC_PAGESIZE);
+	uint32_t handle = 0;
+	int dev, card, pfd, dfd, back;
+	char *m, *v;
+
+	dev = hmt_open_dev();
+	if (dev < 0)
+		SKIP(return, "no /dev/hmirror (%s)", strerror(-dev));
+	card = open_vgem();
+	if (card < 0) {
+		close(dev);
+		SKIP(return, "no vgem (modprobe vgem failed)");
+	}
+	m = mmap(NULL, 8 * ps, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	memset(m, 0x21, 8 * ps);
+	pfd = hmt_pin(dev, m, 8 * ps, HMIRROR_PIN_WRITE, NULL);
+	ASSERT_LE(0, pfd);
+	dfd = hmt_export(pfd, 0, 0, HMIRROR_DMABUF_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	ASSERT_EQ(0, drmPrimeFDToHandle(card, dfd, &handle));
+	EXPECT_LT(maps0, hmt_dev_stat("dmabuf_maps"));
+	ASSERT_EQ(0, drmPrimeHandleToFD(card, handle, DRM_CLOEXEC, &back));
+	v = mmap(NULL, 8 * ps, PROT_READ, MAP_SHARED, back, 0);
+	ASSERT_NE(MAP_FAILED, v);
+	m[7 * ps + 3] = 0x42;
+	EXPECT_EQ(0x42, v[7 * ps + 3]);
+	munmap(v, 8 * ps);
+	close(back);
+	{
+		struct drm_gem_close c = { .handle = handle };
+
+		EXPECT_EQ(0, drmIoctl(card, DRM_IOCTL_GEM_CLOSE, &c));
+	}
+	close(dfd);
+	close(pfd);
+	close(card);
+	close(dev);
+	EXPECT_TRUE(hmt_wait_dev_idle(2000));
+}
+
 TEST_F(space, whole_space_and_lifetime)
 {
 	long long exp0 = hmt_dev_stat("dmabufs_exported");
