@@ -31,8 +31,8 @@ FIXTURE(dev) {
 FIXTURE_SETUP(dev)
 {
 	self->dev = hmt_open_dev();
+	/* a SKIP in setup would still run the test body: leave instead */
 	if (self->dev < 0)
-		/* a SKIP in setup would still run the test body: leave now */
 		SKIP(_exit(255), "no /dev/hmirror (%s)", strerror(-self->dev));
 }
 
@@ -245,8 +245,8 @@ FIXTURE_SETUP(space)
 	self->sfd = -1;
 	self->p = MAP_FAILED;
 	self->dev = hmt_open_dev();
+	/* a SKIP in setup would still run the test body: leave instead */
 	if (self->dev < 0)
-		/* a SKIP in setup would still run the test body: leave now */
 		SKIP(_exit(255), "no /dev/hmirror (%s)", strerror(-self->dev));
 	self->sfd = hmt_create(self->dev, SPACE, CHUNK_SHIFT, 0);
 	ASSERT_GE(self->sfd, 0);
@@ -1047,8 +1047,8 @@ FIXTURE(teardown) {
 FIXTURE_SETUP(teardown)
 {
 	self->dev = hmt_open_dev();
+	/* a SKIP in setup would still run the test body: leave instead */
 	if (self->dev < 0)
-		/* a SKIP in setup would still run the test body: leave now */
 		SKIP(_exit(255), "no /dev/hmirror (%s)", strerror(-self->dev));
 }
 
