@@ -48,23 +48,20 @@ static void hmirror_vma_flags_set(struct vm_area_struct *vma, vm_flags_t set,
 
 /* ---- pages -------------------------------------------------------------- */
 
-static struct page *hmirror_alloc_page(struct hmirror_space *s)
+static struct page *hmirror_alloc_page(struct hmirror_space *s, gfp_t extra)
 {
 	struct mem_cgroup *old;
 	struct page *page;
 
 	old = set_active_memcg(s->memcg);
 	page = alloc_page(GFP_HIGHUSER | __GFP_ZERO | __GFP_ACCOUNT |
-			  __GFP_NOWARN);
+			  __GFP_NOWARN | extra);
 	set_active_memcg(old);
 	return page;
 }
 
-/*
- * The page at @idx, allocated on first use.  Returns it without an extra
- * reference: pages live until the space is freed.
- */
-struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx)
+static struct page *__hmirror_space_page(struct hmirror_space *s,
+					 pgoff_t idx, gfp_t extra)
 {
 	struct page *page, *cur;
 
@@ -72,7 +69,7 @@ struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx)
 	if (page)
 		return page;
 
-	page = hmirror_alloc_page(s);
+	page = hmirror_alloc_page(s, extra);
 	if (!page)
 		return ERR_PTR(-ENOMEM);
 	cur = xa_cmpxchg(&s->pages, idx, NULL, page, GFP_KERNEL_ACCOUNT);
@@ -88,6 +85,15 @@ struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx)
 	return page;
 }
 
+/*
+ * The page at @idx, allocated on first use.  Returns it without an extra
+ * reference: pages live until the space is freed.
+ */
+struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx)
+{
+	return __hmirror_space_page(s, idx, 0);
+}
+
 static int hmirror_space_populate(struct hmirror_space *s)
 {
 	struct page *page;
@@ -96,7 +102,8 @@ static int hmirror_space_populate(struct hmirror_space *s)
 	for (idx = 0; idx < s->nr_pages; idx++) {
 		if (fatal_signal_pending(current))
 			return -EINTR;
-		page = hmirror_space_page(s, idx);
+		/* fail with ENOMEM rather than wake the OOM killer */
+		page = __hmirror_space_page(s, idx, __GFP_RETRY_MAYFAIL);
 		if (IS_ERR(page))
 			return PTR_ERR(page);
 		cond_resched();

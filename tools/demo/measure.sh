@@ -16,8 +16,12 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
 out=${1:-${OUT:-build/demo/measure}}
 mkdir -p "$out"
-make -s build/bin/hmirrord build/bin/hmirrorctl build/bin/hmirror-demo \
-	build/bin/hmirror-bench || exit 1
+# Build only what is missing: a GPU machine gets prebuilt binaries and
+# may have neither the build dependencies nor a compiler for them.
+for b in hmirrord hmirrorctl hmirror-demo hmirror-bench; do
+	[ -x "build/bin/$b" ] || { make -s build/bin/hmirrord build/bin/hmirrorctl \
+		build/bin/hmirror-demo build/bin/hmirror-bench || exit 1; break; }
+done
 bin=build/bin
 sock=$(mktemp -u /tmp/hmirror-measure.XXXXXX.sock)
 $bin/hmirrord --list-devices > "$out/devices.txt" 2>&1

@@ -1,0 +1,40 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The H200 measurements in one device call each (Documentation/performance.rst).
+#   tools/gpu/run-all.sh engine   CUDA anchors + tools/gpu/h200.sh (mirror, lookup)
+#   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
+#                                 tools/demo/measure.sh (dispatch bench, demo)
+# Carried: .gl (Vulkan loader debs), .cuda (cuda_anchors.cu from shared/tools,
+# never part of the project), .gpulibs (liburing, libnl-genl: the image lacks
+# them), build/bin and build/share prebuilt here.  Every result is packed
+# into $OUT/results.tgz (the device returns at most 8 files).
+set -u
+mode=${1:-engine}
+cd "$(dirname "$0")/../.." || exit 1
+res=/tmp/hmirror-results/$mode
+mkdir -p "$res"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export LD_LIBRARY_PATH=$PWD/.gpulibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export HMIRROR_DEVICE=${HMIRROR_DEVICE:-NVIDIA}
+pack() { tar czf "$OUT/results-$mode.tgz" -C /tmp/hmirror-results "$mode"; }
+trap pack EXIT
+
+if [ -f .cuda/cuda_anchors.cu ] && command -v nvcc >/dev/null; then
+	(cd .cuda && nvcc -O2 -arch=sm_90 -o /tmp/cuda_anchors cuda_anchors.cu) &&
+		timeout 120 /tmp/cuda_anchors > "$res/cuda_anchors.txt" 2>&1
+	cat "$res/cuda_anchors.txt"
+fi
+
+case $mode in
+engine)
+	OUT=$res bash tools/gpu/h200.sh
+	;;
+daemon)
+	timeout 150 build/bin/hmirror-bench guards --backend uffd-async,uffd-sync,mprotect \
+		--rounds 5 --json > "$res/guards.jsonl" 2>&1
+	cat "$res/guards.jsonl"
+	DEMO_SIZE=${DEMO_SIZE:-1024} timeout 360 sh tools/demo/measure.sh "$res"
+	;;
+esac
