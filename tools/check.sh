@@ -158,7 +158,7 @@ if want vm; then
 		mkdir -p "$d"
 		n=$(echo $VM_TESTS | wc -w)
 		start=$(date +%s)
-		tools/vm/run --kernel "$k" --scratch "$d" --timeout $((120 + n * vlimit)) -- \
+		tools/vm/run --kernel "$k" --append numa=fake=2 --scratch "$d" --timeout $((120 + n * vlimit)) -- \
 			tools/vm/run-tests --timeout "$vlimit" "$d" $VM_TESTS > "$d/boot.log" 2>&1
 		rc=$?
 		boot=$(sed -n 's/^vm: .*(boot \([0-9.]*\)s)$/\1/p' "$d/boot.log" | tail -n1)
