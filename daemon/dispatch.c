@@ -386,14 +386,11 @@ void hmd_eng_client_free(struct hmd_client *c)
 
 /*
  * A guard trip reported by the module (netlink CHUNKS_WRITTEN): harvest
- * every engine now, so a mirror of the written chunk is dropped before the
- * next dispatch is even submitted.  The engine's public API has no such
- * call yet; hm_engine_harvest_now() is looked up weakly and used once the
- * engine provides it (Documentation/daemon.rst).  One job at a time:
- * events that come while it is queued are covered by it.
+ * every engine now (hm_engine_harvest_now()), so a mirror of the written
+ * chunk is dropped before the next dispatch is even submitted
+ * (Documentation/daemon.rst).  One job at a time: events that come while
+ * it is queued are covered by it.
  */
-int hm_engine_harvest_now(struct hm_engine *e) __attribute__((weak));
-
 struct harvest_job {
 	struct hmd_job job;
 	struct hmd_client *snap[HMD_MAX_CLIENTS];
@@ -426,7 +423,7 @@ void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
 {
 	struct harvest_job *h;
 
-	if (!hm_engine_harvest_now || harvest_queued)
+	if (harvest_queued)
 		return;
 	h = calloc(1, sizeof(*h));
 	if (!h)

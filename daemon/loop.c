@@ -27,11 +27,13 @@ struct hm_loop_source {
 	bool in_cb;
 	bool dead;
 	bool cancel_sent;
+	struct hm_loop_source *prev, *next;	/* the loop's list, for hm_loop_free() */
 };
 
 struct hm_loop {
 	struct io_uring ring;
 	unsigned nr_sources;
+	struct hm_loop_source *sources;
 	bool quit;
 	int code;
 };
@@ -52,10 +54,15 @@ int hm_loop_new(unsigned entries, struct hm_loop **ret)
 	return 0;
 }
 
+static void source_free(struct hm_loop_source *s);
+
+/* Frees the sources still registered too (their destroy runs). */
 void hm_loop_free(struct hm_loop *l)
 {
 	if (!l)
 		return;
+	while (l->sources)
+		source_free(l->sources);
 	io_uring_queue_exit(&l->ring);
 	free(l);
 }
@@ -85,6 +92,12 @@ static int arm(struct hm_loop_source *s)
 
 static void source_free(struct hm_loop_source *s)
 {
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		s->loop->sources = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
 	s->loop->nr_sources--;
 	if (s->destroy)
 		s->destroy(s->data);
@@ -115,6 +128,10 @@ int hm_loop_add(struct hm_loop *l, int fd, uint32_t events, hm_loop_cb cb,
 		return r;
 	}
 	l->nr_sources++;
+	s->next = l->sources;
+	if (s->next)
+		s->next->prev = s;
+	l->sources = s;
 	if (ret)
 		*ret = s;
 	return 0;

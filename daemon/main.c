@@ -330,7 +330,16 @@ int main(int argc, char **argv)
 	if (sock_ours)
 		unlink(sock_path);
 	close(hmd.listen_fd);
+	if (!hmd_worker_idle()) {
+		/* the 10 s deadline passed with a job on the device: joining
+		 * the device thread could hang, and freeing what it uses
+		 * would be worse; leave now (clients see a reset) */
+		fprintf(stderr, "hmirrord: stopped (device thread still busy)\n");
+		_exit(r < 0 ? 1 : 0);
+	}
 	hmd_worker_stop();
+	hm_loop_free(hmd.loop);	/* the sources left: signalfd, timer, eventfd, netlink */
+	hmd.loop = NULL;
 	hmd_netlink_free(nl);
 	hmd_engine_host_finish();
 	hmd_validate_finish();

@@ -246,6 +246,7 @@ int hm_client_connect(const char *path, struct hm_client **ret)
 	size_t got = 0;
 	int r;
 
+	*ret = NULL;	/* callers may hm_client_free() it on failure */
 	if (!path)
 		path = getenv(HM_PROTO_SOCKET_ENV);
 	if (!path || !*path)

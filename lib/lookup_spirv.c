@@ -10,13 +10,16 @@
  *   h     = lo32(chunk) * MUL_LO + hi32(chunk) * MUL_HI      (32 bits)
  *   home  = hi32(h * nr_home)                              (OpUMulExtended)
  *   base  = table + home * 16
- *   s[i]  = *(uvec4 *)(base + 16 * i), i < 4     four independent loads
- *   hit i = s[i].xy == (lo32(chunk), hi32(chunk))   first hit wins
- *   dev   = hit ? guest + (s.w:s.z) : 0
+ *   s[i]  = *(u64vec2 *)(base + 16 * i), i < 4   four independent loads
+ *   hit i = s[i].x == chunk                        first hit wins
+ *   dev   = hit ? guest + s[i].y : 0
  *   mark  = marks + 4 * (hit ? 1 + home + i : 0)
  *   return { lo32(dev), hi32(dev), lo32(mark), hi32(mark) }
  *
- * without branches: every probe is loaded, the answer selected.
+ * without branches: every probe is loaded, the answer selected.  That is
+ * the default form; the others (uvec4 slots, a shift home slot, a select
+ * chain, and two references that break D969 for measurement) are listed in
+ * hm_lookup_variants[] and Documentation/table.rst ("Emission variants").
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -43,6 +46,7 @@ struct hm_spirv_module {
 	uint32_t bound;
 	int err;
 	uint32_t lookup_fn;
+	uint32_t variant;       /* HM_LOOKUP_V_* of the helper */
 	size_t total;
 };
 
@@ -332,6 +336,7 @@ int hm_spirv_module_new(struct hm_spirv_module **ret)
 	if (!m)
 		return -ENOMEM;
 	m->bound = 1;
+	m->variant = HM_LOOKUP_DEFAULT_VARIANT;
 	hm_spirv_capability(m, HM_SpvCapShader);
 	hm_spirv_capability(m, HM_SpvCapInt64);
 	hm_spirv_capability(m, HM_SpvCapPhysicalStorageBufferAddresses);
@@ -412,24 +417,95 @@ uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m)
 
 #define H HM_SPV_SEC_HELPER
 
+const struct hm_lookup_variant hm_lookup_variants[] = {
+	{ "u64x2", HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, false,
+	  "default: one u64vec2 load a slot (64-bit compare and delta) through a "
+	  "NonWritable+Restrict Block, multiply-high, select tree" },
+	{ "nonwritable", HM_LOOKUP_V_NONWRITABLE, false, false,
+	  "one uvec4 load a slot through a NonWritable+Restrict Block, multiply-high, select tree" },
+	{ "base", 0, false, false,
+	  "the first H200 run's form: one uvec4 load a slot, multiply-high, select tree" },
+	{ "pow2", HM_LOOKUP_V_POW2 | HM_LOOKUP_V_NONWRITABLE, false, true,
+	  "nonwritable, home slot by a shift of the 32-bit hash (power-of-two nr_home)" },
+	{ "chain", HM_LOOKUP_V_CHAIN | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, false,
+	  "u64x2, first hit by a chain of selects instead of a tree" },
+	{ "pow2+u64x2", HM_LOOKUP_V_POW2 | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, true,
+	  "u64x2, home slot by a shift (power-of-two nr_home)" },
+	{ "ref-split", HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_NONWRITABLE, true, false,
+	  "REFERENCE (breaks D969: one load a slot): two 8-byte loads a slot" },
+	{ "ref-inline", HM_LOOKUP_V_REF_INLINE | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, true, false,
+	  "REFERENCE (breaks D969: DontInline): the default form, inlined" },
+};
+const unsigned hm_lookup_nr_variants = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]);
+
+const struct hm_lookup_variant *hm_lookup_variant_by_name(const char *name)
+{
+	for (unsigned i = 0; name && i < hm_lookup_nr_variants; i++)
+		if (!strcmp(hm_lookup_variants[i].name, name))
+			return &hm_lookup_variants[i];
+	return NULL;
+}
+
+int hm_spirv_set_lookup_variant(struct hm_spirv_module *m, uint32_t flags)
+{
+	if (!m || (flags & ~HM_LOOKUP_V_ALL) ||
+	    ((flags & HM_LOOKUP_V_REF_SPLIT) && (flags & HM_LOOKUP_V_U64X2)))
+		return -EINVAL;
+	if (m->lookup_fn)
+		return -EBUSY;
+	m->variant = flags;
+	return 0;
+}
+
+/* a ? b : c over n-bit ids */
+static uint32_t sel(struct hm_spirv_module *m, uint32_t ty, uint32_t a, uint32_t b, uint32_t c)
+{
+	return HM_SPV_OP(m, H, HM_SpvOpSelect, ty, a, b, c);
+}
+
+/* First hit wins: of v[0..3] under hit[0..3] (else `none`). */
+static uint32_t pick(struct hm_spirv_module *m, bool chain, uint32_t ty, const uint32_t *hit,
+		     uint32_t h01, const uint32_t *v, uint32_t none, uint32_t any)
+{
+	if (chain) {
+		/* without `none` the last probe's value stands for a miss (the
+		 * caller selects on `any` itself) */
+		uint32_t r = none ? sel(m, ty, hit[HM_TABLE_PROBES - 1], v[HM_TABLE_PROBES - 1], none)
+				  : v[HM_TABLE_PROBES - 1];
+
+		for (int i = HM_TABLE_PROBES - 2; i >= 0; i--)
+			r = sel(m, ty, hit[i], v[i], r);
+		return r;
+	}
+	/* a tree: two levels, not four, on the path from the loads */
+	uint32_t r = sel(m, ty, h01, sel(m, ty, hit[0], v[0], v[1]), sel(m, ty, hit[2], v[2], v[3]));
+
+	return none ? sel(m, ty, any, r, none) : r;
+}
+
 uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 {
-	uint32_t u32, u64, bl, v4, ptr, res, fnty, fn;
+	uint32_t u32, u64, bl, v4, v2, ldty, ptr, res, fnty, fn;
 	uint32_t guest, table, nr_home, shift, marks;
 	uint32_t c32, c4, k0, k64_0, chunk, t, home64, home, base, clo, chi;
-	uint32_t hit[HM_TABLE_PROBES], slot[HM_TABLE_PROBES];
-	uint32_t dlo, dhi, midx, any, delta, dev, mark, r;
+	uint32_t hit[HM_TABLE_PROBES], lo[HM_TABLE_PROBES], hi[HM_TABLE_PROBES];
+	uint32_t d64[HM_TABLE_PROBES], blk = 0, pblk = 0, k0m = 0;
+	uint32_t midx, any, h01, delta, dev, mark, r;
+	uint32_t f;
 
 	if (m->err)
 		return 0;
 	if (m->lookup_fn)
 		return m->lookup_fn;
+	f = m->variant;
 
 	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
 	bl = hm_spirv_type_bool(m);
 	v4 = hm_spirv_type_vector(m, u32, 4);
-	ptr = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4);
+	v2 = (f & HM_LOOKUP_V_U64X2) ? hm_spirv_type_vector(m, u64, 2) : 0;
+	ldty = (f & HM_LOOKUP_V_U64X2) ? v2 : (f & HM_LOOKUP_V_REF_SPLIT) ? u64 : v4;
+	ptr = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, ldty);
 	res = hm_spirv_lookup_result_type(m);
 	fnty = hm_spirv_lookup_fn_type(m);
 	c32 = hm_spirv_const_u32(m, 32);
@@ -444,11 +520,27 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 
 	for (uint32_t i = 0; i < HM_TABLE_PROBES; i++)
 		kidx[i] = hm_spirv_const_u32(m, i + 1);
+	if (f & HM_LOOKUP_V_NONWRITABLE) {
+		/* struct { slot } Block, member 0 NonWritable Restrict Offset 0
+		 * (glslang's readonly restrict buffer_reference) */
+		blk = hm_spirv_type_struct_unique(m, &ldty, 1);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, blk, HM_SpvDecorationBlock);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, blk, 0,
+		       HM_SpvDecorationOffset, 0);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, blk, 0,
+		       HM_SpvDecorationNonWritable);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, blk, 0,
+		       HM_SpvDecorationRestrict);
+		pblk = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, blk);
+		k0m = k0;
+	}
 	if (m->err)
 		return 0;
 
 	fn = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpFunction, res, fn, HM_SpvFunctionControlDontInline, fnty);
+	HM_SPV(m, H, HM_SpvOpFunction, res, fn,
+	       (f & HM_LOOKUP_V_REF_INLINE) ? HM_SpvFunctionControlInline :
+					      HM_SpvFunctionControlDontInline, fnty);
 	guest = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
 	table = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
 	nr_home = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u32);
@@ -463,58 +555,99 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 	t = HM_SPV_OP(m, H, HM_SpvOpIAdd, u32,
 		      HM_SPV_OP(m, H, HM_SpvOpIMul, u32, clo, kmul_lo),
 		      HM_SPV_OP(m, H, HM_SpvOpIMul, u32, chi, kmul_hi));
-	home = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32,
-			 HM_SPV_OP(m, H, HM_SpvOpUMulExtended, u32x2, t, nr_home), 1);
+	if (f & HM_LOOKUP_V_POW2) {
+		/* nr_home = 2^k: hi32(t * 2^k) = t >> (32 - k); k = popcount(nr_home - 1),
+		 * computed from the argument alone, beside the hash */
+		uint32_t k = HM_SPV_OP(m, H, HM_SpvOpBitCount, u32,
+				       HM_SPV_OP(m, H, HM_SpvOpISub, u32, nr_home,
+						 hm_spirv_const_u32(m, 1)));
+
+		home = HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u32, t,
+				 HM_SPV_OP(m, H, HM_SpvOpISub, u32, c32, k));
+	} else {
+		home = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32,
+				 HM_SPV_OP(m, H, HM_SpvOpUMulExtended, u32x2, t, nr_home), 1);
+	}
 	home64 = HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, home);
 	base = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, table,
 			 HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64, home64, c4));
 
 	/* Four independent loads from one base. */
 	for (uint32_t i = 0; i < HM_TABLE_PROBES; i++) {
-		uint32_t a = base, p, x, y;
+		uint32_t a = base, p, s, x, y;
 
 		if (i)
 			a = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, base,
 				      hm_spirv_const_u64(m, (uint64_t)i * HM_TABLE_SLOT_BYTES));
-		p = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a);
-		slot[i] = HM_SPV_OP(m, H, HM_SpvOpLoad, v4, p, HM_SpvMemoryAccessAligned,
-				    HM_TABLE_SLOT_BYTES);
-		x = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 0);
-		y = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 1);
+		if (f & HM_LOOKUP_V_REF_SPLIT) {
+			uint32_t a8 = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, a, hm_spirv_const_u64(m, 8));
+			uint32_t p8;
+
+			if (pblk) {
+				p = HM_SPV_OP(m, H, HM_SpvOpAccessChain, ptr,
+					      HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, pblk, a), k0m);
+				p8 = HM_SPV_OP(m, H, HM_SpvOpAccessChain, ptr,
+					       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, pblk, a8), k0m);
+			} else {
+				p = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a);
+				p8 = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a8);
+			}
+			x = HM_SPV_OP(m, H, HM_SpvOpLoad, u64, p, HM_SpvMemoryAccessAligned, 16);
+			d64[i] = HM_SPV_OP(m, H, HM_SpvOpLoad, u64, p8, HM_SpvMemoryAccessAligned, 8);
+			hit[i] = HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, chunk);
+			continue;
+		}
+		if (pblk)
+			p = HM_SPV_OP(m, H, HM_SpvOpAccessChain, ptr,
+				      HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, pblk, a), k0m);
+		else
+			p = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a);
+		s = HM_SPV_OP(m, H, HM_SpvOpLoad, ldty, p, HM_SpvMemoryAccessAligned,
+			      HM_TABLE_SLOT_BYTES);
+		if (f & HM_LOOKUP_V_U64X2) {
+			x = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u64, s, 0);
+			d64[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u64, s, 1);
+			hit[i] = HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, chunk);
+			continue;
+		}
+		x = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 0);
+		y = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 1);
+		lo[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 2);
+		hi[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 3);
+		d64[i] = 0;
 		hit[i] = HM_SPV_OP(m, H, HM_SpvOpLogicalAnd, bl,
 				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, clo),
 				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, y, chi));
 	}
 
-	/* The first hit wins, selected as a tree (two levels, not four, on
-	 * the path from the loads to the answer). */
-	{
-		uint32_t z[HM_TABLE_PROBES], w[HM_TABLE_PROBES], h01, h23, i01, i23;
+	bool chain = f & HM_LOOKUP_V_CHAIN;
 
-		for (uint32_t i = 0; i < HM_TABLE_PROBES; i++) {
-			z[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 2);
-			w[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, slot[i], 3);
-		}
-		h01 = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[0], hit[1]);
-		h23 = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[2], hit[3]);
-		any = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, h01, h23);
-		dlo = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, h01,
-				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[0], z[0], z[1]),
-				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[2], z[2], z[3]));
-		dhi = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, h01,
-				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[0], w[0], w[1]),
-				HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[2], w[2], w[3]));
-		i01 = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[0], kidx[0], kidx[1]);
-		i23 = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, hit[2], kidx[2], kidx[3]);
-		midx = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, any,
-				 HM_SPV_OP(m, H, HM_SpvOpIAdd, u32, home,
-					   HM_SPV_OP(m, H, HM_SpvOpSelect, u32, h01, i01, i23)),
-				 k0);
+	h01 = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[0], hit[1]);
+	any = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, h01,
+			HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[2], hit[3]));
+	if (d64[0]) {
+		delta = pick(m, chain, u64, hit, h01, d64, 0, any);
+	} else {
+		uint32_t dlo = pick(m, chain, u32, hit, h01, lo, 0, any);
+		uint32_t dhi = pick(m, chain, u32, hit, h01, hi, 0, any);
+
+		delta = HM_SPV_OP(m, H, HM_SpvOpBitwiseOr, u64,
+				  HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dlo),
+				  HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64,
+					    HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dhi), c32));
 	}
-	delta = HM_SPV_OP(m, H, HM_SpvOpBitwiseOr, u64,
-			  HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dlo),
-			  HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64,
-				    HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dhi), c32));
+	/* 1 + i + home where slot home + i hits, 0 (the sink) where none does */
+	if (chain) {
+		uint32_t kh[HM_TABLE_PROBES];
+
+		for (uint32_t i = 0; i < HM_TABLE_PROBES; i++)
+			kh[i] = HM_SPV_OP(m, H, HM_SpvOpIAdd, u32, home, kidx[i]);
+		midx = pick(m, true, u32, hit, h01, kh, k0, any);
+	} else {
+		midx = sel(m, u32, any,
+			   HM_SPV_OP(m, H, HM_SpvOpIAdd, u32, home,
+				     pick(m, false, u32, hit, h01, kidx, 0, any)), k0);
+	}
 	dev = HM_SPV_OP(m, H, HM_SpvOpSelect, u64, any,
 			HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, guest, delta), k64_0);
 	mark = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, marks,
@@ -539,6 +672,11 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 
 int hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr)
 {
+	return hm_spirv_lookup_library_variant(HM_LOOKUP_DEFAULT_VARIANT, ret_words, ret_nr);
+}
+
+int hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_t *ret_nr)
+{
 	struct hm_spirv_module *m;
 	uint32_t fn, w[8];
 	size_t n;
@@ -547,6 +685,11 @@ int hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr)
 	r = hm_spirv_module_new(&m);
 	if (r)
 		return r;
+	r = hm_spirv_set_lookup_variant(m, flags);
+	if (r) {
+		hm_spirv_module_free(m);
+		return r;
+	}
 	hm_spirv_capability(m, HM_SpvCapLinkage);
 	fn = hm_spirv_lookup_fn(m);
 	if (fn) {

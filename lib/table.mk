@@ -34,15 +34,21 @@ $(B)/gen/table/lookup_probe_linked.spv: $(B)/gen/table/lookup_probe.spv $(HM_LOO
 	$(SPIRV_LINK) --target-env vulkan1.2 -o $@ $^
 $(B)/gen/table/lookup_probe_linked.c: $(B)/gen/table/lookup_probe_linked.spv $(HM_LOOKUP_GEN)
 	$(HM_LOOKUP_GEN) -e hm_test_lookup_probe_spv $< $@
+# the same probe unlinked: the test links it at run time against every
+# emission variant's library module (spirv-link)
+$(B)/gen/table/lookup_probe_unlinked.c: $(B)/gen/table/lookup_probe.spv $(HM_LOOKUP_GEN)
+	$(HM_LOOKUP_GEN) -e hm_test_lookup_probe_unlinked_spv $< $@
 
 $(B)/bin/test-table: $(O)/selftests/table/table_test.o $(TABLE_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^
 
-$(O)/selftests/table/lookup_vk_test.o: CFLAGS += -DHM_SPIRV_VAL='"$(SPIRV_VAL)"'
+$(O)/selftests/table/lookup_vk_test.o: CFLAGS += -DHM_SPIRV_VAL='"$(SPIRV_VAL)"' \
+	-DHM_SPIRV_LINK='"$(SPIRV_LINK)"'
 $(O)/selftests/table/table_test.o: CFLAGS += -DHM_SPIRV_VAL='"$(SPIRV_VAL)"'
 $(B)/bin/test-lookup-vk: $(O)/selftests/table/lookup_vk_test.o \
-		$(O)/$(B)/gen/table/lookup_probe_linked.o $(TABLE_OBJS) $(TABLE_VK_OBJS)
+		$(O)/$(B)/gen/table/lookup_probe_linked.o \
+		$(O)/$(B)/gen/table/lookup_probe_unlinked.o $(TABLE_OBJS) $(TABLE_VK_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lvulkan
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "hmirror/vkctx.h"
 
@@ -42,6 +43,57 @@ int hm_vk_errno(VkResult r)
 	default:
 		return -EIO;
 	}
+}
+
+/*
+ * hm_vk_submit_wait() polls its fence for up to HMIRROR_FENCE_SPIN_US
+ * (default 200 us; 0: never) before it blocks in vkWaitForFences(): a
+ * blocking wait pays a wake-up (an interrupt, a futex) on top of the
+ * device's time, which is most of a short submission's cost
+ * (Documentation/daemon.rst, "the engine's per-dispatch path").
+ */
+static uint64_t fence_spin_ns(void)
+{
+	static int64_t v = -1;
+	int64_t x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+
+	if (x < 0) {
+		const char *s = getenv("HMIRROR_FENCE_SPIN_US");
+
+		x = s && *s ? strtoll(s, NULL, 0) * 1000 : 200000;
+		if (x < 0)
+			x = 0;
+		__atomic_store_n(&v, x, __ATOMIC_RELAXED);
+	}
+	return (uint64_t)x;
+}
+
+static uint64_t spin_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* VK_SUCCESS once signalled, VK_NOT_READY when the spin ran out */
+static VkResult spin_fence(VkDevice dev, VkFence fence)
+{
+	uint64_t budget = fence_spin_ns(), until;
+	VkResult r;
+
+	if (!budget)
+		return VK_NOT_READY;
+	until = spin_now_ns() + budget;
+	do {
+		r = vkGetFenceStatus(dev, fence);
+		if (r != VK_NOT_READY)
+			return r;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	} while (spin_now_ns() < until);
+	return VK_NOT_READY;
 }
 
 /* hm_vk_errno() of a VkResult that may also be a timeout/not-ready code. */
@@ -895,6 +947,8 @@ int hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns)
 	r = vkQueueSubmit(vk->queue, 1, &si, fence);
 	pthread_mutex_unlock(&vk->lock);
 	if (r == VK_SUCCESS)
+		r = spin_fence(vk->dev, fence);
+	if (r == VK_NOT_READY)
 		r = vkWaitForFences(vk->dev, 1, &fence, VK_TRUE,
 				    timeout_ns ? timeout_ns : HM_VK_DEFAULT_TIMEOUT_NS);
 	if (r == VK_ERROR_DEVICE_LOST)

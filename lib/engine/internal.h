@@ -124,6 +124,8 @@ struct hm_engine {
 	size_t cap_descs;
 
 	struct hm_vk_pipeline diff;
+	struct hm_vk_pipeline twin;     /* HM_TWIN_SHADER */
+	struct hm_vk_buffer twin_addrs; /* mirror addresses of an upload's candidates */
 	VkQueryPool timestamps;         /* 2 queries around the caller's dispatch */
 	struct hm_pipe pipes[HM_ENGINE_MAX_PIPELINES];
 
@@ -181,6 +183,7 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
 void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_harvest(struct hm_engine *e);
 int  hm_engine_upload(struct hm_engine *e);
+int  hm_engine_twin_init(struct hm_engine *e);
 int  hm_engine_republish(struct hm_engine *e);
 int  hm_engine_unpublish_all(struct hm_engine *e);
 

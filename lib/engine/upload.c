@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "engine/twin.spv.h"
 
 static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk *c)
 {
@@ -341,23 +342,22 @@ static void add_region(VkBufferCopy *reg, size_t *k, uint64_t so, uint64_t dof, 
 	reg[(*k)++] = (VkBufferCopy){ .srcOffset = so, .dstOffset = dof, .size = size };
 }
 
-/* One command buffer: home -> mirror for all, barrier, mirror -> twin. */
-static int copy_candidates(struct hm_engine *e, size_t n)
-{
-	uint64_t twin = hm_pool_twin_offset(e);
-	VkBufferCopy *reg;
-	VkCommandBuffer cb;
-	uint64_t t0;
-	int err;
+#define HM_TWIN_BLOCK_MAX (16u << 10)   /* bytes one workgroup of twin.comp copies */
+#define HM_UPLOAD_BATCHES 8             /* batches of an upload (twin shader mode) */
+#define HM_UPLOAD_BATCH_MIN (16u << 20) /* bytes, at least, a batch */
 
-	reg = malloc(n * sizeof(*reg));
-	if (!reg)
-		return -ENOMEM;
-	err = hm_vk_cmd_begin(e->vk, &cb);
-	if (err)
-		goto out_free;
+int hm_engine_twin_init(struct hm_engine *e)
+{
+	return hm_vk_pipeline_new(e->vk, hm_twin_spv, sizeof(hm_twin_spv) / 4, "main", 24,
+				  &e->twin);
+}
+
+/* home -> mirror copies of candidates [i, end), regions merged where contiguous */
+static void record_uploads(struct hm_engine *e, VkCommandBuffer cb, VkBufferCopy *reg,
+			   size_t i, size_t end)
+{
 	/* consecutive candidates sharing a (home piece, slab) pair: one copy */
-	for (size_t i = 0; i < n;) {
+	while (i < end) {
 		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
 		VkBuffer src, dst, s2, d2;
 		uint64_t so, dof;
@@ -365,7 +365,7 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 
 		hm_espace_home_loc(e, sp, hm_ref_idx(e->cand[i]), &src, &so);
 		dst = hm_pool_slab(e, e->cand_slot[i], &dof);
-		while (i < n) {
+		while (i < end) {
 			struct hm_espace *sj = &e->spaces[hm_ref_space(e->cand[i])];
 
 			hm_espace_home_loc(e, sj, hm_ref_idx(e->cand[i]), &s2, &so);
@@ -378,32 +378,103 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 		vkCmdCopyBuffer(cb, src, dst, k, reg);
 		e->st.upload_regions += k;
 	}
-	{
+}
+
+/*
+ * HM_TWIN_SHADER: in batches, home -> mirror (copy), a barrier from the
+ * transfer to the compute stage only, then twin.comp fills the batch's
+ * twins from its mirrors; the next batch's transfer is outside that
+ * barrier's second scope, so it can run while the shader copies.
+ * HM_TWIN_COPY: every home -> mirror copy, a transfer barrier, then every
+ * mirror -> twin copy.  One command buffer, one wait, either way.
+ */
+static int copy_candidates(struct hm_engine *e, size_t n)
+{
+	uint64_t twin = hm_pool_twin_offset(e);
+	bool shader = e->p.twin_mode != HM_TWIN_COPY && e->twin.pipe;
+	VkBufferCopy *reg;
+	VkCommandBuffer cb;
+	uint64_t t0;
+	int err;
+
+	if (shader && e->twin_addrs.size < n * 8) {
+		size_t cap = 256;
+
+		while (cap < n)
+			cap *= 2;
+		hm_vk_buffer_free(e->vk, &e->twin_addrs);
+		err = hm_vk_buffer_new(e->vk, cap * 8, HM_VK_MEM_HOST, &e->twin_addrs);
+		if (err)
+			shader = false;
+	}
+	reg = malloc(n * sizeof(*reg));
+	if (!reg)
+		return -ENOMEM;
+	err = hm_vk_cmd_begin(e->vk, &cb);
+	if (err)
+		goto out_free;
+	if (shader) {
+		uint32_t block = e->chunk < HM_TWIN_BLOCK_MAX ? e->chunk : HM_TWIN_BLOCK_MAX;
+		uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
+		size_t per = (n + HM_UPLOAD_BATCHES - 1) / HM_UPLOAD_BATCHES;
+		uint64_t *addrs = e->twin_addrs.map;
+		struct {
+			uint64_t addrs, twin_off;
+			uint32_t block_bytes, first;
+		} push = { e->twin_addrs.addr, twin, block, 0 };
+		VkMemoryBarrier mb = {
+			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+			.dstAccessMask = VK_ACCESS_SHADER_READ_BIT,
+		};
+
+		if (per < HM_UPLOAD_BATCH_MIN / e->chunk)
+			per = HM_UPLOAD_BATCH_MIN / e->chunk;
+		if (per > max_y)
+			per = max_y;
+		if (!per)
+			per = 1;
+		for (size_t i = 0; i < n; i++)
+			addrs[i] = hm_pool_mirror_addr(e, e->cand_slot[i]);
+		for (size_t i = 0; i < n; i += per) {
+			size_t end = n - i < per ? n : i + per;
+
+			record_uploads(e, cb, reg, i, end);
+			vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+					     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+					     0, NULL, 0, NULL);
+			push.first = i;
+			hm_vk_cmd_dispatch(cb, &e->twin, &push, sizeof(push), e->chunk / block,
+					   end - i, 1);
+			e->st.upload_regions++;         /* one twin batch */
+		}
+	} else {
 		VkMemoryBarrier mb = {
 			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
 			.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
 			.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
 		};
 
+		record_uploads(e, cb, reg, 0, n);
 		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
 				     0, 1, &mb, 0, NULL, 0, NULL);
-	}
-	/* twins: same slab, second half (device-local to device-local) */
-	for (size_t i = 0; i < n;) {
-		uint64_t off;
-		VkBuffer slab = hm_pool_slab(e, e->cand_slot[i], &off);
-		size_t k = 0;
+		/* twins: same slab, second half (device-local to device-local) */
+		for (size_t i = 0; i < n;) {
+			uint64_t off;
+			VkBuffer slab = hm_pool_slab(e, e->cand_slot[i], &off);
+			size_t k = 0;
 
-		while (i < n) {
-			VkBuffer s2 = hm_pool_slab(e, e->cand_slot[i], &off);
+			while (i < n) {
+				VkBuffer s2 = hm_pool_slab(e, e->cand_slot[i], &off);
 
-			if (s2 != slab)
-				break;
-			add_region(reg, &k, off, off + twin, e->chunk);
-			i++;
+				if (s2 != slab)
+					break;
+				add_region(reg, &k, off, off + twin, e->chunk);
+				i++;
+			}
+			vkCmdCopyBuffer(cb, slab, slab, k, reg);
+			e->st.upload_regions += k;
 		}
-		vkCmdCopyBuffer(cb, slab, slab, k, reg);
-		e->st.upload_regions += k;
 	}
 	hm_vk_cmd_barrier(cb);
 	t0 = hm_now_ns();

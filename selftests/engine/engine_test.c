@@ -328,7 +328,7 @@ static void dump_mismatch(struct __test_metadata *_metadata, struct env *v, long
 
 /* ---- the reference-model test ------------------------------------------ */
 
-enum mode { M_OFF, M_HOT, M_READ_MOSTLY, M_PREFER, M_SMALL_BUDGET };
+enum mode { M_OFF, M_HOT, M_READ_MOSTLY, M_PREFER, M_SMALL_BUDGET, M_READ_MOSTLY_TWIN_SHADER, M_SMALL_BUDGET_TWIN_SHADER };
 
 FIXTURE(model) {
 	struct env v;
@@ -348,6 +348,9 @@ MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, hot, M_HOT);
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, prefer_device, M_PREFER);
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET);
+/* twins by the copy shader (the default on a GPU; lavapipe's is the copy) */
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_twin_shader, M_READ_MOSTLY_TWIN_SHADER);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_twin_shader, M_SMALL_BUDGET_TWIN_SHADER);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, off, M_OFF);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
@@ -374,10 +377,16 @@ FIXTURE_SETUP(model)
 	case M_HOT:
 		ep.hot_marks = 1;
 		break;
+	case M_SMALL_BUDGET_TWIN_SHADER:
+		ep.twin_mode = HM_TWIN_SHADER;
+		/* fall through */
 	case M_SMALL_BUDGET:
 		ep.mirror_budget = 6 * 2 * CHUNK;
 		ep.thrash_drops = 200;  /* no back-off: mirrors stay in play */
 		break;
+	case M_READ_MOSTLY_TWIN_SHADER:
+		ep.twin_mode = HM_TWIN_SHADER;
+		/* fall through */
 	case M_READ_MOSTLY:
 		ep.thrash_drops = 200;
 		break;
@@ -388,7 +397,8 @@ FIXTURE_SETUP(model)
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
 	ASSERT_EQ(0, err);
-	if (variant->mode == M_READ_MOSTLY || variant->mode == M_SMALL_BUDGET)
+	if (variant->mode == M_READ_MOSTLY || variant->mode == M_SMALL_BUDGET ||
+	    variant->mode == M_READ_MOSTLY_TWIN_SHADER || variant->mode == M_SMALL_BUDGET_TWIN_SHADER)
 		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES,
 					      HM_ADVICE_READ_MOSTLY));
 	if (variant->mode == M_PREFER) {
@@ -459,7 +469,7 @@ TEST_F(model, random_cpu_and_device_writes)
 	ASSERT_LT(0, st.bytes_copied_home);
 	ASSERT_LT(0, st.mirrors_dropped_by_guard);
 	ASSERT_LE(st.mirror_bytes, st.mirror_budget);
-	if (variant->mode == M_SMALL_BUDGET)
+	if (variant->mode == M_SMALL_BUDGET || variant->mode == M_SMALL_BUDGET_TWIN_SHADER)
 		ASSERT_LT(0, st.budget_refusals);
 	if (variant->mode == M_PREFER) {
 		bool m;
@@ -762,6 +772,51 @@ TEST_F(rules, thrash_backoff)
 		memcpy(&b, self->v.mem + 8 * CHUNK, 4);
 		ASSERT_EQ(a ^ 1, b);
 	}
+}
+
+/*
+ * hm_engine_harvest_now() (the daemon calls it on the module's guard-trip
+ * events): a CPU write to a mirrored chunk followed by an early harvest
+ * drops the mirror and repoints the slot home before any dispatch.
+ */
+TEST_F(rules, harvest_now_drops_mirror_before_dispatch)
+{
+	uint32_t off = 2 * CHUNK + 72, out = 9 * CHUNK;
+	uint64_t dev_mirror, dev_after;
+	struct hm_engine_stats st0, st1;
+	bool m;
+
+	RULES_ENV(self);
+	ASSERT_EQ(-EINVAL, hm_engine_harvest_now(NULL));
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 2 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, off, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, hm_engine_device_addr(self->v.e, GUEST_BASE + off, &dev_mirror));
+	/* control: nothing written, nothing dropped */
+	ASSERT_EQ(0, hm_engine_harvest_now(self->v.e));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st0));
+	self->v.mem[off] ^= 0x5a;
+	ASSERT_EQ(1, hm_engine_harvest_now(self->v.e));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st1));
+	ASSERT_EQ(st0.dispatches, st1.dispatches);      /* no dispatch in between */
+	ASSERT_EQ(st0.mirrors_dropped_by_guard + 1, st1.mirrors_dropped_by_guard);
+	ASSERT_EQ(st0.mirrors_dropped_early + 1, st1.mirrors_dropped_early);
+	ASSERT_EQ(st0.early_harvests + 1, st1.early_harvests);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_FALSE(m);
+	ASSERT_EQ(0, hm_engine_device_addr(self->v.e, GUEST_BASE + off, &dev_after));
+	ASSERT_NE(dev_mirror, dev_after);                /* the table names home */
+	/* the same write is not reported twice */
+	ASSERT_EQ(0, hm_engine_harvest_now(self->v.e));
+	/* the next dispatch sees the CPU's byte (re-uploaded or home) */
+	ASSERT_EQ(0, one_lane(&self->v, off, out, 0, 0));
+	ASSERT_EQ(0, memcmp(self->v.mem + off, self->v.mem + out, 4));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st1));
+	ASSERT_EQ(st0.mirrors_dropped_by_guard + 1, st1.mirrors_dropped_by_guard);
 }
 
 TEST_F(rules, hot_chunks_are_mirrored)

@@ -2,8 +2,10 @@
 /*
  * The programs of hmirror-bench lookup (tools/bench/lookup.c, included
  * here for its static builders): valid SPIR-V for Vulkan 1.2 and 1.3, and
- * every chain, raw and through the helper, ends where the host says, on
- * lavapipe with the validation layers on.
+ * every chain, raw (plain and with the call site's guard) and through the
+ * helper in every emission variant, ends where the host says, for both
+ * tables (a new chunk every step, one chunk), on lavapipe with the
+ * validation layers on.
  */
 #include "kselftest_harness.h"
 #include "spv_check.h"
@@ -16,10 +18,18 @@ TEST(bench_programs_are_valid)
 
 	if (!spv_have_val())
 		SKIP(return, "spirv-val not installed");
-	for (int path = 0; path < 2; path++) {
+	for (int path = 0; path < NR_PATHS; path++) {
 		for (int op = 0; op < NR_OPS; op++) {
-			ASSERT_EQ(0, build(path, op, &w, &n));
+			ASSERT_EQ(0, build(path, op, HM_LOOKUP_DEFAULT_VARIANT, &w, &n));
 			ASSERT_EQ(0, spv_validate(w, n, "vulkan1.2"));
+			ASSERT_EQ(0, spv_validate(w, n, "vulkan1.3"));
+			free(w);
+		}
+	}
+	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+		for (int op = 0; op < NR_OPS; op++) {
+			ASSERT_EQ(0, build(PATH_HELPER, op, hm_lookup_variants[v].flags, &w, &n));
+			ASSERT_EQ(0, spv_validate(w, n, "vulkan1.2")) TH_LOG("%s", hm_lookup_variants[v].name);
 			ASSERT_EQ(0, spv_validate(w, n, "vulkan1.3"));
 			free(w);
 		}
@@ -34,7 +44,7 @@ TEST(bench_chains_end_where_they_should)
 {
 	struct bench b = { .rounds = 1, .nr_lanes = GROUPS * LANES, .flush_mib = 16 };
 	struct hm_vk_params vp = { .validation = 1 };
-	struct hm_vk_pipeline pipes[2][NR_OPS];
+	struct hm_vk_pipeline pipes[NR_PATHS][NR_OPS];
 	int r = hm_vk_new(&vp, &b.vk);
 	double ns;
 
@@ -43,27 +53,38 @@ TEST(bench_chains_end_where_they_should)
 	ASSERT_EQ(0, r);
 	memset(pipes, 0, sizeof(pipes));
 	ASSERT_EQ(0, setup(&b));
-	for (int path = 0; path < 2; path++) {
-		for (int op = 0; op < NR_OPS; op++) {
-			uint32_t *w;
-			size_t n;
-
-			ASSERT_EQ(0, build(path, op, &w, &n));
-			ASSERT_EQ(0, hm_vk_pipeline_new(b.vk, w, n, "main", 4 * PUSH_WORDS,
-							&pipes[path][op]));
-			free(w);
-		}
-	}
+	/* the bench's table is a power of two, so that every variant runs on it */
+	ASSERT_EQ(0, b.nr_home & (b.nr_home - 1));
+	for (int path = 0; path < NR_PATHS; path++)
+		for (int op = 0; op < NR_OPS; op++)
+			ASSERT_EQ(0, make_pipe(&b, path, op, HM_LOOKUP_DEFAULT_VARIANT, &pipes[path][op]));
 	for (int data = 0; data < 2; data++) {
 		ASSERT_EQ(0, point_tables(&b, data));
 		for (int fp = 0; fp < 2; fp++) {
 			/* measure() checks every lane's end offset (-EIO otherwise) */
 			ASSERT_EQ(0, measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, data, 0,
 					     fp == 0, &ns));
+			ASSERT_EQ(0, measure(&b, &pipes[PATH_RAW_GUARD][OP_LOAD], PATH_RAW_GUARD, data, 0,
+					     fp == 0, &ns));
 			for (int op = 0; op < NR_OPS; op++)
 				ASSERT_EQ(0, measure(&b, &pipes[PATH_HELPER][op], PATH_HELPER, data,
 						     op == OP_STORE_MARK, fp == 0, &ns));
+			/* the one-chunk table */
+			ASSERT_EQ(0, measure(&b, &pipes[PATH_HELPER][OP_LOAD], PATH_HELPER, data, 2,
+					     fp == 0, &ns));
 		}
+	}
+	/* every variant's chain, both tables, both footprints (device data) */
+	ASSERT_EQ(0, point_tables(&b, 0));
+	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+		struct hm_vk_pipeline p;
+
+		ASSERT_EQ(0, make_pipe(&b, PATH_HELPER, OP_LOAD, hm_lookup_variants[v].flags, &p));
+		for (int fp = 0; fp < 2; fp++)
+			for (int table = 0; table <= 2; table += 2)
+				ASSERT_EQ(0, measure(&b, &p, PATH_HELPER, 0, table, fp == 0, &ns))
+					TH_LOG("variant %s", hm_lookup_variants[v].name);
+		hm_vk_pipeline_free(b.vk, &p);
 	}
 	/* stores with marks marked slots; none landed in the sink */
 	ASSERT_EQ(0, ((uint32_t *)b.marks_mem)[HM_MARK_SINK]);
@@ -71,7 +92,7 @@ TEST(bench_chains_end_where_they_should)
 	if (hm_vk_validation_count(b.vk))
 		TH_LOG("validation: %s", b.vk->last_message);
 	ASSERT_EQ(0, hm_vk_validation_count(b.vk));
-	for (int path = 0; path < 2; path++)
+	for (int path = 0; path < NR_PATHS; path++)
 		for (int op = 0; op < NR_OPS; op++)
 			hm_vk_pipeline_free(b.vk, &pipes[path][op]);
 	teardown(&b);

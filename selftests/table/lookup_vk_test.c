@@ -13,6 +13,12 @@
  *    (hm_spirv_emit_access), scalar and vector accesses of 1 to 16 words
  *    straddling a chunk boundary, each word verified.
  * Table in device-local host-visible memory and in imported host memory.
+ * Every emission variant of the helper (hm_lookup_variants[], the D969
+ * references included) runs every test: the probe program is then linked
+ * at run time (spirv-link) against that variant's library module, and the
+ * wide-access modules are built in that variant.  The power-of-two variants
+ * get power-of-two tables (64 and 4,096 home slots); so do all the others,
+ * which therefore run on the same tables.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,6 +33,8 @@
 
 extern const uint32_t hm_test_lookup_probe_spv[];
 extern const size_t hm_test_lookup_probe_spv_words;
+extern const uint32_t hm_test_lookup_probe_unlinked_spv[];
+extern const size_t hm_test_lookup_probe_unlinked_spv_words;
 
 #define SHIFT 12
 #define CHUNK (1ull << SHIFT)
@@ -61,15 +69,32 @@ FIXTURE(lk) {
 	size_t tsize, msize, bsize;
 	struct hm_table *t;
 	uint32_t nr_home;
+	uint32_t flags;                 /* the helper's emission variant */
+	const uint32_t *probe;          /* the linked probe program */
+	size_t probe_n;
+	uint32_t *probe_owned;
 };
 
 FIXTURE_VARIANT(lk) {
 	bool table_in_host;
 	uint32_t nr_home;
+	const char *form;       /* NULL: the default, linked at build time */
 };
 FIXTURE_VARIANT_ADD(lk, table_device) { .table_in_host = false, .nr_home = 61 };
 FIXTURE_VARIANT_ADD(lk, table_host) { .table_in_host = true, .nr_home = 61 };
 FIXTURE_VARIANT_ADD(lk, table_device_big) { .table_in_host = false, .nr_home = 4099 };
+#define LK_FORM(id, name) \
+	FIXTURE_VARIANT_ADD(lk, id##_device) { .nr_home = 64, .form = name }; \
+	FIXTURE_VARIANT_ADD(lk, id##_device_big) { .nr_home = 4096, .form = name }
+LK_FORM(u64x2, "u64x2");
+FIXTURE_VARIANT_ADD(lk, u64x2_host) { .table_in_host = true, .nr_home = 64, .form = "u64x2" };
+LK_FORM(nonwritable, "nonwritable");
+LK_FORM(base, "base");
+LK_FORM(pow2, "pow2");
+LK_FORM(chain, "chain");
+LK_FORM(pow2_u64x2, "pow2+u64x2");
+LK_FORM(ref_split, "ref-split");
+LK_FORM(ref_inline, "ref-inline");
 
 FIXTURE_SETUP(lk)
 {
@@ -81,6 +106,24 @@ FIXTURE_SETUP(lk)
 	ASSERT_EQ(0, err);
 	ASSERT_TRUE(self->vk->validation);
 	self->nr_home = variant->nr_home;
+	self->flags = HM_LOOKUP_DEFAULT_VARIANT;
+	self->probe = hm_test_lookup_probe_spv;
+	self->probe_n = hm_test_lookup_probe_spv_words;
+	if (variant->form) {
+		const struct hm_lookup_variant *lv = hm_lookup_variant_by_name(variant->form);
+		uint32_t *lib;
+		size_t nlib;
+
+		ASSERT_NE(NULL, lv);
+		ASSERT_TRUE(!lv->needs_pow2 || !(self->nr_home & (self->nr_home - 1)));
+		self->flags = lv->flags;
+		ASSERT_EQ(0, hm_spirv_lookup_library_variant(lv->flags, &lib, &nlib));
+		ASSERT_EQ(0, spv_link(hm_test_lookup_probe_unlinked_spv,
+				      hm_test_lookup_probe_unlinked_spv_words, lib, nlib,
+				      &self->probe_owned, &self->probe_n)) TH_LOG("spirv-link %s", lv->name);
+		free(lib);
+		self->probe = self->probe_owned;
+	}
 	self->tsize = hm_table_bytes_for(self->nr_home);
 	if (variant->table_in_host) {
 		self->tmem = host_alloc(self->vk, &self->tsize);
@@ -114,6 +157,7 @@ FIXTURE_TEARDOWN(lk)
 		TH_LOG("validation: %s", self->vk->last_message);
 	EXPECT_EQ(0, n);
 	hm_table_free(self->t);
+	free(self->probe_owned);
 	hm_vk_buffer_free(self->vk, &self->io);
 	hm_vk_buffer_free(self->vk, &self->bbuf);
 	hm_vk_buffer_free(self->vk, &self->mbuf);
@@ -234,9 +278,9 @@ TEST_F(lk, lookups_agree_with_the_reference)
 	uint32_t *out = (uint32_t *)((char *)self->io.map + 8 * n);
 	unsigned last_home_hits = 0, overhang_hits = 0;
 
-	ASSERT_EQ(0, spv_validate(hm_test_lookup_probe_spv, hm_test_lookup_probe_spv_words,
+	ASSERT_EQ(0, spv_validate(self->probe, self->probe_n,
 				  "vulkan1.2"));
-	ASSERT_EQ(0, spv_validate(hm_test_lookup_probe_spv, hm_test_lookup_probe_spv_words,
+	ASSERT_EQ(0, spv_validate(self->probe, self->probe_n,
 				  "vulkan1.3"));
 	ASSERT_EQ(0, layout(self, mapped, &nm, unmapped, &nu));
 	for (unsigned i = 0; i < n; i++) {
@@ -252,8 +296,8 @@ TEST_F(lk, lookups_agree_with_the_reference)
 			in[i] = rnd() & ~3ull;                           /* even 64-bit */
 	}
 	memset(out, 0xee, 16 * n);
-	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, hm_test_lookup_probe_spv,
-					hm_test_lookup_probe_spv_words, "main", 4 * PUSH_WORDS, &pipe));
+	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, self->probe, self->probe_n, "main",
+					4 * PUSH_WORDS, &pipe));
 	push_words(self, push, self->io.addr, self->io.addr + 8 * n, n, 0);
 	ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), n / 64, 1, 1));
 	for (unsigned i = 0; i < n; i++) {
@@ -326,8 +370,8 @@ static void store_or_atomic(struct __test_metadata *_metadata, struct _test_data
 		for (size_t w = 0; w < self->bsize / 4; w++)
 			if (used[w])
 				((uint32_t *)self->bmem)[w] = 0;
-	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, hm_test_lookup_probe_spv,
-					hm_test_lookup_probe_spv_words, "main", 4 * PUSH_WORDS, &pipe));
+	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, self->probe, self->probe_n, "main",
+					4 * PUSH_WORDS, &pipe));
 	push_words(self, push, self->io.addr, 0, n, mode);
 	ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), n / 64, 1, 1));
 	ASSERT_GT(nr_unmapped, 0);
@@ -504,7 +548,7 @@ static int kb_end(struct kb *k, uint32_t **ret_w, size_t *ret_n)
  * (0 where unmapped) into out[16 j + i].  vector: the values travel as
  * uvec4s (stored as one vector where four words are whole).
  */
-static int build_wide(unsigned nr, bool vector, uint32_t **ret_w, size_t *ret_n)
+static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
@@ -515,6 +559,9 @@ static int build_wide(unsigned nr, bool vector, uint32_t **ret_w, size_t *ret_n)
 	if (r)
 		return r;
 	m = k.m;
+	r = hm_spirv_set_lookup_variant(m, flags);
+	if (r)
+		return r;
 	one = hm_spirv_const_u32(m, 1);
 	zero = hm_spirv_const_u32(m, 0);
 	merge = kb_if(&k, HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, k.gidx, k.count));
@@ -631,7 +678,7 @@ TEST_F(lk, every_word_of_a_wide_access_lands)
 			unsigned count = nr + 3;
 			bool sink = false;
 
-			ASSERT_EQ(0, build_wide(nr, vector, &w, &nw));
+			ASSERT_EQ(0, build_wide(nr, vector, self->flags, &w, &nw));
 			/* every emitted module is valid */
 			ASSERT_EQ(0, spv_validate(w, nw, "vulkan1.2"));
 			ASSERT_EQ(0, spv_validate(w, nw, "vulkan1.3"));

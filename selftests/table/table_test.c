@@ -504,6 +504,55 @@ TEST(library_module_is_valid_and_exports_hm_lookup)
 	free(w);
 }
 
+/* Every named emission variant: a valid library module with one function,
+ * no global variable, four slot loads (eight for the split reference), and
+ * DontInline unless it is the inlined reference; the variant can be chosen
+ * only before the helper is written. */
+TEST(every_variant_library_is_valid)
+{
+	struct hm_spirv_module *m;
+	unsigned nr_default = 0;
+
+	if (!spv_have_val())
+		SKIP(return, "spirv-val not installed");
+	ASSERT_GE(hm_lookup_nr_variants, 6);
+	ASSERT_EQ(HM_LOOKUP_DEFAULT_VARIANT, hm_lookup_variants[0].flags);
+	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+		const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
+		uint32_t *w;
+		size_t n;
+		unsigned loads = 0;
+
+		ASSERT_EQ(lv, hm_lookup_variant_by_name(lv->name));
+		ASSERT_EQ(lv->reference, (lv->flags & HM_LOOKUP_V_REFERENCE) != 0) TH_LOG("%s", lv->name);
+		ASSERT_EQ(lv->needs_pow2, (lv->flags & HM_LOOKUP_V_POW2) != 0) TH_LOG("%s", lv->name);
+		nr_default += lv->flags == HM_LOOKUP_DEFAULT_VARIANT;
+		ASSERT_EQ(0, hm_spirv_lookup_library_variant(lv->flags, &w, &n));
+		ASSERT_EQ(0, spv_validate(w, n, "spv1.5")) TH_LOG("variant %s", lv->name);
+		ASSERT_EQ(1, spv_count(w, n, HM_SpvOpFunction, NULL, 0));
+		for (size_t i = 5; i < n; i += w[i] >> 16) {
+			if ((w[i] & 0xffff) == HM_SpvOpFunction)
+				ASSERT_EQ(lv->flags & HM_LOOKUP_V_REF_INLINE ?
+					  HM_SpvFunctionControlInline : HM_SpvFunctionControlDontInline,
+					  w[i + 3]);
+			ASSERT_NE(HM_SpvOpVariable, w[i] & 0xffff);
+			loads += (w[i] & 0xffff) == HM_SpvOpLoad;
+		}
+		ASSERT_EQ(lv->flags & HM_LOOKUP_V_REF_SPLIT ? 2 * HM_TABLE_PROBES : HM_TABLE_PROBES,
+			  loads) TH_LOG("variant %s", lv->name);
+		free(w);
+	}
+	ASSERT_EQ(1, nr_default);
+	ASSERT_EQ(NULL, hm_lookup_variant_by_name("no-such-variant"));
+	ASSERT_EQ(0, hm_spirv_module_new(&m));
+	ASSERT_EQ(-EINVAL, hm_spirv_set_lookup_variant(m, 1u << 30));
+	ASSERT_EQ(-EINVAL, hm_spirv_set_lookup_variant(m, HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_REF_SPLIT));
+	ASSERT_EQ(0, hm_spirv_set_lookup_variant(m, HM_LOOKUP_V_CHAIN));
+	ASSERT_NE(0, hm_spirv_lookup_fn(m));
+	ASSERT_EQ(-EBUSY, hm_spirv_set_lookup_variant(m, 0));
+	hm_spirv_module_free(m);
+}
+
 /* A module built with the append API: an entry point whose accesses all go
  * through hm_spirv_emit_access(); the helper appears once, the 64-bit
  * constants once each, and the module is valid for Vulkan 1.2 and 1.3. */

@@ -17,6 +17,15 @@
  *   table      device-local (host-visible where there is such memory) | host
  *   op         load | load + store beside it (same lookup) with | without
  *              the mark store
+ * then, with --variants (default: all), every emission variant of the
+ * helper (hm_lookup_variants[], lib/lookup_spirv.c) side by side in the
+ * same run, for device-local data and table: load in the cache and past
+ * it, each for a new chunk at every step (64 KiB chunks, as above) and for
+ * one chunk under the whole chain (128 MiB chunks: the table window is
+ * read again at every step, so it can stay in the SM's L1), and load +
+ * store in the cache.  Next to the raw chain each row also gives the raw
+ * chain with the call site's guard (branch on dev != 0, phi), so that
+ * helper - raw_guard is the lookup alone.
  * Every program is built at run time with the append API (lib/lookup_spirv.c),
  * so the binary needs no file.  Several rounds, medians, ratios; --json
  * prints one object per line.
@@ -43,8 +52,11 @@
 #define GUEST_BASE 0x7e0000000000ull
 #define CACHE_STRIDE (64u << 10)
 #define PAST_STRIDE (2u << 20)
+/* the "one chunk" table: a chunk of 128 MiB holds all the data */
+#define HOT_CHUNK_SHIFT 27
+#define HOT_NR_HOME 4
 
-enum path { PATH_RAW, PATH_HELPER };
+enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, NR_PATHS };
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
 
@@ -55,6 +67,7 @@ struct bench {
 	void *host_data;
 	size_t data_bytes;
 	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
+	struct hm_vk_buffer hot;                /* device: one chunk for all the data */
 	void *host_table;
 	size_t table_bytes;
 	uint32_t nr_home;
@@ -68,6 +81,7 @@ struct bench {
 	uint32_t flush_mib;
 	bool json;
 	unsigned rounds;
+	uint32_t variant;                       /* helper form of the main matrix */
 };
 
 /* ---- programs ------------------------------------------------------------ */
@@ -106,7 +120,7 @@ static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
  * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
  * last offset to out[l].
  */
-static int build(enum path path, enum op op, uint32_t **ret_w, size_t *ret_n)
+static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
@@ -119,6 +133,9 @@ static int build(enum path path, enum op op, uint32_t **ret_w, size_t *ret_n)
 	if (r)
 		return r;
 	m = k.m;
+	r = hm_spirv_set_lookup_variant(m, variant);
+	if (r)
+		goto out_free;
 	k.u32 = hm_spirv_type_int(m, 32, false);
 	k.u64 = hm_spirv_type_int(m, 64, false);
 	k.bl = hm_spirv_type_bool(m);
@@ -197,10 +214,14 @@ static int build(enum path path, enum op op, uint32_t **ret_w, size_t *ret_n)
 				  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
 	uint32_t val, dev = addr, mark = 0, guard_end = 0;
 
-	if (path == PATH_HELPER) {
+	if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
 		uint32_t pre, then, nz, v;
 
-		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
+		/* the raw chain with the helper's call site: the same guard and
+		 * phi (and guarded store), no lookup: helper - raw_guard is the
+		 * lookup alone */
+		if (path == PATH_HELPER)
+			r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
 		if (r)
 			goto out_free;
 		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
@@ -226,7 +247,7 @@ static int build(enum path path, enum op op, uint32_t **ret_w, size_t *ret_n)
 						 hm_spirv_const_u64(m, 4)), s);
 			HM_SPV(m, FN, HM_SpvOpBranch, st_end);
 			kb_label(&k, st_end);
-			if (op == OP_STORE_MARK)
+			if (op == OP_STORE_MARK && path == PATH_HELPER)
 				kb_store32(&k, mark, hm_spirv_const_u32(m, 1));
 		}
 	} else {
@@ -443,7 +464,11 @@ static int setup(struct bench *b)
 	if (r)
 		goto out;
 
-	b->nr_home = hm_table_nr_home_for(b->data_bytes >> CHUNK_SHIFT);
+	/* a power of two (every emission variant, pow2 included, runs on the
+	 * same table; the multiply-high form works for any nr_home) */
+	b->nr_home = 1;
+	while (b->nr_home < hm_table_nr_home_for(b->data_bytes >> CHUNK_SHIFT))
+		b->nr_home *= 2;
 	b->table_bytes = hm_table_bytes_for(b->nr_home);
 	size_t tb = b->table_bytes;
 
@@ -463,6 +488,16 @@ static int setup(struct bench *b)
 		   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) {
 		hm_vk_buffer_free(b->vk, &b->table[0]);
 		r = hm_vk_buffer_new(b->vk, b->table_bytes, HM_VK_MEM_DEVICE, &b->table[0]);
+	}
+	if (r)
+		goto out;
+	/* the one-chunk table: the same kind of memory as table[0] */
+	r = hm_vk_buffer_new(b->vk, hm_table_bytes_for(HOT_NR_HOME), HM_VK_MEM_DEVICE_HOST, &b->hot);
+	if (r || !(b->vk->mem.memoryTypes[b->hot.mem_type].propertyFlags &
+		   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) {
+		hm_vk_buffer_free(b->vk, &b->hot);
+		r = hm_vk_buffer_new(b->vk, hm_table_bytes_for(HOT_NR_HOME), HM_VK_MEM_DEVICE,
+				     &b->hot);
 	}
 	if (r)
 		goto out;
@@ -521,6 +556,28 @@ static int point_tables(struct bench *b, int which)
 	else if (!r)
 		r = upload(b, &b->table[0], img, b->table_bytes);
 	free(img);
+	if (r)
+		return r;
+	/* the one-chunk table: guest chunk GUEST_BASE >> 27 -> data[which] */
+	{
+		size_t hb = hm_table_bytes_for(HOT_NR_HOME);
+		void *hot = aligned_alloc(64, (hb + 63) / 64 * 64);
+		struct hm_table *t;
+
+		if (!hot)
+			return -ENOMEM;
+		r = hm_table_new(hot, hb, HOT_NR_HOME, HOT_CHUNK_SHIFT, &t);
+		if (!r) {
+			r = hm_table_insert(t, GUEST_BASE >> HOT_CHUNK_SHIFT,
+					    (int64_t)(b->data[which].addr - GUEST_BASE), NULL);
+			hm_table_free(t);
+		}
+		if (!r && b->hot.map)
+			memcpy(b->hot.map, hot, hb);
+		else if (!r)
+			r = upload(b, &b->hot, hot, hb);
+		free(hot);
+	}
 	return r;
 }
 
@@ -534,6 +591,7 @@ static void teardown(struct bench *b)
 		hm_vk_buffer_free(b->vk, &b->data[i]);
 		hm_vk_buffer_free(b->vk, &b->table[i]);
 	}
+	hm_vk_buffer_free(b->vk, &b->hot);
 	hm_vk_buffer_free(b->vk, &b->marks);
 	hm_vk_buffer_free(b->vk, &b->out);
 	hm_vk_buffer_free(b->vk, &b->flush);
@@ -571,7 +629,7 @@ static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t
 		return r;
 	if (flush && b->flush.buf) {
 		uint32_t tp[PUSH_WORDS];
-		uint32_t nr = hm_table_nr_slots_for(b->nr_home);
+		uint32_t nr = hm_table_nr_slots_for(push[2]);
 
 		memcpy(tp, push, sizeof(tp));
 		tp[8] = (uint32_t)b->scratch.addr;
@@ -621,12 +679,12 @@ static double median(double *v, unsigned n)
 /* ns per step (whole dispatch) of one configuration: median over rounds of
  * (t(36) - t(4)) / 32.  Also checks that every lane ended where its chain
  * says. */
-static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
-		   int data, int table, bool cache, double *ret_step_ns)
+static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
+		      int data, uint64_t tab, uint32_t nr_home, uint32_t shift, bool cache,
+		      double *ret_step_ns)
 {
 	uint32_t push[PUSH_WORDS];
-	uint64_t tab = b->table[table].addr;
-	uint64_t base = path == PATH_RAW ? b->data[data].addr : GUEST_BASE;
+	uint64_t base = path == PATH_HELPER ? GUEST_BASE : b->data[data].addr;
 	double d[64], t4, t36;
 	unsigned rounds = b->rounds > 64 ? 64 : b->rounds;
 	int r;
@@ -635,8 +693,8 @@ static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path pa
 		base += PAST_BYTES;
 	push[0] = (uint32_t)tab;
 	push[1] = (uint32_t)(tab >> 32);
-	push[2] = b->nr_home;
-	push[3] = CHUNK_SHIFT;
+	push[2] = nr_home;
+	push[3] = shift;
 	push[4] = (uint32_t)b->marks.addr;
 	push[5] = (uint32_t)(b->marks.addr >> 32);
 	push[6] = (uint32_t)base;
@@ -672,14 +730,236 @@ static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path pa
 	return 0;
 }
 
+/* table 0: device, 1: host import (64 KiB chunks); 2: the one-chunk table */
+static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
+		   int data, int table, bool cache, double *ret_step_ns)
+{
+	if (table == 2)
+		return measure_at(b, p, path, data, b->hot.addr, HOT_NR_HOME, HOT_CHUNK_SHIFT,
+				  cache, ret_step_ns);
+	return measure_at(b, p, path, data, b->table[table].addr, b->nr_home, CHUNK_SHIFT,
+			  cache, ret_step_ns);
+}
+
 static void usage(void)
 {
 	printf("usage: hmirror-bench lookup [--json] [--rounds N] [--groups N] [--quick]\n"
-	       "                            [--flush-mib N]\n"
+	       "                            [--flush-mib N] [--variants all|none|NAME,...]\n"
+	       "                            [--variant NAME]\n"
 	       "  raw device-address chains vs chains through the lookup helper;\n"
 	       "  past the cache: a N MiB fill (default 256) evicts the device's caches\n"
 	       "  before each timed dispatch and the table is touched back in;\n"
-	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n");
+	       "  --variants: the helper's emission variants side by side (default all);\n"
+	       "  --variant: the form of the main matrix (default: the library default);\n"
+	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n"
+	       "variants:\n");
+	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
+		printf("  %-12s %s\n", hm_lookup_variants[i].name, hm_lookup_variants[i].what);
+}
+
+static const char *variant_name(uint32_t flags)
+{
+	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
+		if (hm_lookup_variants[i].flags == flags)
+			return hm_lookup_variants[i].name;
+	return "custom";
+}
+
+/* --variants LIST: a bit per hm_lookup_variants[] entry */
+static int parse_variants(const char *arg, uint32_t *ret)
+{
+	char buf[256], *tok, *save;
+
+	*ret = 0;
+	if (!strcmp(arg, "all")) {
+		*ret = (1u << hm_lookup_nr_variants) - 1;
+		return 0;
+	}
+	if (!strcmp(arg, "none"))
+		return 0;
+	if (strlen(arg) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, arg);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		const struct hm_lookup_variant *v = hm_lookup_variant_by_name(tok);
+
+		if (!v)
+			return -EINVAL;
+		*ret |= 1u << (v - hm_lookup_variants);
+	}
+	return 0;
+}
+
+static int make_pipe(struct bench *b, enum path path, enum op op, uint32_t variant,
+		     struct hm_vk_pipeline *ret)
+{
+	uint32_t *w;
+	size_t n;
+	int r = build(path, op, variant, &w, &n);
+
+	if (!r) {
+		r = hm_vk_pipeline_new(b->vk, w, n, "main", 4 * PUSH_WORDS, ret);
+		free(w);
+	}
+	return r;
+}
+
+/* The variant configurations: device-local data and table. */
+struct vconf {
+	bool cache;
+	int table;              /* 0: a new 64 KiB chunk every step, 2: one chunk */
+	enum op op;
+};
+static const struct vconf vconfs[] = {
+	{ true, 0, OP_LOAD }, { true, 2, OP_LOAD }, { false, 0, OP_LOAD }, { false, 2, OP_LOAD },
+	{ true, 0, OP_STORE_MARK },
+};
+#define NR_VCONFS (sizeof(vconfs) / sizeof(vconfs[0]))
+
+/* Every selected variant side by side, same run: per configuration the raw
+ * chain (before and after the variants), the raw chain with the guard,
+ * then each variant.  ret_best: the D969-conforming variant with the
+ * lowest helper/raw in the cache, new chunk every step, load. */
+static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
+{
+	struct hm_vk_pipeline raw[NR_OPS], guard[NR_OPS], (*vp)[2];
+	double ratio[32][NR_VCONFS], best = 1e30;
+	uint32_t failed = 0;
+	int r = 0;
+
+	memset(raw, 0, sizeof(raw));
+	memset(guard, 0, sizeof(guard));
+	memset(ratio, 0, sizeof(ratio));
+	*ret_best = -1;
+	vp = calloc(hm_lookup_nr_variants, sizeof(*vp));
+	if (!vp)
+		return -ENOMEM;
+	for (int op = 0; op < 2 && !r; op++) {
+		r = make_pipe(b, PATH_RAW, op, 0, &raw[op]);
+		if (!r)
+			r = make_pipe(b, PATH_RAW_GUARD, op, 0, &guard[op]);
+	}
+	for (unsigned v = 0; v < hm_lookup_nr_variants && !r; v++)
+		for (int op = 0; op < 2 && !r; op++)
+			if (sel & (1u << v))
+				r = make_pipe(b, PATH_HELPER, op, hm_lookup_variants[v].flags, &vp[v][op]);
+	if (r) {
+		fprintf(stderr, "lookup: variant pipelines: %s\n", strerror(-r));
+		goto out;
+	}
+	r = point_tables(b, 0);
+	if (!b->json && !r)
+		printf("helper variants side by side (device data, device table; chunks: step = a "
+		       "new 64 KiB chunk every step, one = one chunk under the whole chain)\n"
+		       "%-12s %-5s %-6s %-10s %10s %10s %10s %7s %9s\n", "variant", "fp", "chunks",
+		       "op", "raw", "raw+guard", "helper", "ratio", "vs guard");
+	for (unsigned c = 0; c < NR_VCONFS && !r; c++) {
+		const struct vconf *vc = &vconfs[c];
+		double raw0, raw1, rawg, help, rawm;
+
+		r = measure(b, &raw[vc->op], PATH_RAW, 0, vc->table, vc->cache, &raw0);
+		if (!r)
+			r = measure(b, &guard[vc->op], PATH_RAW_GUARD, 0, vc->table, vc->cache, &rawg);
+		for (unsigned v = 0; v < hm_lookup_nr_variants && !r; v++) {
+			const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
+
+			if (!(sel & (1u << v)))
+				continue;
+			r = measure(b, &vp[v][vc->op], PATH_HELPER, 0, vc->table, vc->cache, &help);
+			if (r == -EIO) {
+				/* a variant whose chains end elsewhere answered wrongly on
+				 * this driver: reported, left out of the choice, and the
+				 * run goes on */
+				failed |= 1u << v;
+				if (b->json)
+					printf("{\"bench\":\"lookup\",\"section\":\"variants\",\"device\":\"%s\","
+					       "\"variant\":\"%s\",\"footprint\":\"%s\",\"chunks\":\"%s\","
+					       "\"op\":\"%s\",\"error\":\"wrong answers (chains end elsewhere)\"}\n",
+					       b->vk->props.deviceName, lv->name, vc->cache ? "cache" : "past",
+					       vc->table ? "one" : "step", op_name[vc->op]);
+				else
+					printf("%-12s WRONG ANSWERS: chains end elsewhere\n", lv->name);
+				r = 0;
+				continue;
+			}
+			if (r)
+				break;
+			ratio[v][c] = raw0 > 0 ? help / raw0 : 0;
+			if (b->json)
+				printf("{\"bench\":\"lookup\",\"section\":\"variants\",\"device\":\"%s\","
+				       "\"variant\":\"%s\",\"reference\":%s,\"flags\":%u,\"data\":\"device\","
+				       "\"table\":\"device\",\"footprint\":\"%s\",\"chunks\":\"%s\","
+				       "\"op\":\"%s\",\"groups\":%u,\"lanes\":%u,\"rounds\":%u,"
+				       "\"raw_ns_per_step\":%.1f,\"raw_guard_ns_per_step\":%.1f,"
+				       "\"helper_ns_per_step\":%.1f,\"ratio\":%.3f,\"ratio_vs_guard\":%.3f}\n",
+				       b->vk->props.deviceName, lv->name, lv->reference ? "true" : "false",
+				       lv->flags, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
+				       op_name[vc->op], b->nr_lanes / LANES, LANES, b->rounds, raw0, rawg,
+				       help, ratio[v][c], rawg > 0 ? help / rawg : 0.0);
+			else
+				printf("%-12s %-5s %-6s %-10s %10.1f %10.1f %10.1f %7.3f %9.3f%s\n",
+				       lv->name, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
+				       op_name[vc->op], raw0, rawg, help, ratio[v][c],
+				       rawg > 0 ? help / rawg : 0.0, lv->reference ? "  (reference)" : "");
+			fflush(stdout);
+		}
+		/* the raw chain again: how much the baseline drifted over the rows */
+		if (!r)
+			r = measure(b, &raw[vc->op], PATH_RAW, 0, vc->table, vc->cache, &raw1);
+		if (!r) {
+			rawm = (raw0 + raw1) / 2;
+			if (b->json)
+				printf("{\"bench\":\"lookup\",\"section\":\"variants_raw\",\"device\":\"%s\","
+				       "\"footprint\":\"%s\",\"chunks\":\"%s\",\"op\":\"%s\","
+				       "\"raw_before_ns_per_step\":%.1f,\"raw_after_ns_per_step\":%.1f,"
+				       "\"raw_guard_ns_per_step\":%.1f,\"drift\":%.3f}\n",
+				       b->vk->props.deviceName, vc->cache ? "cache" : "past",
+				       vc->table ? "one" : "step", op_name[vc->op], raw0, raw1, rawg,
+				       rawm > 0 ? (raw1 - raw0) / rawm : 0.0);
+			else
+				printf("%-12s %-5s %-6s %-10s %10.1f (raw after the variants)\n", "raw",
+				       vc->cache ? "cache" : "past", vc->table ? "one" : "step",
+				       op_name[vc->op], raw1);
+		}
+	}
+	for (unsigned v = 0; v < hm_lookup_nr_variants && !r; v++) {
+		const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
+
+		if (!(sel & (1u << v)))
+			continue;
+		if (!lv->reference && !(failed & (1u << v)) && ratio[v][0] > 0 && ratio[v][0] < best) {
+			best = ratio[v][0];
+			*ret_best = (int)v;
+		}
+		if (b->json)
+			printf("{\"bench\":\"lookup\",\"section\":\"variants_summary\",\"device\":\"%s\","
+			       "\"variant\":\"%s\",\"reference\":%s,\"ratio_cache_step\":%.3f,"
+			       "\"ratio_cache_one\":%.3f,\"ratio_past_step\":%.3f,\"ratio_past_one\":%.3f,"
+			       "\"ratio_cache_step_store\":%.3f,\"wrong_answers\":%s}\n",
+			       b->vk->props.deviceName, lv->name,
+			       lv->reference ? "true" : "false", ratio[v][0], ratio[v][1], ratio[v][2],
+			       ratio[v][3], ratio[v][4], failed & (1u << v) ? "true" : "false");
+	}
+	if (!b->json && !r) {
+		printf("\n%-12s %10s %10s %10s %10s %12s   (helper / raw)\n", "variant", "cache/step",
+		       "cache/one", "past/step", "past/one", "store c/step");
+		for (unsigned v = 0; v < hm_lookup_nr_variants; v++)
+			if (sel & (1u << v))
+				printf("%-12s %10.3f %10.3f %10.3f %10.3f %12.3f%s\n",
+				       hm_lookup_variants[v].name, ratio[v][0], ratio[v][1], ratio[v][2],
+				       ratio[v][3], ratio[v][4],
+				       hm_lookup_variants[v].reference ? "  (reference)" : "");
+	}
+out:
+	for (int op = 0; op < NR_OPS; op++) {
+		hm_vk_pipeline_free(b->vk, &raw[op]);
+		hm_vk_pipeline_free(b->vk, &guard[op]);
+	}
+	for (unsigned v = 0; v < hm_lookup_nr_variants; v++)
+		for (int op = 0; op < 2; op++)
+			hm_vk_pipeline_free(b->vk, &vp[v][op]);
+	free(vp);
+	return r;
 }
 
 int bench_lookup(int argc, char **argv)
@@ -690,25 +970,45 @@ int bench_lookup(int argc, char **argv)
 		{ "groups", required_argument, NULL, 'g' },
 		{ "quick", no_argument, NULL, 'q' },
 		{ "flush-mib", required_argument, NULL, 'f' },
+		{ "variants", required_argument, NULL, 'V' },
+		{ "variant", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
-	struct bench b = { .rounds = 9, .nr_lanes = GROUPS * LANES, .flush_mib = 256 };
+	struct bench b = { .rounds = 9, .nr_lanes = GROUPS * LANES, .flush_mib = 256,
+			   .variant = HM_LOOKUP_DEFAULT_VARIANT };
 	struct hm_vk_params vp = { .validation = -1 };
 	struct hm_vk_pipeline pipes[2][NR_OPS];
 	bool quick = false;
 	double target[2] = { 0, 0 };    /* helper/raw, device data+table, load: cache, past */
-	int c, r;
+	uint32_t vsel = (1u << hm_lookup_nr_variants) - 1;
+	int c, r, best = -1;
 
 	memset(pipes, 0, sizeof(pipes));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jr:g:qf:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 'r': b.rounds = (unsigned)atoi(optarg); break;
 		case 'g': b.nr_lanes = (uint32_t)atoi(optarg) * LANES; break;
 		case 'q': quick = true; break;
 		case 'f': b.flush_mib = (uint32_t)atoi(optarg); break;
+		case 'V':
+			if (parse_variants(optarg, &vsel)) {
+				fprintf(stderr, "lookup: --variants all|none|NAME,... (see --help)\n");
+				return -EINVAL;
+			}
+			break;
+		case 'v': {
+			const struct hm_lookup_variant *v = hm_lookup_variant_by_name(optarg);
+
+			if (!v) {
+				fprintf(stderr, "lookup: no variant %s (see --help)\n", optarg);
+				return -EINVAL;
+			}
+			b.variant = v->flags;
+			break;
+		}
 		case 'h': usage(); return 0;
 		default: usage(); return -EINVAL;
 		}
@@ -730,30 +1030,28 @@ int bench_lookup(int argc, char **argv)
 	}
 	for (int path = 0; path < 2 && !r; path++) {
 		for (int op = 0; op < NR_OPS && !r; op++) {
-			uint32_t *w;
-			size_t n;
-
 			if (path == PATH_RAW && op == OP_STORE_NOMARK)
 				continue;
-			r = build(path, op, &w, &n);
-			if (!r) {
-				r = hm_vk_pipeline_new(b.vk, w, n, "main", 4 * PUSH_WORDS,
-						       &pipes[path][op]);
-				free(w);
-			}
+			r = make_pipe(&b, path, op, b.variant, &pipes[path][op]);
 		}
 	}
 	if (r) {
 		fprintf(stderr, "lookup: pipelines: %s\n", strerror(-r));
 		goto out;
 	}
+	/* the variants first: what the run has to decide, in case a time
+	 * limit cuts it short (every row is flushed as it is measured) */
+	if (vsel)
+		r = run_variants(&b, vsel, &best);
+	if (r)
+		goto out;
 	if (!b.json)
-		printf("hmirror-bench lookup: %s, %u groups x %u lanes, chain %u vs %u steps, "
-		       "median of %u rounds; ns per step of the whole dispatch\n"
+		printf("\nhmirror-bench lookup: %s, %u groups x %u lanes, chain %u vs %u steps, "
+		       "median of %u rounds; ns per step of the whole dispatch; helper variant %s\n"
 		       "%-6s %-5s %-6s %-20s %12s %12s %7s %10s\n", b.vk->props.deviceName,
 		       b.nr_lanes / LANES, LANES, LONG_STEPS, SHORT_STEPS, b.rounds,
-		       "data", "fp", "table", "op", "raw ns/step", "helper ns/st", "ratio",
-		       "ns/lane-acc");
+		       variant_name(b.variant), "data", "fp", "table", "op", "raw ns/step",
+		       "helper ns/st", "ratio", "ns/lane-acc");
 	for (int data = 0; data < 2 && !r; data++) {
 		r = point_tables(&b, data);
 		for (int fp = 0; fp < 2 && !r; fp++) {
@@ -776,12 +1074,14 @@ int bench_lookup(int argc, char **argv)
 					if (data == 0 && table == 0 && op == OP_LOAD && raw > 0)
 						target[fp] = help / raw;
 					if (b.json)
-						printf("{\"bench\":\"lookup\",\"device\":\"%s\",\"data\":\"%s\","
+						printf("{\"bench\":\"lookup\",\"device\":\"%s\",\"variant\":\"%s\","
+						       "\"data\":\"%s\","
 						       "\"footprint\":\"%s\",\"table\":\"%s\",\"op\":\"%s\","
 						       "\"marks\":%s,\"groups\":%u,\"lanes\":%u,\"rounds\":%u,"
 						       "\"raw_ns_per_step\":%.1f,\"helper_ns_per_step\":%.1f,"
 						       "\"ratio\":%.3f,\"helper_ns_per_lane_access\":%.4f}\n",
-						       b.vk->props.deviceName, data ? "host" : "device",
+						       b.vk->props.deviceName, variant_name(b.variant),
+						       data ? "host" : "device",
 						       cache ? "cache" : "past", table ? "host" : "device",
 						       op_name[op], op == OP_STORE_MARK ? "true" : "false",
 						       b.nr_lanes / LANES, LANES, b.rounds, raw, help,
@@ -800,14 +1100,18 @@ int bench_lookup(int argc, char **argv)
 		bool met = target[0] <= 1.3 && target[1] <= 1.3;
 
 		if (b.json)
-			printf("{\"bench\":\"lookup\",\"summary\":true,\"device\":\"%s\","
+			printf("{\"bench\":\"lookup\",\"summary\":true,\"device\":\"%s\",\"variant\":\"%s\","
 			       "\"ratio_device_data_in_cache\":%.3f,\"ratio_device_data_past_cache\":%.3f,"
-			       "\"target\":1.3,\"met\":%s}\n", b.vk->props.deviceName,
-			       target[0], target[1], met ? "true" : "false");
+			       "\"target\":1.3,\"met\":%s,\"best_variant_cache_step\":\"%s\"}\n",
+			       b.vk->props.deviceName, variant_name(b.variant),
+			       target[0], target[1], met ? "true" : "false",
+			       best >= 0 ? hm_lookup_variants[best].name : "");
 		else
-			printf("target (device-local data and table, load): helper/raw %.3f in the "
-			       "cache, %.3f past it; at most 1.3: %s\n", target[0], target[1],
-			       met ? "met" : "not met");
+			printf("target (device-local data and table, load, variant %s): helper/raw "
+			       "%.3f in the cache, %.3f past it; at most 1.3: %s%s%s\n",
+			       variant_name(b.variant), target[0], target[1], met ? "met" : "not met",
+			       best >= 0 ? "; best D969 variant in the cache: " : "",
+			       best >= 0 ? hm_lookup_variants[best].name : "");
 	}
 	if (!r && b.vk->validation && hm_vk_validation_count(b.vk)) {
 		fprintf(stderr, "lookup: validation: %s\n", b.vk->last_message);

@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ extern const uint32_t hm_bench_mirror_spv[];
 extern const size_t hm_bench_mirror_spv_words;
 
 #define GUEST		0x100000000ull
-#define USER_WORDS	8
+#define USER_WORDS	9
 #define MAX_ROUNDS	31
 
 enum { P_CHASE, P_COAL, P_TREE, P_INV, P_RAW, NR_P };
@@ -58,6 +59,15 @@ struct mb {
 	uint32_t pipe[NR_P];
 	struct hm_vk_buffer out;
 	uint32_t chase_words, tree_nodes, tree_off;
+	struct perm { uint64_t n, mask, m1, m2, i1, i2, k; unsigned sh; } pc, pt;
+	uint32_t *starts;               /* each lane's start of the last dispatch */
+	uint64_t cursor;                /* position in each lane's segment (fresh per dispatch) */
+	uint64_t last_cursor;           /* ... before the last dispatch */
+	uint32_t last_first;            /* coal: first word of the last dispatch */
+	uint64_t round_bytes, round_sector_bytes;  /* distinct bytes of the last dispatch */
+	double reuse;                   /* fraction of its positions an earlier dispatch visited */
+	bool skip_mirrors;              /* the device cannot hold mirrors + twins */
+	unsigned threads;
 	unsigned inv_rounds;            /* copy-back rounds run (parity of the region) */
 	uint32_t inv_words;
 	long mismatches;
@@ -72,13 +82,62 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static uint32_t mix(uint32_t x)
+/*
+ * The chase region is one random cycle over its words and the tree a
+ * random placement of a ladder of nodes, both from a bijection P on
+ * [0, n) (two multiply-xorshift rounds on the next power of two, cycle
+ * walking below n): word P(q) holds the byte offset of word P(q + 1);
+ * node T(q) points at nodes T(q + 1) and T(q + 2).  Lanes start at
+ * positions i * (n / lanes) + cursor, and the cursor moves past what each
+ * dispatch walked, so lanes never share a line and no dispatch walks the
+ * lines an earlier one did (until a lane's segment is used up: "reuse").
+ */
+static uint64_t inv64(uint64_t m)
 {
-	x ^= x >> 16;
-	x *= 0x7feb352d;
-	x ^= x >> 15;
-	x *= 0x846ca68b;
-	x ^= x >> 16;
+	uint64_t x = m;
+
+	for (int i = 0; i < 6; i++)
+		x *= 2 - m * x;
+	return x;
+}
+
+static void perm_init(struct perm *p, uint64_t n, uint64_t seed)
+{
+	unsigned bits = 1;
+
+	while ((1ull << bits) < n)
+		bits++;
+	p->n = n;
+	p->mask = (1ull << bits) - 1;
+	p->sh = (bits + 1) / 2;
+	p->m1 = (0x9e3779b97f4a7c15ull ^ (seed * 0x632be59bd9b4e019ull)) | 1;
+	p->m2 = (0xbf58476d1ce4e5b9ull + seed * 0x94d049bb133111ebull) | 1;
+	p->i1 = inv64(p->m1);
+	p->i2 = inv64(p->m2);
+	p->k = (seed * 0xd6e8feb86659fd93ull) & p->mask;
+}
+
+static inline uint64_t perm_fwd(const struct perm *p, uint64_t x)
+{
+	do {
+		x = (x * p->m1) & p->mask;
+		x ^= x >> p->sh;
+		x = (x * p->m2) & p->mask;
+		x ^= x >> p->sh;
+		x = (x + p->k) & p->mask;
+	} while (x >= p->n);
+	return x;
+}
+
+static inline uint64_t perm_inv(const struct perm *p, uint64_t x)
+{
+	do {
+		x = (x - p->k) & p->mask;
+		x ^= x >> p->sh;        /* an involution: 2 * sh >= bits */
+		x = (x * p->i2) & p->mask;
+		x ^= x >> p->sh;
+		x = (x * p->i1) & p->mask;
+	} while (x >= p->n);
 	return x;
 }
 
@@ -87,12 +146,15 @@ static uint32_t model_word(const struct mb *b, uint64_t w)
 {
 	uint64_t off = 4 * w;
 
-	if (off < (uint64_t)b->tree_off)
-		return 4 * (mix((uint32_t)w) % b->chase_words);
+	if (off < (uint64_t)b->tree_off) {
+		uint64_t q = perm_inv(&b->pc, w) + 1;
+
+		return 4 * (uint32_t)perm_fwd(&b->pc, q == b->pc.n ? 0 : q);
+	}
 	{
 		uint64_t k = (off - b->tree_off) / 16, part = (w & 3);
-		uint32_t child = mix((uint32_t)(2 * k + 1 + (part >> 1))) % b->tree_nodes;
-		uint64_t ptr = GUEST + b->tree_off + 16ull * child;
+		uint64_t q = (perm_inv(&b->pt, k) + 1 + (part >> 1)) % b->tree_nodes;
+		uint64_t ptr = GUEST + b->tree_off + 16ull * perm_fwd(&b->pt, q);
 
 		return part & 1 ? (uint32_t)(ptr >> 32) : (uint32_t)ptr;
 	}
@@ -122,18 +184,39 @@ static uint64_t median(uint64_t *v, unsigned n)
 
 static void emit_access(struct mb *b, const char *cas, const char *data, double ns,
 			double home_ns, long mism);
+static long check_out(struct mb *b, int p, const uint32_t *out);
 
 static int dispatch_at(struct mb *b, int p, uint64_t base, unsigned groups, uint32_t steps,
 		       uint32_t region, uint64_t *ret_ns)
 {
 	struct hm_engine_stats s0, s1;
+	unsigned lanes = 64 * groups;
 	uint32_t push[USER_WORDS] = {
 		(uint32_t)base, (uint32_t)(base >> 32),
 		(uint32_t)b->out.addr, (uint32_t)(b->out.addr >> 32),
-		steps, region, b->tree_off, b->tree_nodes,
+		steps, region, b->tree_off, b->tree_nodes, 0,
 	};
+	uint32_t *out = b->out.map;
 	int err;
 
+	/* each lane's start: fresh positions, past what earlier dispatches walked */
+	b->last_cursor = b->cursor;
+	if (p == P_CHASE || p == P_RAW || p == P_TREE) {
+		const struct perm *pm = p == P_TREE ? &b->pt : &b->pc;
+		uint64_t seg = pm->n / lanes ? pm->n / lanes : 1;
+
+		for (unsigned i = 0; i < lanes; i++) {
+			uint64_t q = ((uint64_t)i * seg + b->cursor % seg) % pm->n;
+			uint64_t x = perm_fwd(pm, q);
+
+			b->starts[i] = p == P_TREE ? b->tree_off + 16 * (uint32_t)x : 4 * (uint32_t)x;
+			out[i] = b->starts[i];
+		}
+		b->cursor += p == P_TREE ? 2ull * steps : steps;
+	} else if (p == P_COAL) {
+		b->last_first = push[8] = (uint32_t)(b->cursor % region);
+		b->cursor += (uint64_t)steps * lanes;
+	}
 	hm_engine_stats(b->e, &s0);
 	err = hm_engine_dispatch(b->e, b->pipe[p], groups, 1, 1, push, USER_WORDS, 0);
 	hm_engine_stats(b->e, &s1);
@@ -156,6 +239,7 @@ static int access_cost_at(struct mb *b, int p, uint64_t base, double *ret_ns, ui
 	unsigned lanes = 64 * b->groups, s_lo = 8, s_hi = 8 + b->steps;
 	int err;
 
+	b->cursor = 0;  /* every measurement walks the same positions (home vs mirrored) */
 	/* warm (and let any pending upload happen outside the timing) */
 	err = dispatch_at(b, p, base, b->groups, s_lo, b->chase_words, NULL);
 	if (err)
@@ -170,6 +254,16 @@ static int access_cost_at(struct mb *b, int p, uint64_t base, double *ret_ns, ui
 	}
 	memcpy(ret_out, b->out.map, lanes * 4);
 	*ret_ns = (double)median(d, b->rounds) / ((double)lanes * (s_hi - s_lo));
+	{
+		/* positions of the last dispatch that an earlier one walked */
+		const struct perm *pm = p == P_TREE ? &b->pt : &b->pc;
+		uint64_t seg = p == P_COAL ? b->chase_words : (pm->n / lanes ? pm->n / lanes : 1);
+		uint64_t t = b->last_cursor, l = b->cursor - b->last_cursor;
+
+		b->reuse = t >= seg ? 1.0 : t + l > seg ? (double)(t + l - seg) / (double)l : 0.0;
+		if (b->reuse > 1)
+			b->reuse = 1;
+	}
 	return 0;
 }
 
@@ -195,6 +289,13 @@ static int bench_raw(struct mb *b, const uint32_t *home_out, double *ret_dev_ns)
 	void *host;
 	int err;
 
+	if (bytes > b->vk->max_buffer) {
+		fprintf(stderr, "mirror: raw baselines skipped: the chase region (%lu MiB) is larger "
+			"than one buffer may be here (%lu MiB)\n", (unsigned long)(bytes >> 20),
+			(unsigned long)(b->vk->max_buffer >> 20));
+		*ret_dev_ns = 0;
+		return 0;
+	}
 	out = calloc(lanes, 4);
 	if (!out)
 		return -ENOMEM;
@@ -208,16 +309,21 @@ static int bench_raw(struct mb *b, const uint32_t *home_out, double *ret_dev_ns)
 	err = hm_vk_import_host(b->vk, host, bytes, &pinned);
 	if (!err)
 		err = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE, &dev);
-	if (!err)
-		err = hm_vk_copy_sync(b->vk, pinned.buf, 0, dev.buf, 0, bytes);
+	/* in pieces of 1 GiB: lavapipe (Mesa 22.3) crashes copying 2 GiB at once */
+	for (uint64_t o = 0; !err && o < bytes; o += 1ull << 30)
+		err = hm_vk_copy_sync(b->vk, pinned.buf, o, dev.buf, o,
+				      bytes - o < (1ull << 30) ? bytes - o : 1ull << 30);
 	if (!err)
 		err = access_cost_at(b, P_RAW, dev.addr, &ns_dev, out);
 	if (!err) {
-		bad_dev = memcmp(out, home_out, lanes * 4) ? 1 : 0;
+		bad_dev = (memcmp(out, home_out, lanes * 4) ? 1 : 0) + check_out(b, P_CHASE, out);
+		emit_access(b, "scattered", "device_raw", ns_dev, 0, bad_dev);
 		err = access_cost_at(b, P_RAW, pinned.addr, &ns_host, out);
 	}
-	if (!err)
-		bad_host = memcmp(out, home_out, lanes * 4) ? 1 : 0;
+	if (!err) {
+		bad_host = (memcmp(out, home_out, lanes * 4) ? 1 : 0) + check_out(b, P_CHASE, out);
+		emit_access(b, "scattered", "host_raw", ns_host, 0, bad_host);
+	}
 	hm_vk_buffer_free(b->vk, &dev);
 	hm_vk_buffer_free(b->vk, &pinned);
 	munmap(host, bytes);
@@ -225,48 +331,115 @@ static int bench_raw(struct mb *b, const uint32_t *home_out, double *ret_dev_ns)
 	if (err)
 		return err;
 	b->mismatches += bad_dev + bad_host;
-	emit_access(b, "scattered", "device_raw", ns_dev, 0, bad_dev);
-	emit_access(b, "scattered", "host_raw", ns_host, 0, bad_host);
 	*ret_dev_ns = ns_dev;
 	return 0;
 }
 
-/* out[] of the last s_hi run against the host model (scattered, tree). */
+/*
+ * out[] of the last s_hi run against the host model (scattered, tree),
+ * from the starts of that run; also counts the distinct bytes and 32-byte
+ * sectors that run loaded (round_bytes, round_sector_bytes).
+ */
 static long check_out(struct mb *b, int p, const uint32_t *out)
 {
 	unsigned lanes = 64 * b->groups, steps = 8 + b->steps;
+	uint64_t *sec, nsec = 0, nuniq = 0;
 	long bad = 0;
 
-	if (p == P_COAL)
-		return 0;       /* compared home vs mirrored instead */
+	if (p == P_COAL) {      /* compared home vs mirrored instead */
+		uint64_t words = (uint64_t)lanes * steps;
+
+		if (words > b->chase_words)
+			words = b->chase_words;
+		b->round_bytes = 4 * words;
+		b->round_sector_bytes = (4 * words + 31) & ~31ull;
+		return 0;
+	}
+	sec = malloc((size_t)lanes * steps * sizeof(*sec));
 	for (unsigned i = 0; i < lanes; i++) {
-		uint64_t cur;
+		uint64_t cur = GUEST + b->starts[i];
 
-		if (p == P_CHASE) {
-			cur = GUEST + 4ull * ((i * 0x9e3779b1u) % b->chase_words);
-			for (unsigned s = 0; s < steps; s++)
-				cur = GUEST + expect_word(b, (cur - GUEST) / 4);
-		} else {
-			cur = GUEST + b->tree_off + 16ull * ((i * 0x9e3779b1u) % b->tree_nodes);
-			for (unsigned s = 0; s < steps; s++) {
-				uint64_t w = (cur - GUEST) / 4 + ((i >> (s & 15)) & 1 ? 2 : 0);
+		for (unsigned s = 0; s < steps; s++) {
+			uint64_t w = (cur - GUEST) / 4;
 
+			if (sec)
+				sec[nsec++] = (cur - GUEST) / (p == P_CHASE ? 4 : 16);
+			if (p == P_CHASE) {
+				cur = GUEST + expect_word(b, w);
+			} else {
+				w += ((i >> (s & 15)) & 1) ? 2 : 0;
 				cur = expect_word(b, w) | (uint64_t)expect_word(b, w + 1) << 32;
 			}
 		}
 		bad += out[i] != (uint32_t)cur;
 	}
+	if (sec) {
+		/* distinct words (nodes), then distinct 32-byte sectors */
+		uint64_t ns = 0, shift = p == P_CHASE ? 3 : 1;
+
+		qsort(sec, nsec, sizeof(*sec), cmp_u64);
+		for (uint64_t k = 0; k < nsec; k++)
+			if (!k || sec[k] != sec[k - 1])
+				nuniq++;
+		for (uint64_t k = 0; k < nsec; k++)
+			if (!k || sec[k] >> shift != sec[k - 1] >> shift)
+				ns++;
+		b->round_bytes = nuniq * (p == P_CHASE ? 4 : 16);
+		b->round_sector_bytes = ns * 32;
+		free(sec);
+	}
+	return bad;
+}
+
+/* Fill guest memory with the model (write) or count words that differ. */
+struct fill_job {
+	struct mb *b;
+	uint64_t lo, hi;
+	bool write;
+	long bad;
+};
+
+static void *fill_thread(void *arg)
+{
+	struct fill_job *j = arg;
+	uint32_t *m = (uint32_t *)j->b->mem;
+
+	for (uint64_t w = j->lo; w < j->hi; w++) {
+		if (j->write)
+			m[w] = model_word(j->b, w);
+		else
+			j->bad += m[w] != expect_word(j->b, w);
+	}
+	return NULL;
+}
+
+static long fill_or_check(struct mb *b, bool write)
+{
+	struct fill_job job[32];
+	pthread_t t[32];
+	unsigned n = b->threads, started = 0;
+	uint64_t words = b->size / 4;
+	long bad = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		job[i] = (struct fill_job){ b, words * i / n, words * (i + 1) / n, write, 0 };
+		if (i && !pthread_create(&t[i], NULL, fill_thread, &job[i]))
+			started |= 1u << i;
+		else if (i)
+			fill_thread(&job[i]);
+	}
+	fill_thread(&job[0]);
+	for (unsigned i = 1; i < n; i++)
+		if (started & (1u << i))
+			pthread_join(t[i], NULL);
+	for (unsigned i = 0; i < n; i++)
+		bad += job[i].bad;
 	return bad;
 }
 
 static long check_memory(struct mb *b)
 {
-	const uint32_t *m = (const uint32_t *)b->mem;
-	long bad = 0;
-
-	for (uint64_t w = 0; w < b->size / 4; w++)
-		bad += m[w] != expect_word(b, w);
-	return bad;
+	return fill_or_check(b, false);
 }
 
 static const char *dev_name(const struct mb *b)
@@ -285,40 +458,104 @@ static void emit_access(struct mb *b, const char *cas, const char *data, double 
 		       (unsigned long)b->size, b->shift, 64 * b->groups, b->steps, b->rounds, ns);
 		if (home_ns > 0)
 			printf(",\"speedup_vs_home\":%.3f", ns > 0 ? home_ns / ns : 0);
+		printf(",\"distinct_bytes_per_round\":%lu,\"sector_bytes_per_round\":%lu,"
+		       "\"reuse_fraction\":%.3f", (unsigned long)b->round_bytes,
+		       (unsigned long)b->round_sector_bytes, b->reuse);
 		printf(",\"changed_bytes\":0,\"copied_home_bytes\":0,\"mismatches\":%ld}\n", mism);
 	} else {
-		printf("%-10s %-9s %10.4f ns/lane-access", cas, data, ns);
+		printf("%-10s %-10s %10.4f ns/lane-access, %7.1f MB of 32-B sectors a round, "
+		       "reuse %.2f", cas, data, ns, b->round_sector_bytes / 1e6, b->reuse);
 		if (home_ns > 0)
 			printf("  %8.2fx faster than home", ns > 0 ? home_ns / ns : 0);
 		printf("%s\n", mism ? "  MISMATCH" : "");
 	}
 }
 
-static int time_copy(struct mb *b, VkBuffer src, VkBuffer dst, uint64_t bytes, double *ret_gbps)
+/*
+ * A plain copy of bytes between host memory at host (imported, in pieces
+ * of at most one buffer's size) and plain device buffers, all pieces in one
+ * command buffer: GB/s, median of rounds.  to_device: host -> device.
+ */
+static int plain_copy(struct mb *b, void *host, uint64_t bytes, bool to_device, double *ret_gbps)
 {
+	uint64_t piece = b->vk->max_buffer & ~((uint64_t)b->vk->min_import_align - 1) &
+			 ~((1ull << b->shift) - 1);
+	unsigned n = (bytes + piece - 1) / piece;
+	struct hm_vk_buffer hb[64] = { 0 }, db[64] = { 0 };
+	uint64_t d[MAX_ROUNDS];
+	int err = 0;
+
+	if (!piece || n > 64)
+		return -E2BIG;
+	for (unsigned i = 0; i < n && !err; i++) {
+		uint64_t len = bytes - i * piece < piece ? bytes - i * piece : piece;
+
+		err = hm_vk_import_host(b->vk, (uint8_t *)host + i * piece, len, &hb[i]);
+		if (!err)
+			err = hm_vk_buffer_new(b->vk, len, HM_VK_MEM_DEVICE, &db[i]);
+	}
+	for (unsigned r = 0; r < b->rounds && !err; r++) {
+		VkCommandBuffer cb;
+		uint64_t t0 = now_ns();
+
+		err = hm_vk_cmd_begin(b->vk, &cb);
+		if (err)
+			break;
+		for (unsigned i = 0; i < n; i++) {
+			VkBufferCopy reg = { .size = hb[i].size };
+
+			vkCmdCopyBuffer(cb, to_device ? hb[i].buf : db[i].buf,
+					to_device ? db[i].buf : hb[i].buf, 1, &reg);
+		}
+		hm_vk_cmd_barrier(cb);
+		err = hm_vk_submit_wait(b->vk, cb, 0);
+		d[r] = now_ns() - t0;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		hm_vk_buffer_free(b->vk, &db[i]);
+		hm_vk_buffer_free(b->vk, &hb[i]);
+	}
+	if (!err)
+		*ret_gbps = (double)bytes / (double)median(d, b->rounds);
+	return err;
+}
+
+/* A plain device-to-device copy of bytes (at most 1 GiB): GB/s. */
+static int plain_d2d(struct mb *b, uint64_t bytes, double *ret_gbps)
+{
+	struct hm_vk_buffer x = { 0 }, y = { 0 };
 	uint64_t d[MAX_ROUNDS];
 	int err;
 
-	for (unsigned r = 0; r < b->rounds; r++) {
+	if (bytes > (1ull << 30))
+		bytes = 1ull << 30;
+	if (bytes > b->vk->max_buffer)
+		bytes = b->vk->max_buffer;
+	err = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE, &x);
+	if (!err)
+		err = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE, &y);
+	for (unsigned r = 0; r < b->rounds && !err; r++) {
 		uint64_t t0 = now_ns();
 
-		err = hm_vk_copy_sync(b->vk, src, 0, dst, 0, bytes);
-		if (err)
-			return err;
+		err = hm_vk_copy_sync(b->vk, x.buf, 0, y.buf, 0, bytes);
 		d[r] = now_ns() - t0;
 	}
-	*ret_gbps = (double)bytes / (double)median(d, b->rounds);
-	return 0;
+	hm_vk_buffer_free(b->vk, &x);
+	hm_vk_buffer_free(b->vk, &y);
+	if (!err)
+		*ret_gbps = (double)bytes / (double)median(d, b->rounds);
+	return err;
 }
 
-static int bench_upload(struct mb *b)
+/* --rounds uploads of the whole space with twin mode mode: GB/s (copy, phase) */
+static int upload_rounds(struct mb *b, uint32_t mode, double *ret_copy, double *ret_phase)
 {
 	uint64_t copy[MAX_ROUNDS], phase[MAX_ROUNDS], bytes = 0;
-	struct hm_vk_buffer pinned = { 0 }, dev = { 0 };
-	double plain = 0, eng, engp;
-	void *host;
 	int err;
 
+	err = hm_engine_set_twin_mode(b->e, mode);
+	if (err)
+		return err;
 	for (unsigned r = 0; r < b->rounds; r++) {
 		struct hm_engine_stats s0, s1;
 
@@ -342,8 +579,33 @@ static int bench_upload(struct mb *b)
 			b->failed = 1;
 		}
 	}
-	eng = (double)bytes / (double)median(copy, b->rounds);
-	engp = (double)bytes / (double)median(phase, b->rounds);
+	*ret_copy = (double)bytes / (double)median(copy, b->rounds);
+	*ret_phase = (double)bytes / (double)median(phase, b->rounds);
+	return 0;
+}
+
+static int bench_upload(struct mb *b)
+{
+	double plain = 0, plain_home = 0, d2d = 0, eng, engp, engc = 0, engcp = 0, engs = 0, engsp = 0;
+	bool auto_copy = b->vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	uint64_t bytes = b->size;
+	void *host;
+	int err;
+
+	/* both ways of filling twins (engine.h: enum hm_twin_mode), the
+	 * engine's default (AUTO: the shader on a GPU, the copy on a CPU
+	 * device) last, which leaves everything mirrored */
+	err = upload_rounds(b, auto_copy ? HM_TWIN_SHADER : HM_TWIN_COPY,
+			    auto_copy ? &engs : &engc, auto_copy ? &engsp : &engcp);
+	if (!err)
+		err = upload_rounds(b, auto_copy ? HM_TWIN_COPY : HM_TWIN_SHADER,
+				    auto_copy ? &engc : &engs, auto_copy ? &engcp : &engsp);
+	if (!err)
+		err = hm_engine_set_twin_mode(b->e, HM_TWIN_AUTO);
+	if (err)
+		return err;
+	eng = auto_copy ? engc : engs;
+	engp = auto_copy ? engcp : engsp;
 
 	/* the baseline: a plain copy from pinned (imported) host memory */
 	host = mmap(NULL, b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
@@ -351,36 +613,50 @@ static int bench_upload(struct mb *b)
 	if (host == MAP_FAILED)
 		return -errno;
 	memset(host, 0x5a, b->size);
-	err = hm_vk_import_host(b->vk, host, b->size, &pinned);
-	if (!err)
-		err = hm_vk_buffer_new(b->vk, b->size, HM_VK_MEM_DEVICE, &dev);
-	if (!err)
-		err = time_copy(b, pinned.buf, dev.buf, b->size, &plain);
-	hm_vk_buffer_free(b->vk, &dev);
-	hm_vk_buffer_free(b->vk, &pinned);
+	err = plain_copy(b, host, b->size, true, &plain);
 	munmap(host, b->size);
 	if (err)
 		return err;
+	/* diagnostics: the same plain copy from the guest's home pages (the
+	 * space's device view: its page size, not the engine, if slower), and
+	 * a device-to-device copy (what the twin costs) */
+	{
+		void *view;
+
+		if (hm_space_device_view(b->s, &view) || plain_copy(b, view, b->size, true, &plain_home))
+			plain_home = 0;
+		if (plain_d2d(b, b->size, &d2d))
+			d2d = 0;
+	}
 	if (b->json)
 		printf("{\"bench\":\"mirror\",\"case\":\"upload\",\"device\":\"%s\",\"backend\":\"%s\","
 		       "\"working_set\":%lu,\"chunk_shift\":%u,\"rounds\":%u,\"upload_bytes\":%lu,"
 		       "\"engine_copy_gbps\":%.3f,\"engine_phase_gbps\":%.3f,\"plain_h2d_gbps\":%.3f,"
-		       "\"ratio\":%.4f,\"phase_ratio\":%.4f,\"changed_bytes\":0,\"copied_home_bytes\":0,"
-		       "\"mismatches\":0}\n",
+		       "\"ratio\":%.4f,\"phase_ratio\":%.4f,\"plain_h2d_from_home_gbps\":%.3f,"
+		       "\"plain_d2d_gbps\":%.3f,\"twin_mode\":\"%s\",\"twin_copy_engine_copy_gbps\":%.3f,"
+		       "\"twin_copy_engine_phase_gbps\":%.3f,\"twin_copy_ratio\":%.4f,"
+		       "\"twin_shader_engine_copy_gbps\":%.3f,\"twin_shader_engine_phase_gbps\":%.3f,"
+		       "\"twin_shader_ratio\":%.4f,"
+		       "\"changed_bytes\":0,\"copied_home_bytes\":0,\"mismatches\":0}\n",
 		       dev_name(b), hm_backend_name(hm_space_backend(b->s)), (unsigned long)b->size,
 		       b->shift, b->rounds, (unsigned long)bytes, eng, engp, plain,
-		       plain > 0 ? eng / plain : 0, plain > 0 ? engp / plain : 0);
+		       plain > 0 ? eng / plain : 0, plain > 0 ? engp / plain : 0, plain_home, d2d,
+		       auto_copy ? "copy" : "shader", engc, engcp, plain > 0 ? engc / plain : 0,
+		       engs, engsp, plain > 0 ? engs / plain : 0);
 	else
 		printf("upload     engine copy %.2f GB/s (whole phase %.2f), plain pinned H2D %.2f GB/s: "
-		       "%.1f%% (%.1f%%)\n", eng, engp, plain, plain > 0 ? 100 * eng / plain : 0,
-		       plain > 0 ? 100 * engp / plain : 0);
+		       "%.1f%% (%.1f%%); plain H2D from the home pages %.2f GB/s, D2D %.2f GB/s; "
+		       "twins by copy %.2f GB/s (%.1f%%), by shader %.2f GB/s (%.1f%%); default %s\n",
+		       eng, engp, plain, plain > 0 ? 100 * eng / plain : 0,
+		       plain > 0 ? 100 * engp / plain : 0, plain_home, d2d, engc,
+		       plain > 0 ? 100 * engc / plain : 0, engs, plain > 0 ? 100 * engs / plain : 0,
+		       auto_copy ? "copy" : "shader");
 	return 0;
 }
 
 static int bench_copy_back(struct mb *b)
 {
 	uint64_t ns[MAX_ROUNDS], changed = 0, copied = 0;
-	struct hm_vk_buffer pinned = { 0 }, dev = { 0 };
 	uint32_t words = b->copyback / 4;
 	unsigned groups = (words / 64 + 15) / 16;
 	double plain = 0, gbps;
@@ -416,13 +692,7 @@ static int bench_copy_back(struct mb *b)
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (host == MAP_FAILED)
 		return -errno;
-	err = hm_vk_import_host(b->vk, host, b->copyback, &pinned);
-	if (!err)
-		err = hm_vk_buffer_new(b->vk, b->copyback, HM_VK_MEM_DEVICE, &dev);
-	if (!err)
-		err = time_copy(b, dev.buf, pinned.buf, b->copyback, &plain);
-	hm_vk_buffer_free(b->vk, &dev);
-	hm_vk_buffer_free(b->vk, &pinned);
+	err = plain_copy(b, host, b->copyback, false, &plain);
 	munmap(host, b->copyback);
 	if (err)
 		return err;
@@ -593,6 +863,38 @@ static int run(struct mb *b)
 		fprintf(stderr, "mirror: no Vulkan device: %s\n", strerror(-err));
 		return err;
 	}
+	{
+		/* mirrors and twins (2 x the working set) must fit the device */
+		uint64_t heap = 0;
+		uint32_t type;
+
+		if (!hm_vk_memory_type(b->vk, ~0u, HM_VK_MEM_DEVICE, &type))
+			heap = hm_vk_heap_size(b->vk, type);
+		if (b->json)
+			printf("{\"bench\":\"mirror\",\"case\":\"device\",\"device\":\"%s\","
+			       "\"device_local_heap\":%lu,\"max_alloc\":%lu,\"max_buffer\":%lu,"
+			       "\"min_import_align\":%lu,\"working_set\":%lu,\"changed_bytes\":0,"
+			       "\"copied_home_bytes\":0,\"mismatches\":0}\n", dev_name(b),
+			       (unsigned long)heap, (unsigned long)b->vk->max_alloc,
+			       (unsigned long)b->vk->max_buffer, (unsigned long)b->vk->min_import_align,
+			       (unsigned long)b->size);
+		if (2 * b->size > heap) {
+			b->skip_mirrors = true;
+			fprintf(stderr, "mirror: SKIP mirrored, upload and copy-back at %lu MiB: the "
+				"device-local heap (%lu MiB) cannot hold mirrors + twins (%lu MiB); "
+				"home and raw cases only\n", (unsigned long)(b->size >> 20),
+				(unsigned long)(heap >> 20), (unsigned long)(2 * b->size >> 20));
+			if (b->json)
+				printf("{\"bench\":\"mirror\",\"case\":\"skipped\",\"device\":\"%s\","
+				       "\"working_set\":%lu,\"reason\":\"device-local heap %lu bytes < "
+				       "mirrors + twins %lu bytes\",\"changed_bytes\":0,"
+				       "\"copied_home_bytes\":0,\"mismatches\":0}\n", dev_name(b),
+				       (unsigned long)b->size, (unsigned long)heap,
+				       (unsigned long)(2 * b->size));
+			ep.flags |= HM_ENGINE_NO_MIRRORS;
+			ep.mirror_budget = 0;
+		}
+	}
 	err = hm_space_new(&sp, &b->s);
 	if (err) {
 		fprintf(stderr, "mirror: hm_space_new: %s\n", strerror(-err));
@@ -602,8 +904,17 @@ static int run(struct mb *b)
 	b->tree_off = b->size / 2;
 	b->chase_words = b->tree_off / 4;
 	b->tree_nodes = (b->size - b->tree_off) / 16;
-	for (uint64_t w = 0; w < b->size / 4; w++)
-		((uint32_t *)b->mem)[w] = model_word(b, w);
+	perm_init(&b->pc, b->chase_words, 1);
+	perm_init(&b->pt, b->tree_nodes, 2);
+	b->starts = calloc(lanes, sizeof(*b->starts));
+	if (!b->starts)
+		return -ENOMEM;
+	{
+		long nc = sysconf(_SC_NPROCESSORS_ONLN);
+
+		b->threads = nc < 1 ? 1 : nc > 32 ? 32 : (unsigned)nc;
+	}
+	fill_or_check(b, true);
 	err = hm_engine_new(b->vk, &ep, &b->e);
 	if (err) {
 		fprintf(stderr, "mirror: hm_engine_new: %s\n", strerror(-err));
@@ -646,6 +957,17 @@ static int run(struct mb *b)
 		bad = check_out(b, progs[c], home_out[c]);
 		b->mismatches += bad;
 		emit_access(b, cases[c], "home", home_ns[c], 0, bad);
+	}
+	if (b->skip_mirrors) {
+		double dev_ns = 0;
+
+		err = bench_raw(b, home_out[0], &dev_ns);
+		for (int c = 0; c < 3; c++)
+			free(home_out[c]);
+		free(mir_out);
+		if (b->mismatches || hm_vk_validation_count(b->vk))
+			b->failed = 1;
+		return err;
 	}
 	/* uploads (the last one leaves everything mirrored) */
 	err = bench_upload(b);
@@ -779,6 +1101,7 @@ int bench_mirror(int argc, char **argv)
 	b.copyback &= ~((1ull << b.shift) - 1);
 	err = run(&b);
 	hm_vk_buffer_free(b.vk, &b.out);
+	free(b.starts);
 	hm_engine_free(b.e);
 	hm_space_free(b.s);
 	hm_vk_free(b.vk);

@@ -29,6 +29,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,128 @@ static struct hit trace(const struct scene *sc, uint32_t ray)
 	return (struct hit){ best_id, best_z, visits | (err << 31), 0 };
 }
 
+/*
+ * ---- the reference, on every CPU core ---------------------------------------
+ *
+ * The walk of 1 Mi rays over a hierarchy of several hundred MiB is cache-
+ * miss bound (about 18 us a ray on one core at 1 GiB): single-threaded
+ * after each dispatch it took 4 times longer than the GPU (the first H200
+ * run).  So it runs on nr_cpus threads, and WHILE the dispatch runs: the
+ * scene the walk reads (node bounds, links, primitive boxes and z) does
+ * not change during a dispatch (the guest thread then writes only words
+ * the walk never reads), so the reference of dispatch k is the scene as
+ * the device sees it.  After the reply only the comparison is left.
+ */
+struct refpool {
+	const struct scene *sc;
+	pthread_mutex_t lock;
+	pthread_cond_t cond, done_cond;
+	uint64_t gen;			/* job number; workers wait for a new one */
+	uint32_t first, n;
+	struct hit *want;
+	atomic_uint next;		/* next block of rays to walk */
+	unsigned nr_threads, running;	/* threads still on the current job */
+	bool quit;
+	double t_begin, t_end;		/* the job's start, its last worker's end */
+	pthread_t th[64];
+};
+
+#define REF_BLOCK 512
+
+static void *ref_main(void *arg)
+{
+	struct refpool *rp = arg;
+	uint64_t seen = 0;
+
+	pthread_mutex_lock(&rp->lock);
+	for (;;) {
+		while (!rp->quit && rp->gen == seen)
+			pthread_cond_wait(&rp->cond, &rp->lock);
+		if (rp->quit)
+			break;
+		seen = rp->gen;
+		pthread_mutex_unlock(&rp->lock);
+		for (;;) {
+			uint32_t b = atomic_fetch_add(&rp->next, REF_BLOCK);
+
+			if (b >= rp->n)
+				break;
+			uint32_t e = b + REF_BLOCK < rp->n ? b + REF_BLOCK : rp->n;
+
+			for (uint32_t i = b; i < e; i++)
+				rp->want[i] = trace(rp->sc, rp->first + i);
+		}
+		pthread_mutex_lock(&rp->lock);
+		if (--rp->running == 0) {
+			rp->t_end = now_s();
+			pthread_cond_broadcast(&rp->done_cond);
+		}
+	}
+	pthread_mutex_unlock(&rp->lock);
+	return NULL;
+}
+
+static int ref_init(struct refpool *rp, const struct scene *sc, unsigned threads,
+		    uint32_t max_rays)
+{
+	memset(rp, 0, sizeof(*rp));
+	rp->sc = sc;
+	rp->want = malloc((size_t)max_rays * sizeof(*rp->want));
+	if (!rp->want)
+		return -ENOMEM;
+	pthread_mutex_init(&rp->lock, NULL);
+	pthread_cond_init(&rp->cond, NULL);
+	pthread_cond_init(&rp->done_cond, NULL);
+	if (threads > 64)
+		threads = 64;
+	for (rp->nr_threads = 0; rp->nr_threads < (threads ? threads : 1); rp->nr_threads++)
+		if (pthread_create(&rp->th[rp->nr_threads], NULL, ref_main, rp))
+			break;
+	return rp->nr_threads ? 0 : -EAGAIN;
+}
+
+static void ref_start(struct refpool *rp, uint32_t first, uint32_t n)
+{
+	pthread_mutex_lock(&rp->lock);
+	rp->first = first;
+	rp->n = n;
+	atomic_store(&rp->next, 0);
+	rp->running = rp->nr_threads;
+	rp->t_begin = now_s();
+	rp->gen++;
+	pthread_cond_broadcast(&rp->cond);
+	pthread_mutex_unlock(&rp->lock);
+}
+
+static void ref_wait(struct refpool *rp)
+{
+	pthread_mutex_lock(&rp->lock);
+	while (rp->running)
+		pthread_cond_wait(&rp->done_cond, &rp->lock);
+	pthread_mutex_unlock(&rp->lock);
+}
+
+static void ref_fini(struct refpool *rp)
+{
+	pthread_mutex_lock(&rp->lock);
+	rp->quit = true;
+	pthread_cond_broadcast(&rp->cond);
+	pthread_mutex_unlock(&rp->lock);
+	for (unsigned i = 0; i < rp->nr_threads; i++)
+		pthread_join(rp->th[i], NULL);
+	free(rp->want);
+	rp->want = NULL;
+}
+
+/* ---- SIGINT / SIGTERM: stop after the dispatch in flight, report ---------- */
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig)
+{
+	stop_sig = sig;
+}
+
 /* ---- the guest CPU thread ------------------------------------------------- */
 
 enum { PH_IDLE, PH_MODIFY, PH_DURING, PH_QUIT };
@@ -354,7 +477,11 @@ static void usage(FILE *f)
 		"  --advice N        for the hierarchy: 0 default, 1 read-mostly\n"
 		"                    (default), 2 prefer device, 3 never mirror\n"
 		"  --rays N          rays per dispatch (default: 1M on a GPU, 8K on\n"
-		"                    a CPU device)\n");
+		"                    a CPU device)\n"
+		"  --dispatches N    (default: 24 on a GPU, 16 on a CPU device)\n"
+		"  --threads N       CPU reference threads (default: every core)\n"
+		"SIGINT/SIGTERM: stops after the dispatch in flight, reports, exits\n"
+		"128 + the signal number.\n");
 }
 
 int main(int argc, char **argv)
@@ -370,12 +497,13 @@ int main(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "spirv", required_argument, NULL, 'x' },	/* debugging */
 		{ "advice", required_argument, NULL, 'a' },
+		{ "threads", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sock = NULL, *plot = NULL, *backend = NULL, *spirv = NULL;
 	uint64_t size_mib = 256, rays_per = 0;
-	uint32_t dispatches = 0, mods = 256, advice = 1;
+	uint32_t dispatches = 0, mods = 256, advice = 1, threads = 0;
 	bool small = false, tty = isatty(2);
 	struct hm_space_params sp = { 0 };
 	struct hm_space *space;
@@ -384,7 +512,12 @@ int main(int argc, char **argv)
 	struct guest g = { 0 };
 	uint32_t pipe, space_id;
 	uint64_t mismatches = 0, lost_writes = 0, hit_rays = 0;
-	double t_build, t_run = 0, *t_disp;
+	double t_build, t_run = 0, *t_disp, t_start = now_s();
+	/* per-phase wall time of the dispatch loop (the summary's breakdown) */
+	double t_modify = 0, t_guest = 0, t_ref = 0, t_refwait = 0, t_cmp = 0;
+	struct refpool rp;
+	struct sigaction sa = { .sa_handler = on_stop };
+	sigset_t stopset;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -399,12 +532,21 @@ int main(int argc, char **argv)
 		case 'b': backend = optarg; break;
 		case 'x': spirv = optarg; break;
 		case 'a': advice = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 't': threads = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
 	if (small && size_mib == 256)
 		size_mib = 16;
+	/* no SA_RESTART: a wait is cut short and the loop looks at stop_sig.
+	 * Only the main thread takes them (the others block both). */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigemptyset(&stopset);
+	sigaddset(&stopset, SIGINT);
+	sigaddset(&stopset, SIGTERM);
 
 	r = hm_client_connect(sock, &cl);
 	if (r < 0) {
@@ -419,7 +561,7 @@ int main(int argc, char **argv)
 	if (!rays_per)
 		rays_per = small ? 2048 : cpu_dev ? 8192 : 1u << 20;
 	if (!dispatches)
-		dispatches = small ? 6 : cpu_dev ? 16 : 64;
+		dispatches = small ? 6 : cpu_dev ? 16 : 24;
 	fprintf(stderr, "demo: daemon pid %u, device %s, protocol %u\n",
 		info->daemon_pid, info->device, info->version);
 	if (!(info->features & HM_FEAT_ENGINE)) {
@@ -497,6 +639,16 @@ int main(int argc, char **argv)
 		sc.nr_nodes, nprims,
 		((double)sc.nr_nodes * sizeof(struct node) + (double)nprims * sizeof(struct prim)) / (1 << 20), t_build);
 
+	if (stop_sig) {
+		fprintf(stderr, "demo: stopped by signal %d after building the scene\n",
+			(int)stop_sig);
+		printf("demo: INTERRUPTED dispatches=0 mismatches=0 device=\"%s\"\n",
+		       info->device);
+		hm_client_free(cl);
+		hm_space_free(space);
+		return 128 + stop_sig;
+	}
+
 	/* ---- hand it to the daemon ---- */
 	r = hm_client_space_add(cl, space, GUEST_BASE, &space_id);
 	if (r < 0) {
@@ -547,8 +699,20 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&g.lock, NULL);
 	pthread_cond_init(&g.cond, NULL);
 	pthread_t th;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
+	if (!threads)
+		threads = ncpu > 0 ? (uint32_t)ncpu : 1;
+	/* the helper threads never take SIGINT/SIGTERM */
+	pthread_sigmask(SIG_BLOCK, &stopset, NULL);
 	pthread_create(&th, NULL, guest_main, &g);
+	r = ref_init(&rp, &sc, threads, (uint32_t)rays_per);
+	pthread_sigmask(SIG_UNBLOCK, &stopset, NULL);
+	if (r < 0) {
+		fprintf(stderr, "demo: reference threads: %s\n", strerror(-r));
+		printf("demo: FAILED no reference threads mismatches=unknown\n");
+		return 1;
+	}
 	t_disp = calloc(dispatches, sizeof(*t_disp));
 
 	uint32_t done;
@@ -571,26 +735,57 @@ int main(int argc, char **argv)
 		};
 		struct hm_client_result res;
 		uint64_t ticket;
-		double t0;
+		double t0, t1, t2;
+		bool submitted;
 
+		if (stop_sig)
+			break;
 		/* the guest writes the scene between dispatches */
+		t0 = now_s();
 		if (done) {
 			guest_start(&g, PH_MODIFY);
 			guest_wait(&g);
 		}
+		t_modify += now_s() - t0;
 		g.dispatch = done + 1;
 		g.first_ray = first;
 		g.nr_rays = (uint32_t)rays_per;
 		g.nr_scratch = 0;
 		t0 = now_s();
 		r = hm_client_submit(cl, &d, &ticket);
-		if (r == 0) {
-			/* ... and beside what the device reads and writes */
+		submitted = r == 0;
+		if (submitted) {
+			/* ... and beside what the device reads and writes; the
+			 * reference walks the same scene meanwhile */
 			guest_start(&g, PH_DURING);
-			r = hm_client_wait(cl, ticket, 600000, &res);
-			guest_wait(&g);
+			ref_start(&rp, first, (uint32_t)rays_per);
+			/* in slices, so that a signal is seen; once stopping,
+			 * the dispatch in flight still gets 30 s to finish */
+			double give_up = 0;
+
+			for (;;) {
+				r = hm_client_wait(cl, ticket, 200, &res);
+				if (r != -ETIMEDOUT)
+					break;
+				if (stop_sig && !give_up)
+					give_up = now_s() + 30;
+				if ((give_up && now_s() > give_up) ||
+				    (!give_up && now_s() - t0 > 600))
+					break;
+			}
 		}
 		t_disp[done] = now_s() - t0;
+		t1 = now_s();
+		if (submitted)
+			guest_wait(&g);
+		t_guest += now_s() - t1;
+		t1 = now_s();
+		if (submitted)
+			ref_wait(&rp);
+		t2 = now_s();
+		t_refwait += t2 - t1;
+		if (submitted)
+			t_ref += rp.t_end - rp.t_begin;
 		t_run += t_disp[done];
 		if (r < 0) {
 			fprintf(stderr, "\ndemo: dispatch %u: %s\n", done + 1, strerror(-r));
@@ -599,7 +794,7 @@ int main(int argc, char **argv)
 		/* every hit against the CPU's walk of the same scene */
 		for (uint32_t i = 0; i < rays_per; i++) {
 			uint32_t ray = first + i;
-			struct hit want = trace(&sc, ray), got = sc.hits[ray];
+			struct hit want = rp.want[i], got = sc.hits[ray];
 
 			if (got.id != want.id || got.z != want.z ||
 			    got.visits != want.visits) {
@@ -622,10 +817,15 @@ int main(int argc, char **argv)
 			    sc.prims[g.scratch_idx[k + 1]].scratch < done + 1)
 				lost_writes++;
 		}
+		t_cmp += now_s() - t2;
 		progress(done + 1, dispatches, (double)rays_per * (done + 1) / t_run, tty);
 	}
 	guest_start(&g, PH_QUIT);
 	pthread_join(th, NULL);
+	ref_fini(&rp);
+	if (stop_sig)
+		fprintf(stderr, "%sdemo: stopped by signal %d after %u of %u dispatches\n",
+			tty ? "\n" : "", (int)stop_sig, done, dispatches);
 
 	struct hm_client_stats st = { 0 };
 
@@ -637,6 +837,16 @@ int main(int argc, char **argv)
 		" hit something; guest wrote %" PRIu64 " primitives between "
 		"dispatches and %" PRIu64 " words during them\n", done, rays_per,
 		hit_rays, g.modified, g.writes + g.nr_scratch);
+	/* where the time went: the loop's phases (wall time; the reference
+	 * overlaps the dispatch, "reference after reply" is what it adds) */
+	double t_total = now_s() - t_start;
+
+	fprintf(stderr, "demo: time: total %.2f s; build %.2f s; loop: modify %.3f s, "
+		"dispatch (submit to writes home) %.2f s, guest writes after reply %.3f s, "
+		"reference %.2f s on %u threads (%.2f s after the reply), compare %.3f s; "
+		"%.1f us a ray on the CPU\n", t_total, t_build, t_modify, t_run, t_guest,
+		t_ref, rp.nr_threads, t_refwait, t_cmp,
+		done ? t_ref * rp.nr_threads * 1e6 / ((double)done * rays_per) : 0.0);
 	if (plot) {
 		char dat[4096];
 		FILE *f;
@@ -666,14 +876,22 @@ int main(int argc, char **argv)
 	       "chunks_mirrored=%" PRIu64 " guard_trips=%" PRIu64
 	       " mirrors_dropped=%" PRIu64 " bytes_uploaded=%" PRIu64
 	       " bytes_copied_home=%" PRIu64 " lost_cpu_writes=%" PRIu64
-	       " mismatches=%" PRIu64 "%s device=\"%s\" backend=%s\n",
+	       " mismatches=%" PRIu64 "%s device=\"%s\" backend=%s"
+	       " t_total=%.2f t_build=%.2f t_dispatch=%.2f t_ref=%.2f t_ref_after=%.2f"
+	       " ref_threads=%u\n",
 	       done, rays_done, rays_s, st.engine[HM_ESTAT_CHUNKS_MIRRORED],
 	       st.engine[HM_ESTAT_GUARD_TRIPS], st.engine[HM_ESTAT_MIRRORS_DROPPED],
 	       st.engine[HM_ESTAT_BYTES_UPLOADED], st.engine[HM_ESTAT_BYTES_COPIED_HOME],
 	       lost_writes, mismatches + lost_writes,
-	       done < dispatches ? " INCOMPLETE" : "", info->device,
-	       hm_backend_name(hm_space_backend(space)));
+	       stop_sig ? " INTERRUPTED" : done < dispatches ? " INCOMPLETE" : "",
+	       info->device, hm_backend_name(hm_space_backend(space)),
+	       t_total, t_build, t_run, t_ref, t_refwait, rp.nr_threads);
 	hm_client_free(cl);
 	hm_space_free(space);
+	free(t_disp);
+	free(g.scratch_idx);
+	free(sc.leaf_of);
+	if (stop_sig)
+		return 128 + stop_sig;
 	return mismatches || lost_writes || done < dispatches ? 1 : 0;
 }

@@ -27,7 +27,11 @@ sock=$(mktemp -u /tmp/hmirror-measure.XXXXXX.sock)
 $bin/hmirrord --list-devices > "$out/devices.txt" 2>&1
 $bin/hmirrord --socket "$sock" -v 2> "$out/hmirrord.log" &
 dpid=$!
-trap 'kill -TERM $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -f "$sock"' EXIT INT TERM
+# a signal ends the script (a trap alone would run the rest of it against
+# a daemon already gone); EXIT stops the daemon
+trap 'kill -TERM $dpid 2>/dev/null; wait $dpid 2>/dev/null; rm -f "$sock"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 i=0
 until $bin/hmirrorctl --socket "$sock" status > "$out/status.txt" 2>&1; do
 	i=$((i + 1))
@@ -39,8 +43,12 @@ if grep -q 'llvmpipe\|lavapipe' "$out/status.txt"; then size=${DEMO_SIZE:-256}; 
 echo "== bench dispatch"
 HMIRROR_SOCKET=$sock $bin/hmirror-bench dispatch --rounds 5 --n 500 --json | tee "$out/bench.json"
 echo "== demo, $size MiB"
+# DEMO_LIMIT (s, default 240): past it the demo gets SIGINT, finishes the
+# dispatch in flight and reports what it did (exit 130) instead of dying
+# with nothing written.
 # shellcheck disable=SC2086
-$bin/hmirror-demo --socket "$sock" --size "$size" --plot "$out/demo.png" ${DEMO_ARGS:-} \
+timeout --foreground -s INT -k 30 "${DEMO_LIMIT:-240}" \
+	$bin/hmirror-demo --socket "$sock" --size "$size" --plot "$out/demo.png" ${DEMO_ARGS:-} \
 	> "$out/demo.txt" 2> "$out/demo.err"
 rc=$?
 tr '\r' '\n' < "$out/demo.err" | grep -v '^\[' | tail -n 8

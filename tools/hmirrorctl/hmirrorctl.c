@@ -32,7 +32,7 @@ static const char *sock;
 
 static int cmd_status(void)
 {
-	struct hm_client *c;
+	struct hm_client *c = NULL;
 	struct hm_nl_stat nl[MAX_NL];
 	unsigned n = 0;
 	int r = hm_client_connect(sock, &c), rn;
@@ -72,7 +72,7 @@ static int cmd_status(void)
 
 static int cmd_stats(bool json)
 {
-	struct hm_client *c;
+	struct hm_client *c = NULL;
 	struct hm_client_stats s;
 	struct hm_nl_stat nl[MAX_NL];
 	unsigned n = 0;
@@ -137,7 +137,7 @@ static double now_s(void)
 
 static int cmd_top(double period, long count)
 {
-	struct hm_client *c;
+	struct hm_client *c = NULL;
 	struct hm_client_stats prev, cur;
 	double t_prev, t;
 	int r = hm_client_connect(sock, &c);

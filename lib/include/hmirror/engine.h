@@ -39,7 +39,11 @@ struct hm_engine;
 /* Limits */
 #define HM_ENGINE_MAX_SPACES	64
 #define HM_ENGINE_MAX_PIPELINES	256
-#define HM_ENGINE_MAX_CHUNKS	(1u << 24)	/* chunks over all spaces */
+/* chunks over all spaces: hm_engine_params.max_chunks, default
+ * HM_ENGINE_MAX_CHUNKS (16 Mi: 1 TiB at 64 KiB chunks, 320 MiB of host
+ * state), at most HM_ENGINE_MAX_CHUNKS_LIMIT (256 Mi: 5 GiB of host state) */
+#define HM_ENGINE_MAX_CHUNKS	(1u << 24)
+#define HM_ENGINE_MAX_CHUNKS_LIMIT (1u << 28)
 #define HM_ENGINE_MAX_USER_PUSH_WORDS 26	/* 128-byte push block - 6 table words */
 
 struct hm_engine_params {
@@ -59,12 +63,22 @@ struct hm_engine_params {
 	uint32_t thrash_backoff;
 	uint64_t timeout_ns;            /* per submission; 0 = 10 s */
 	uint64_t max_import_bytes;      /* largest host-pointer import; 0 = the driver's limit */
+	uint64_t max_chunks;            /* chunks over all spaces; 0 = HM_ENGINE_MAX_CHUNKS,
+					   > HM_ENGINE_MAX_CHUNKS_LIMIT: -EINVAL */
+	uint32_t twin_mode;             /* enum hm_twin_mode */
 	/* testing: called after an upload's copy completed and before its
 	 * generations are checked (a CPU write here must discard it) */
 	void (*test_after_upload_copy)(void *arg);
 	/* testing: called once the table is final, just before the submission */
 	void (*test_before_dispatch)(void *arg);
 	void *test_arg;
+};
+
+/* How an upload fills the twins (hm_engine_params.twin_mode) */
+enum hm_twin_mode {
+	HM_TWIN_AUTO = 0,       /* SHADER on a GPU, COPY on a CPU device (lavapipe) */
+	HM_TWIN_SHADER,         /* a copy shader per batch, overlapping the next batch's upload */
+	HM_TWIN_COPY,           /* vkCmdCopyBuffer mirror -> twin after all uploads */
 };
 
 enum hm_advice {
@@ -115,6 +129,22 @@ void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id);
 int  hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
 			uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags);
 
+/*
+ * Harvest the CPU writes recorded since the last harvest now, outside a
+ * dispatch: each written chunk that has a mirror is repointed home in the
+ * table and its mirror dropped (rule 2), exactly as the harvest at the
+ * start of hm_engine_dispatch() does (thrash control counts the drop, the
+ * chunk is wanted again if still advised or hot).  Serialised with
+ * dispatch by the engine lock, so it never runs inside one.  For a host
+ * that learns of guard trips early (the daemon, from the module's netlink
+ * events).  Returns the number of mirrors dropped (>= 0) or a negative
+ * errno (-ENODEV once the device is lost).
+ */
+int  hm_engine_harvest_now(struct hm_engine *e);
+
+/* Change how later uploads fill twins (enum hm_twin_mode; for measuring). */
+int  hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode);
+
 /* Is the chunk holding guest_addr mirrored (published in the table) now? */
 int  hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret);
 /* The device address the table answers for guest_addr now (0 if none). */
@@ -130,7 +160,9 @@ struct hm_engine_stats {
 	uint64_t upload_bytes;
 	uint64_t upload_regions;        /* copy regions those took (merged where contiguous) */
 	uint64_t uploads_discarded;     /* generation moved during the copy */
-	uint64_t mirrors_dropped_by_guard;
+	uint64_t mirrors_dropped_by_guard;  /* all of them, early ones included */
+	uint64_t mirrors_dropped_early;   /* by hm_engine_harvest_now(), before a dispatch */
+	uint64_t early_harvests;          /* hm_engine_harvest_now() calls */
 	uint64_t mirrors_dropped_shared;  /* device wrote home in a shared dispatch */
 	uint64_t mirrors_evicted;       /* over budget, for a chunk of higher priority */
 	uint64_t budget_refusals;       /* wanted chunks left home: budget full */

@@ -141,6 +141,54 @@ uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m);
  * (u64, u64, u32, u32, u64). */
 uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m);
 
+/*
+ * Emission variants of the helper (Documentation/table.rst, "Variants").
+ * Every variant answers the same thing for the same table, except that
+ * HM_LOOKUP_V_POW2 needs a table whose nr_home is a power of two >= 2.
+ * The default (HM_LOOKUP_DEFAULT_VARIANT) is what every module gets
+ * unless hm_spirv_set_lookup_variant() is called before the helper is
+ * first written.  The two REFERENCE variants break a rule of D969 and
+ * exist only so that the benchmark can measure what the rule costs:
+ * never use them in a real module.
+ */
+enum hm_lookup_variant_flag {
+	/* a slot loaded as one u64vec2 (Aligned 16) instead of one uvec4 */
+	HM_LOOKUP_V_U64X2	= 1u << 0,
+	/* home = h >> (32 - log2 nr_home) instead of the multiply-high; equal
+	 * to it when nr_home is a power of two (>= 2), wrong otherwise */
+	HM_LOOKUP_V_POW2	= 1u << 1,
+	/* the first hit selected by a chain of selects, not a tree */
+	HM_LOOKUP_V_CHAIN	= 1u << 2,
+	/* slots read through a Block whose member is NonWritable + Restrict
+	 * (what glslang emits for a readonly restrict buffer_reference) */
+	HM_LOOKUP_V_NONWRITABLE	= 1u << 3,
+	/* REFERENCE ONLY (breaks D969's one load a slot): two 8-byte loads */
+	HM_LOOKUP_V_REF_SPLIT	= 1u << 4,
+	/* REFERENCE ONLY (breaks D969's DontInline): FunctionControl Inline */
+	HM_LOOKUP_V_REF_INLINE	= 1u << 5,
+};
+#define HM_LOOKUP_V_ALL		0x3fu
+#define HM_LOOKUP_V_REFERENCE	(HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_REF_INLINE)
+#define HM_LOOKUP_DEFAULT_VARIANT (HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE)
+
+/* Named variants the benchmark and the tests run (the first is the
+ * default; reference = breaks a D969 rule, for measurement only). */
+struct hm_lookup_variant {
+	const char *name;
+	uint32_t flags;
+	bool reference;
+	bool needs_pow2;
+	const char *what;
+};
+extern const struct hm_lookup_variant hm_lookup_variants[];
+extern const unsigned hm_lookup_nr_variants;
+/* The variant named name, or NULL. */
+const struct hm_lookup_variant *hm_lookup_variant_by_name(const char *name);
+
+/* Choose the helper's form for this module: before the first
+ * hm_spirv_lookup_fn() (else -EBUSY); -EINVAL for unknown flags. */
+int  hm_spirv_set_lookup_variant(struct hm_spirv_module *m, uint32_t flags);
+
 /* Serialise: header (SPIR-V 1.5, bound) + sections.  *ret_words is
  * malloc()ed; free() it. */
 int  hm_spirv_module_finish(struct hm_spirv_module *m, uint32_t **ret_words, size_t *ret_nr);
@@ -148,6 +196,8 @@ int  hm_spirv_module_finish(struct hm_spirv_module *m, uint32_t **ret_words, siz
 /* ---- (b) the library module --------------------------------------------- */
 /* The helper alone, exported as "hm_lookup" (Linkage).  malloc()ed. */
 int  hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr);
+/* The same in a chosen form (hm_spirv_set_lookup_variant()). */
+int  hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_t *ret_nr);
 
 /* ---- shared lookups ------------------------------------------------------
  * An access of nr_bytes (4..64, a multiple of 4) at guest address g calls
@@ -205,7 +255,8 @@ enum hm_spv_op {
 	HM_SpvOpLogicalOr = 166, HM_SpvOpLogicalAnd = 167, HM_SpvOpSelect = 169,
 	HM_SpvOpIEqual = 170, HM_SpvOpINotEqual = 171, HM_SpvOpULessThan = 176,
 	HM_SpvOpShiftRightLogical = 194, HM_SpvOpShiftLeftLogical = 196,
-	HM_SpvOpBitwiseOr = 197, HM_SpvOpBitwiseXor = 198, HM_SpvOpBitwiseAnd = 199,
+	HM_SpvOpBitwiseOr = 197,
+	HM_SpvOpBitCount = 205, HM_SpvOpBitwiseXor = 198, HM_SpvOpBitwiseAnd = 199,
 	HM_SpvOpControlBarrier = 224, HM_SpvOpAtomicIAdd = 234, HM_SpvOpPhi = 245,
 	HM_SpvOpLoopMerge = 246, HM_SpvOpSelectionMerge = 247, HM_SpvOpLabel = 248,
 	HM_SpvOpBranch = 249, HM_SpvOpBranchConditional = 250, HM_SpvOpReturn = 253,
@@ -220,11 +271,13 @@ enum {
 	HM_SpvAddressingPhysicalStorageBuffer64 = 5348, HM_SpvMemoryModelGLSL450 = 1,
 	HM_SpvExecModelGLCompute = 5, HM_SpvExecModeLocalSize = 17,
 	HM_SpvDecorationBlock = 2, HM_SpvDecorationBuiltIn = 11,
+	HM_SpvDecorationRestrict = 19, HM_SpvDecorationNonWritable = 24,
 	HM_SpvDecorationOffset = 35, HM_SpvDecorationLinkageAttributes = 41,
 	HM_SpvBuiltInWorkgroupId = 26, HM_SpvBuiltInLocalInvocationId = 27,
 	HM_SpvBuiltInGlobalInvocationId = 28,
 	HM_SpvLinkageExport = 0, HM_SpvLinkageImport = 1,
-	HM_SpvFunctionControlNone = 0, HM_SpvFunctionControlDontInline = 2,
+	HM_SpvFunctionControlNone = 0, HM_SpvFunctionControlInline = 1,
+	HM_SpvFunctionControlDontInline = 2,
 	HM_SpvMemoryAccessVolatile = 1, HM_SpvMemoryAccessAligned = 2,
 	HM_SpvSelectionControlNone = 0, HM_SpvLoopControlNone = 0,
 	HM_SpvScopeDevice = 1, HM_SpvScopeWorkgroup = 2, HM_SpvScopeInvocation = 4,
