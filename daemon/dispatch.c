@@ -271,7 +271,14 @@ unsigned hmd_engine_validation_count(void)
 
 static int client_engine(struct hmd_client *c, struct hm_engine **ret)
 {
-	struct hm_engine_params p = { .timeout_ns = hmd.dispatch_timeout_ns };
+	/* no device timestamps: nothing of the daemon reads ns_dispatch_gpu,
+	 * and they doubled an empty dispatch on lavapipe (daemon.rst) */
+	struct hm_engine_params p = {
+		.timeout_ns = hmd.dispatch_timeout_ns,
+#ifdef HM_ENGINE_NO_TIMESTAMPS
+		.flags = HM_ENGINE_NO_TIMESTAMPS,
+#endif
+	};
 	int r;
 
 	if (!vk)

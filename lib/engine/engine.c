@@ -104,7 +104,8 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	err = hm_engine_table_rebuild(e, 1);
 	if (err)
 		goto out_free;
-	if (vk->timestamp_valid_bits && vk->props.limits.timestampComputeAndGraphics) {
+	if (vk->timestamp_valid_bits && vk->props.limits.timestampComputeAndGraphics &&
+	    !(p->flags & HM_ENGINE_NO_TIMESTAMPS)) {
 		VkQueryPoolCreateInfo qi = {
 			.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
 			.queryType = VK_QUERY_TYPE_TIMESTAMP,

@@ -479,7 +479,7 @@ static void usage(FILE *f)
 		"  --rays N          rays per dispatch (default: 1M on a GPU, 8K on\n"
 		"                    a CPU device)\n"
 		"  --dispatches N    (default: 24 on a GPU, 16 on a CPU device)\n"
-		"  --threads N       CPU reference threads (default: every core)\n"
+		"  --threads N       CPU reference threads (default: cores - 1)\n"
 		"SIGINT/SIGTERM: stops after the dispatch in flight, reports, exits\n"
 		"128 + the signal number.\n");
 }
@@ -701,8 +701,10 @@ int main(int argc, char **argv)
 	pthread_t th;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
+	/* every core but one: the daemon's device thread and the guest thread
+	 * must not wait for a core while the reference runs */
 	if (!threads)
-		threads = ncpu > 0 ? (uint32_t)ncpu : 1;
+		threads = ncpu > 1 ? (uint32_t)ncpu - 1 : 1;
 	/* the helper threads never take SIGINT/SIGTERM */
 	pthread_sigmask(SIG_BLOCK, &stopset, NULL);
 	pthread_create(&th, NULL, guest_main, &g);

@@ -85,7 +85,7 @@ for size in ${SIZES:-64M 1G 4G}; do
 done
 
 echo "== lookup ($SECONDS s)"
-timeout "$(lim 90)" "$BENCH" lookup --json >"$OUT/lookup.jsonl"
+timeout "$(lim 120)" "$BENCH" lookup --json >"$OUT/lookup.jsonl"
 r=$?
 echo "lookup: exit $r ($SECONDS s)"
 [ $r = 0 ] || rc=1
