@@ -56,7 +56,6 @@ static struct hmd_job *queue_head, **queue_tail = &queue_head;
 static struct hmd_job *done_head, **done_tail = &done_head;
 static bool running_job, stopping, started;
 static int efd = -1;
-#define SPIN_NS	50000ull	/* after a job, before sleeping */
 
 uint64_t hmd_now_ns(void)
 {
@@ -80,7 +79,7 @@ static void *worker_main(void *arg)
 			 * before sleeping (a futex wake costs more than the
 			 * whole daemon's share of a round trip).
 			 */
-			uint64_t until = hmd_now_ns() + SPIN_NS;
+			uint64_t until = hmd_now_ns() + hmd.spin_ns;
 
 			pthread_mutex_unlock(&lock);
 			while (!__atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) &&

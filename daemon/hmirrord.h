@@ -166,6 +166,8 @@ struct hmd_state {
 	bool netlink;
 	int verbose;
 	uint64_t dispatch_timeout_ns;	/* per engine submission */
+	uint64_t spin_ns;		/* device thread: look for the next job this
+					   long before sleeping (--spin-us, 50) */
 	uint64_t retired_estats[HM_ESTAT_NR];	/* of clients gone; estats lock */
 };
 extern struct hmd_state hmd;

@@ -35,6 +35,7 @@ struct hmd_state hmd = {
 	.listen_fd = -1, .allow_uid = (uid_t)-1,
 	/* long enough for lavapipe under QEMU TCG; a GPU hang still ends */
 	.dispatch_timeout_ns = 60ull * 1000000000ull,
+	.spin_ns = 50000,
 };
 static struct hmd_netlink *nl;
 static const char *sock_path;
@@ -206,6 +207,8 @@ static void usage(FILE *f)
 		"  --list-devices       print devices and exit\n"
 		"  --no-netlink         do not subscribe to the module's events\n"
 		"  --timeout SECONDS    per device submission (default 60)\n"
+		"  --spin-us US         after a job, look for the next one this long\n"
+		"                       before sleeping (default 50)\n"
 		"  -v, --verbose        log connections (twice: debug)\n",
 		HM_PROTO_SOCKET_ENV, HM_PROTO_SOCKET);
 }
@@ -221,6 +224,7 @@ int main(int argc, char **argv)
 		{ "list-devices", no_argument, NULL, 'l' },
 		{ "no-netlink", no_argument, NULL, 'n' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "spin-us", required_argument, NULL, 'S' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -245,6 +249,7 @@ int main(int argc, char **argv)
 		case 'l': return hmd_device_list() < 0 ? 1 : 0;
 		case 'n': use_netlink = false; break;
 		case 't': hmd.dispatch_timeout_ns = (uint64_t)(atof(optarg) * 1e9); break;
+		case 'S': hmd.spin_ns = (uint64_t)(atof(optarg) * 1e3); break;
 		case 'v': hmd.verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

@@ -47,10 +47,11 @@ int hm_vk_errno(VkResult r)
 
 /*
  * hm_vk_submit_wait() polls its fence for up to HMIRROR_FENCE_SPIN_US
- * (default 200 us, 0 on a CPU device; 0: never) before it blocks in vkWaitForFences(): a
- * blocking wait pays a wake-up (an interrupt, a futex) on top of the
- * device's time, which is most of a short submission's cost
- * (Documentation/daemon.rst, "the engine's per-dispatch path").
+ * (default 200 us, 0 on a CPU device; 0: never) before it blocks in
+ * vkWaitForFences(): a blocking wait pays a wake-up (an interrupt, a
+ * futex) on top of the device's time, which can be most of a short
+ * submission's cost (Documentation/daemon.rst, "Benchmark: what the
+ * daemon adds").
  */
 static uint64_t fence_spin_ns(const struct hm_vk *vk)
 {

@@ -18,12 +18,16 @@
  *    dispatch, the word beside the three the device writes (false sharing:
  *    the copy home must not undo a CPU write).
  * After each dispatch every hit (id, z, nodes visited) is checked against a
- * CPU traversal of the scene as it was during the dispatch, and every CPU
- * write made during it must still be there.  The last line reads
- * "demo: ... mismatches=0" when all is right.
+ * CPU traversal of the scene as it was during the dispatch (computed on
+ * every core but one while the dispatch runs), and every CPU write made
+ * during it must still be there.  The last line reads
+ * "demo: ... mismatches=0" when all is right.  SIGINT/SIGTERM: the
+ * dispatch in flight finishes, the summary is printed (INTERRUPTED), the
+ * exit status is 128 + the signal.
  *
  *   hmirror-demo [--socket PATH] [--size MIB] [--rays N] [--dispatches N]
  *                [--mods N] [--small] [--plot FILE.png] [--backend NAME]
+ *                [--threads N]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -646,6 +650,7 @@ int main(int argc, char **argv)
 		       info->device);
 		hm_client_free(cl);
 		hm_space_free(space);
+		free(sc.leaf_of);
 		return 128 + stop_sig;
 	}
 

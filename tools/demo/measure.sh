@@ -5,7 +5,9 @@
 # a private socket, then records into OUTDIR (default build/demo/measure,
 # or $OUT when set):
 #   devices.txt      hmirrord --list-devices
-#   bench.json       hmirror-bench dispatch --json (daemon vs in-process)
+#   bench.json       hmirror-bench dispatch --json (daemon vs in-process,
+#                    the engine's phases, plain Vulkan submission variants)
+#   bench-spin1000.json  the same, daemon with --spin-us 1000
 #   demo.txt/.png    the demo at DEMO_SIZE MiB (default 4096 on a GPU,
 #                    256 on a CPU device), per-dispatch time plot
 #   stats.json       hmirrorctl stats --json after the demo
@@ -42,6 +44,20 @@ cat "$out/status.txt"
 if grep -q 'llvmpipe\|lavapipe' "$out/status.txt"; then size=${DEMO_SIZE:-256}; else size=${DEMO_SIZE:-4096}; fi
 echo "== bench dispatch"
 HMIRROR_SOCKET=$sock $bin/hmirror-bench dispatch --rounds 5 --n 500 --json | tee "$out/bench.json"
+# the same against a daemon whose device thread spins 1 ms for the next job
+# (--spin-us; default 50): how much of "daemon adds" is the wake-up
+sock2=$sock.spin
+$bin/hmirrord --socket "$sock2" --no-netlink --spin-us 1000 2>/dev/null &
+dpid2=$!
+i=0
+until $bin/hmirrorctl --socket "$sock2" status > /dev/null 2>&1 || [ $i -ge 400 ]; do
+	i=$((i + 1))
+	sleep 0.05
+done
+echo "== bench dispatch, daemon --spin-us 1000"
+HMIRROR_SOCKET=$sock2 $bin/hmirror-bench dispatch --rounds 3 --n 500 --json | tee "$out/bench-spin1000.json"
+kill -TERM $dpid2 2>/dev/null
+wait $dpid2 2>/dev/null
 echo "== demo, $size MiB"
 # DEMO_LIMIT (s, default 240): past it the demo gets SIGINT, finishes the
 # dispatch in flight and reports what it did (exit 130) instead of dying
