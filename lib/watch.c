@@ -692,6 +692,42 @@ int hm_notify_init(struct hm_space *s)
 	return s->notify_fd < 0 ? -errno : 0;
 }
 
+int hm_rearm_open(struct hm_space *s, const uint64_t *chunks, size_t n, hm_protect_fn *protect)
+{
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		int err;
+
+		if (!hm_test_bit(s->open, chunks[i])) {
+			i++;
+			continue;
+		}
+		while (j + 1 < n && chunks[j + 1] == chunks[j] + 1 && hm_test_bit(s->open, chunks[j + 1]))
+			j++;
+		err = protect(s, chunks[i], chunks[j] - chunks[i] + 1);
+		if (err)
+			return err;
+		for (size_t k = i; k <= j; k++)
+			hm_clear_bit(s->open, chunks[k]);
+		i = j + 1;
+	}
+	return 0;
+}
+
+int hm_refresh_open(struct hm_space *s, uint64_t first, uint64_t count, hm_protect_fn *protect)
+{
+	for (uint64_t c = first; c < first + count; c++) {
+		if (hm_test_bit(s->open, c)) {
+			int err = protect(s, c, 1);
+
+			if (err)
+				return err;
+			hm_clear_bit(s->open, c);
+		}
+	}
+	return 0;
+}
+
 /* ---- handoff ------------------------------------------------------------- */
 
 int hm_space_export(struct hm_space *s, struct hm_space_handoff *ret)

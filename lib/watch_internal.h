@@ -195,6 +195,17 @@ extern const struct hm_backend_ops hm_mprotect_ops;
 int hm_uffd_open(uint64_t features, bool user_only, int *ret_fd, uint64_t *ret_features);
 int hm_uffd_register(int uffd, uintptr_t addr, uint64_t len);
 int hm_uffd_wp(int uffd, uintptr_t addr, uint64_t len, bool wp);
+int hm_uffd_wp_maps(struct hm_space *s, int uffd, uint64_t first, uint64_t count);
+
+/*
+ * For backends that learn of a write by its fault (uffd-sync, mprotect):
+ * protect again, with @protect, the chunks whose "open" bit is set, among
+ * the ascending chunks[0..n) (consecutive ones in one call) or in
+ * [first, first+count), clearing their bits.
+ */
+typedef int hm_protect_fn(struct hm_space *s, uint64_t first, uint64_t count);
+int hm_rearm_open(struct hm_space *s, const uint64_t *chunks, size_t n, hm_protect_fn *protect);
+int hm_refresh_open(struct hm_space *s, uint64_t first, uint64_t count, hm_protect_fn *protect);
 
 #pragma GCC visibility pop
 

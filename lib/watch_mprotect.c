@@ -253,44 +253,22 @@ static int hm_mp_rearm_fallback(struct hm_space *s)
 	return 0;
 }
 
+/* re-protect a run of open chunks read-only; at the VMA wall, everything */
+static int hm_mp_reprotect(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	int err = hm_mp_protect_all_maps(s, first, count, PROT_READ);
+
+	return err == -ENOMEM ? hm_mp_rearm_fallback(s) : err;
+}
+
 static int hm_mprotect_rearm(struct hm_space *s, const uint64_t *chunks, size_t n)
 {
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		int err;
-
-		if (!hm_test_bit(s->open, chunks[i])) {
-			i++;
-			continue;
-		}
-		while (j + 1 < n && chunks[j + 1] == chunks[j] + 1 && hm_test_bit(s->open, chunks[j + 1]))
-			j++;
-		err = hm_mp_protect_all_maps(s, chunks[i], chunks[j] - chunks[i] + 1, PROT_READ);
-		if (err == -ENOMEM)
-			return hm_mp_rearm_fallback(s);
-		if (err)
-			return err;
-		for (size_t k = i; k <= j; k++)
-			hm_clear_bit(s->open, chunks[k]);
-		i = j + 1;
-	}
-	return 0;
+	return hm_rearm_open(s, chunks, n, hm_mp_reprotect);
 }
 
 static int hm_mprotect_refresh(struct hm_space *s, uint64_t first, uint64_t count)
 {
-	for (uint64_t c = first; c < first + count; c++) {
-		if (hm_test_bit(s->open, c)) {
-			int err = hm_mp_protect_all_maps(s, c, 1, PROT_READ);
-
-			if (err == -ENOMEM)
-				return hm_mp_rearm_fallback(s);
-			if (err)
-				return err;
-			hm_clear_bit(s->open, c);
-		}
-	}
-	return 0;
+	return hm_refresh_open(s, first, count, hm_mp_reprotect);
 }
 
 const struct hm_backend_ops hm_mprotect_ops = {

@@ -234,21 +234,27 @@ static int hm_uffd_async_collect_direct(struct hm_space *s, uint64_t *out, size_
 	return err;
 }
 
-static int hm_uffd_async_protect(struct hm_space *s, uint64_t first, uint64_t count)
+/* write-protect chunks [first, first+count) in every watched mapping */
+int hm_uffd_wp_maps(struct hm_space *s, int uffd, uint64_t first, uint64_t count)
 {
-	struct hm_uffd_async *u = s->priv;
-
 	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
 		int err;
 
 		if (!s->maps[i].addr)
 			continue;
-		err = hm_uffd_wp(u->uffd, s->maps[i].addr + (first << s->chunk_shift),
+		err = hm_uffd_wp(uffd, s->maps[i].addr + (first << s->chunk_shift),
 				 count << s->chunk_shift, true);
 		if (err)
 			return err;
 	}
 	return 0;
+}
+
+static int hm_uffd_async_protect(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	struct hm_uffd_async *u = s->priv;
+
+	return hm_uffd_wp_maps(s, u->uffd, first, count);
 }
 
 /* ---- life ---------------------------------------------------------------- */

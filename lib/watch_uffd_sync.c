@@ -236,17 +236,7 @@ static int hm_uffd_sync_protect_range(struct hm_space *s, uint64_t first, uint64
 {
 	struct hm_uffd_sync *u = s->priv;
 
-	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
-		int err;
-
-		if (!s->maps[i].addr)
-			continue;
-		err = hm_uffd_wp(u->uffd, s->maps[i].addr + (first << s->chunk_shift),
-				 count << s->chunk_shift, true);
-		if (err)
-			return err;
-	}
-	return 0;
+	return hm_uffd_wp_maps(s, u->uffd, first, count);
 }
 
 static int hm_uffd_sync_watch_map(struct hm_space *s, uintptr_t addr)
@@ -261,41 +251,14 @@ static int hm_uffd_sync_watch_map(struct hm_space *s, uintptr_t addr)
 	return err;
 }
 
-/* re-protect the open chunks among chunks[0..n) (ascending runs coalesced) */
 static int hm_uffd_sync_rearm(struct hm_space *s, const uint64_t *chunks, size_t n)
 {
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		int err;
-
-		if (!hm_test_bit(s->open, chunks[i])) {
-			i++;
-			continue;
-		}
-		while (j + 1 < n && chunks[j + 1] == chunks[j] + 1 && hm_test_bit(s->open, chunks[j + 1]))
-			j++;
-		err = hm_uffd_sync_protect_range(s, chunks[i], chunks[j] - chunks[i] + 1);
-		if (err)
-			return err;
-		for (size_t k = i; k <= j; k++)
-			hm_clear_bit(s->open, chunks[k]);
-		i = j + 1;
-	}
-	return 0;
+	return hm_rearm_open(s, chunks, n, hm_uffd_sync_protect_range);
 }
 
 static int hm_uffd_sync_refresh(struct hm_space *s, uint64_t first, uint64_t count)
 {
-	for (uint64_t c = first; c < first + count; c++) {
-		if (hm_test_bit(s->open, c)) {
-			int err = hm_uffd_sync_protect_range(s, c, 1);
-
-			if (err)
-				return err;
-			hm_clear_bit(s->open, c);
-		}
-	}
-	return 0;
+	return hm_refresh_open(s, first, count, hm_uffd_sync_protect_range);
 }
 
 static int hm_uffd_sync_export(struct hm_space *s, struct hm_space_handoff *h)
