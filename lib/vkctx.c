@@ -920,36 +920,30 @@ void hm_vk_cmd_discard(struct hm_vk *vk, VkCommandBuffer cb)
 	pthread_mutex_unlock(&vk->lock);
 }
 
-int hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns)
+/*
+ * Submit cb (ended) with fence (unsignalled), poll then wait.  Honours
+ * vk->lost and vk->inject_submit_result.  On a timeout waits for the
+ * queue to go idle, so that cb and fence are no longer in use.
+ */
+static int queue_run(struct hm_vk *vk, VkCommandBuffer cb, VkFence fence, uint64_t timeout_ns)
 {
-	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
 	VkSubmitInfo si = {
 		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
 		.commandBufferCount = 1,
 		.pCommandBuffers = &cb,
 	};
-	VkFence fence = VK_NULL_HANDLE;
 	VkResult r;
 	int err;
 
-	err = hm_vk_errno(vkEndCommandBuffer(cb));
-	if (err)
-		goto out_discard;
-	if (vk->lost) {
-		err = -ENODEV;
-		goto out_discard;
-	}
+	if (vk->lost)
+		return -ENODEV;
 	if (vk->inject_submit_result) {
 		r = vk->inject_submit_result;
 		vk->inject_submit_result = VK_SUCCESS;
 		if (r == VK_ERROR_DEVICE_LOST)
 			vk->lost = true;
-		err = wait_errno(r);
-		goto out_discard;
+		return wait_errno(r);
 	}
-	err = hm_vk_errno(vkCreateFence(vk->dev, &fci, NULL, &fence));
-	if (err)
-		goto out_discard;
 	pthread_mutex_lock(&vk->lock);
 	r = vkQueueSubmit(vk->queue, 1, &si, fence);
 	pthread_mutex_unlock(&vk->lock);
@@ -968,9 +962,120 @@ int hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns)
 			vk->lost = true;
 		pthread_mutex_unlock(&vk->lock);
 	}
+	return err;
+}
+
+int hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns)
+{
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+	VkFence fence = VK_NULL_HANDLE;
+	int err;
+
+	err = hm_vk_errno(vkEndCommandBuffer(cb));
+	if (err)
+		goto out_discard;
+	if (vk->lost || vk->inject_submit_result) {
+		err = queue_run(vk, cb, VK_NULL_HANDLE, timeout_ns);
+		goto out_discard;
+	}
+	err = hm_vk_errno(vkCreateFence(vk->dev, &fci, NULL, &fence));
+	if (err)
+		goto out_discard;
+	err = queue_run(vk, cb, fence, timeout_ns);
 	vkDestroyFence(vk->dev, fence, NULL);
 out_discard:
 	hm_vk_cmd_discard(vk, cb);
+	return err;
+}
+
+/* ---- reusable submission ---------------------------------------------- */
+
+int hm_vk_cmd_new(struct hm_vk *vk, struct hm_vk_cmd *ret)
+{
+	VkCommandPoolCreateInfo pci = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+		.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+		.queueFamilyIndex = vk->queue_family,
+	};
+	VkCommandBufferAllocateInfo ai = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+		.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+		.commandBufferCount = 1,
+	};
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+	int err;
+
+	if (!vk || !ret)
+		return -EINVAL;
+	memset(ret, 0, sizeof(*ret));
+	if (vk->lost)
+		return -ENODEV;
+	err = hm_vk_errno(vkCreateCommandPool(vk->dev, &pci, NULL, &ret->pool));
+	if (err)
+		goto out;
+	ai.commandPool = ret->pool;
+	err = hm_vk_errno(vkAllocateCommandBuffers(vk->dev, &ai, &ret->cb));
+	if (err)
+		goto out;
+	err = hm_vk_errno(vkCreateFence(vk->dev, &fci, NULL, &ret->fence));
+	if (err)
+		goto out;
+	return 0;
+out:
+	hm_vk_cmd_free(vk, ret);
+	return err;
+}
+
+void hm_vk_cmd_free(struct hm_vk *vk, struct hm_vk_cmd *c)
+{
+	if (!vk || !c)
+		return;
+	if (c->fence)
+		vkDestroyFence(vk->dev, c->fence, NULL);
+	if (c->pool)
+		vkDestroyCommandPool(vk->dev, c->pool, NULL);  /* frees cb */
+	memset(c, 0, sizeof(*c));
+}
+
+int hm_vk_cmd_start(struct hm_vk *vk, struct hm_vk_cmd *c, VkCommandBuffer *ret_cb)
+{
+	VkCommandBufferBeginInfo bi = {
+		.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+		.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+	};
+	int err;
+
+	*ret_cb = VK_NULL_HANDLE;
+	if (!c->cb)
+		return -EINVAL;
+	if (vk->lost)
+		return -ENODEV;
+	/* never pending here: every run waits (or idles the queue) */
+	err = hm_vk_errno(vkResetCommandBuffer(c->cb, 0));
+	if (!err)
+		err = hm_vk_errno(vkBeginCommandBuffer(c->cb, &bi));
+	if (!err)
+		*ret_cb = c->cb;
+	return err;
+}
+
+int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
+{
+	int err;
+
+	err = hm_vk_errno(vkEndCommandBuffer(c->cb));
+	if (err)
+		return err;
+	c->submissions++;
+	err = queue_run(vk, c->cb, c->fence, timeout_ns);
+	/* signalled, or (timeout, lost) the queue was idled: reset for the
+	 * next run; a fence of a lost device stays as it is */
+	if (!vk->lost) {
+		int e2 = hm_vk_errno(vkResetFences(vk->dev, 1, &c->fence));
+
+		if (!err)
+			err = e2;
+	}
 	return err;
 }
 

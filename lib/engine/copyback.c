@@ -136,7 +136,7 @@ int hm_engine_copy_back(struct hm_engine *e)
 		d[4 * i + 2] = hm_espace_home_addr(e, sp, idx);
 		d[4 * i + 3] = 0;
 	}
-	err = hm_vk_cmd_begin(e->vk, &cb);
+	err = hm_vk_cmd_start(e->vk, &e->cmd_back, &cb);
 	if (err)
 		return err;
 	push.block_bytes = block;
@@ -149,7 +149,7 @@ int hm_engine_copy_back(struct hm_engine *e)
 		hm_vk_cmd_dispatch(cb, &e->diff, &push, sizeof(push), blocks, k, 1);
 	}
 	hm_vk_cmd_barrier(cb);
-	err = hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+	err = hm_vk_cmd_run(e->vk, &e->cmd_back, e->p.timeout_ns);
 	if (err)
 		return err;
 	cnt = e->counts.map;

@@ -104,6 +104,13 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	err = hm_engine_table_rebuild(e, 1);
 	if (err)
 		goto out_free;
+	err = hm_vk_cmd_new(vk, &e->cmd_dispatch);
+	if (!err && e->mirrors)
+		err = hm_vk_cmd_new(vk, &e->cmd_upload);
+	if (!err && e->mirrors)
+		err = hm_vk_cmd_new(vk, &e->cmd_back);
+	if (err)
+		goto out_free;
 	if (vk->timestamp_valid_bits && vk->props.limits.timestampComputeAndGraphics &&
 	    !(p->flags & HM_ENGINE_NO_TIMESTAMPS)) {
 		VkQueryPoolCreateInfo qi = {
@@ -142,6 +149,9 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_buffer_free(e->vk, &e->twin_addrs);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
+	hm_vk_cmd_free(e->vk, &e->cmd_dispatch);
+	hm_vk_cmd_free(e->vk, &e->cmd_upload);
+	hm_vk_cmd_free(e->vk, &e->cmd_back);
 	free(e->queue);
 	free(e->harvest_buf);
 	free(e->cand);
@@ -355,7 +365,7 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	words[HM_PUSH_MARKS_ADDR_HI] = (uint32_t)(marks >> 32);
 	if (nr_push)
 		memcpy(words + HM_DEVICE_TABLE_PUSH_WORDS, push, 4 * nr_push);
-	err = hm_vk_cmd_begin(e->vk, &cb);
+	err = hm_vk_cmd_start(e->vk, &e->cmd_dispatch, &cb);
 	if (err)
 		return err;
 	if (e->timestamps) {
@@ -367,7 +377,7 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	if (e->timestamps)
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, e->timestamps, 1);
 	hm_vk_cmd_barrier(cb);
-	err = hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+	err = hm_vk_cmd_run(e->vk, &e->cmd_dispatch, e->p.timeout_ns);
 	if (!err && e->timestamps) {
 		uint64_t ts[2];
 		uint64_t mask = e->vk->timestamp_valid_bits >= 64 ? ~0ull :

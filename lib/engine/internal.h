@@ -127,6 +127,9 @@ struct hm_engine {
 	struct hm_vk_pipeline twin;     /* HM_TWIN_SHADER */
 	struct hm_vk_buffer twin_addrs; /* mirror addresses of an upload's candidates */
 	VkQueryPool timestamps;         /* 2 queries around the caller's dispatch */
+	/* submitters created once (a command buffer + fence each, reset for
+	 * every submission): the caller's dispatch, uploads, copy-back */
+	struct hm_vk_cmd cmd_dispatch, cmd_upload, cmd_back;
 	struct hm_pipe pipes[HM_ENGINE_MAX_PIPELINES];
 
 	struct hm_engine_stats st;

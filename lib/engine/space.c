@@ -19,10 +19,37 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
 #define HM_IMPORT_MIN_PIECE (256ull << 20)
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+int hm_engine_populate_view(void *view, uint64_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint64_t ps = page > 0 ? (uint64_t)page : 4096;
+
+	if (!view || (uintptr_t)view % ps || size % ps)
+		return -EINVAL;
+	if (!size)
+		return 0;
+	if (!madvise(view, size, MADV_POPULATE_WRITE))
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* old kernel, or a mapping populate does not handle (VM_PFNMAP/VM_IO):
+	 * an atomic read-modify-write that adds nothing faults each page in
+	 * for writing and cannot lose a concurrent store to the same word */
+	for (uint64_t off = 0; off < size; off += ps)
+		__atomic_fetch_add((volatile uint32_t *)((char *)view + off), 0u,
+				   __ATOMIC_RELAXED);
+	return 0;
+}
 
 int hm_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
@@ -86,6 +113,10 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 		return -EOPNOTSUPP;
 	if ((uintptr_t)sp->view % align || sp->size % align)
 		return -EINVAL;
+	/* NVIDIA refuses to import never-written pages (ENOSPC) */
+	err = hm_engine_populate_view(sp->view, sp->size);
+	if (err)
+		return err;
 	piece = e->vk->max_buffer;
 	if (e->p.max_import_bytes && e->p.max_import_bytes < piece)
 		piece = e->p.max_import_bytes;

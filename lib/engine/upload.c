@@ -410,7 +410,7 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 	reg = malloc(n * sizeof(*reg));
 	if (!reg)
 		return -ENOMEM;
-	err = hm_vk_cmd_begin(e->vk, &cb);
+	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
 	if (err)
 		goto out_free;
 	if (shader) {
@@ -478,7 +478,7 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 	}
 	hm_vk_cmd_barrier(cb);
 	t0 = hm_now_ns();
-	err = hm_vk_submit_wait(e->vk, cb, e->p.timeout_ns);
+	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
 	e->st.ns_upload_copy += hm_now_ns() - t0;
 out_free:
 	free(reg);

@@ -108,6 +108,59 @@ TEST_F(vk, import_dispatch_copy)
 	hm_vk_buffer_free(self->vk, NULL);
 }
 
+/* the reusable submitter: one command buffer and fence for many runs,
+ * each run's writes home when it returns; injected loss is sticky */
+TEST_F(vk, reusable_submitter)
+{
+	size_t align = self->vk->min_import_align, size = 64 * 1024;
+	struct hm_vk_buffer host;
+	struct hm_vk_pipeline pipe;
+	struct hm_vk_cmd c;
+	struct { uint64_t a; uint32_t n, pad; } push;
+	VkCommandBuffer cb, first = VK_NULL_HANDLE;
+	uint32_t *mem;
+
+	mem = mmap(NULL, size + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, mem);
+	mem = (uint32_t *)(((uintptr_t)mem + align - 1) & ~(align - 1));
+	ASSERT_EQ(0, hm_vk_import_host(self->vk, mem, size, &host));
+	ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, test_fill_spv,
+					sizeof(test_fill_spv) / 4, "main", sizeof(push), &pipe));
+	ASSERT_EQ(0, hm_vk_cmd_new(self->vk, &c));
+	push.a = host.addr;
+	for (uint32_t round = 0; round < 20; round++) {
+		push.n = 100 + round * 37;
+		memset(mem, 0xee, size);
+		ASSERT_EQ(0, hm_vk_cmd_start(self->vk, &c, &cb));
+		if (!round)
+			first = cb;
+		ASSERT_EQ(first, cb);           /* the same buffer every time */
+		hm_vk_cmd_dispatch(cb, &pipe, &push, sizeof(push), push.n / 64 + 1, 1, 1);
+		hm_vk_cmd_barrier(cb);
+		ASSERT_EQ(0, hm_vk_cmd_run(self->vk, &c, 0));
+		for (uint32_t i = 0; i < push.n; i++)
+			ASSERT_EQ(i * 3, mem[i]);
+		ASSERT_EQ(0xeeeeeeee, mem[push.n]);
+	}
+	ASSERT_EQ(20, c.submissions);
+	/* started and abandoned: the next start resets it */
+	ASSERT_EQ(0, hm_vk_cmd_start(self->vk, &c, &cb));
+	ASSERT_EQ(0, hm_vk_cmd_start(self->vk, &c, &cb));
+	hm_vk_cmd_barrier(cb);
+	ASSERT_EQ(0, hm_vk_cmd_run(self->vk, &c, 0));
+	/* loss is sticky for submitters too */
+	self->vk->inject_submit_result = VK_ERROR_DEVICE_LOST;
+	ASSERT_EQ(0, hm_vk_cmd_start(self->vk, &c, &cb));
+	ASSERT_EQ(-ENODEV, hm_vk_cmd_run(self->vk, &c, 0));
+	ASSERT_TRUE(self->vk->lost);
+	ASSERT_EQ(-ENODEV, hm_vk_cmd_start(self->vk, &c, &cb));
+	hm_vk_cmd_free(self->vk, &c);
+	hm_vk_cmd_free(self->vk, &c);   /* zeroed: no-op */
+	hm_vk_cmd_free(self->vk, NULL);
+	hm_vk_pipeline_free(self->vk, &pipe);
+	hm_vk_buffer_free(self->vk, &host);
+}
+
 /* the caller's own device, wrapped: usable, and not destroyed by free */
 TEST_F(vk, wrap_callers_device)
 {

@@ -23,8 +23,10 @@
  *    next request comes: that figure includes two wake-ups);
  *  - plain Vulkan on the same device and pipeline: a one-shot command
  *    buffer and fence per submission (hm_vk_dispatch_sync(), as the
- *    engine), one recorded command buffer and one fence reused with
- *    vkWaitForFences(), and the same polling vkGetFenceStatus().
+ *    engine did until 2026-12-01), one recorded command buffer and one
+ *    fence reused with vkWaitForFences(), the same polling
+ *    vkGetFenceStatus(), and hm_vk_cmd (the engine's submitter now: a
+ *    command buffer and fence created once, re-recorded every time).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -70,9 +72,9 @@ static double median_of(double *v, size_t n)
 }
 
 /* plain Vulkan: one recorded command buffer and fence, reused */
-enum { RAW_ONESHOT, RAW_ONESHOT_TS, RAW_REUSE_WAIT, RAW_REUSE_SPIN, RAW_NR };
+enum { RAW_ONESHOT, RAW_ONESHOT_TS, RAW_REUSE_WAIT, RAW_REUSE_SPIN, RAW_SUBMITTER, RAW_NR };
 static const char *const raw_name[RAW_NR] = {
-	"oneshot", "oneshot_ts", "reuse_wait", "reuse_spin",
+	"oneshot", "oneshot_ts", "reuse_wait", "reuse_spin", "submitter",
 };
 
 static int raw_vk(struct hm_vk *vk, unsigned n, double ret_med[RAW_NR], double *ret_gpu_us)
@@ -84,6 +86,7 @@ static int raw_vk(struct hm_vk *vk, unsigned n, double ret_med[RAW_NR], double *
 	VkCommandBuffer cb = VK_NULL_HANDLE;
 	VkFence fence = VK_NULL_HANDLE;
 	VkQueryPool qp = VK_NULL_HANDLE;
+	struct hm_vk_cmd sub = { 0 };
 	uint32_t push[8] = { 0 };
 	double *t = calloc(n, sizeof(double));
 	int r;
@@ -134,6 +137,20 @@ static int raw_vk(struct hm_vk *vk, unsigned n, double ret_med[RAW_NR], double *
 
 			if (v == RAW_ONESHOT) {
 				r = hm_vk_dispatch_sync(vk, &p, push, sizeof(push), 1, 1, 1);
+				if (r < 0)
+					goto out;
+			} else if (v == RAW_SUBMITTER) {
+				/* the engine's path: hm_vk_cmd, re-recorded each time */
+				VkCommandBuffer c1;
+
+				if (!sub.cb && (r = hm_vk_cmd_new(vk, &sub)) < 0)
+					goto out;
+				r = hm_vk_cmd_start(vk, &sub, &c1);
+				if (r < 0)
+					goto out;
+				hm_vk_cmd_dispatch(c1, &p, push, sizeof(push), 1, 1, 1);
+				hm_vk_cmd_barrier(c1);
+				r = hm_vk_cmd_run(vk, &sub, 0);
 				if (r < 0)
 					goto out;
 			} else if (v == RAW_ONESHOT_TS) {
@@ -189,6 +206,7 @@ static int raw_vk(struct hm_vk *vk, unsigned n, double ret_med[RAW_NR], double *
 out:
 	if (qp)
 		vkDestroyQueryPool(vk->dev, qp, NULL);
+	hm_vk_cmd_free(vk, &sub);
 	if (fence)
 		vkDestroyFence(vk->dev, fence, NULL);
 	if (pool)
@@ -426,9 +444,10 @@ int bench_dispatch(int argc, char **argv)
 			printf("{\"bench\":\"dispatch-vk\",\"device\":\"%s\",\"n\":%u,"
 			       "\"oneshot_median_us\":%.2f,\"oneshot_ts_median_us\":%.2f,"
 			       "\"reuse_wait_median_us\":%.2f,\"reuse_spin_median_us\":%.2f,"
-			       "\"empty_gpu_us\":%.2f}\n",
+			       "\"submitter_median_us\":%.2f,\"empty_gpu_us\":%.2f}\n",
 			       dev, n, raw[RAW_ONESHOT], raw[RAW_ONESHOT_TS],
-			       raw[RAW_REUSE_WAIT], raw[RAW_REUSE_SPIN], empty_gpu);
+			       raw[RAW_REUSE_WAIT], raw[RAW_REUSE_SPIN], raw[RAW_SUBMITTER],
+			       empty_gpu);
 	} else {
 		printf("  back to back:   in-process %8.2f us, through daemon %8.2f us "
 		       "(adds %.2f us)\n", b2b_in, b2b_dm, b2b_dm - b2b_in);

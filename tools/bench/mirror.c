@@ -723,20 +723,30 @@ static int probe_imports(bool json)
 {
 	struct hm_vk_params vp = { .validation = -1, .flags = HM_VK_NO_HOST_IMPORT };
 	const size_t len = 2u << 20;
+	struct hm_engine_params ep = { .flags = HM_ENGINE_NO_MIRRORS | HM_ENGINE_NO_TIMESTAMPS };
+	struct hm_engine *e = NULL;
 	struct hm_vk *vk;
-	int err;
+	int err, engine_err;
 
 	err = hm_vk_new(&vp, &vk);
 	if (err) {
 		fprintf(stderr, "mirror: no Vulkan device: %s\n", strerror(-err));
 		return err;
 	}
-	for (int k = 0; k < 9; k++) {
-		static const char *const name[9] = {
+	/* the *_populated cases go through hm_engine_add_space() itself (the
+	 * device view's pages populated, then imported), on fresh spaces
+	 * whose pages were never written */
+	engine_err = hm_engine_new(vk, &ep, &e);
+	for (int k = 0; k < 13; k++) {
+		static const char *const name[13] = {
 			"anonymous_private", "anonymous_shared", "memfd_shared", "memfd_private",
 			"file_private_readonly", "device_view_uffd_async", "device_view_uffd_sync",
 			"device_view_mprotect", "device_view_kmod",
+			"device_view_uffd_async_populated", "device_view_uffd_sync_populated",
+			"device_view_mprotect_populated", "device_view_kmod_populated",
 		};
+		static const enum hm_backend bk[4] = { HM_BACKEND_UFFD_ASYNC, HM_BACKEND_UFFD_SYNC,
+						       HM_BACKEND_MPROTECT, HM_BACKEND_KMOD };
 		struct hm_vk_buffer buf;
 		struct hm_space *sp = NULL;
 		void *p = MAP_FAILED;
@@ -767,9 +777,7 @@ static int probe_imports(bool json)
 			break;
 		}
 		default: {
-			static const enum hm_backend bk[4] = { HM_BACKEND_UFFD_ASYNC, HM_BACKEND_UFFD_SYNC,
-							       HM_BACKEND_MPROTECT, HM_BACKEND_KMOD };
-			struct hm_space_params spp = { .size = len, .backend = bk[k - 5] };
+			struct hm_space_params spp = { .size = len, .backend = bk[(k - 5) % 4] };
 
 			if (!hm_space_new(&spp, &sp) && hm_space_device_view(sp, &p))
 				p = MAP_FAILED;
@@ -778,6 +786,14 @@ static int probe_imports(bool json)
 		}
 		if (p == MAP_FAILED) {
 			r = -ENOENT;    /* that mapping cannot be made here */
+		} else if (k >= 9) {
+			uint32_t id;
+
+			r = engine_err;
+			if (!r)
+				r = hm_engine_add_space(e, sp, 0, &id);
+			if (!r)
+				hm_engine_remove_space(e, id);
 		} else {
 			if (k < 5 && k != 4)
 				memset(p, 1, len);
@@ -791,7 +807,7 @@ static int probe_imports(bool json)
 			       "\"copied_home_bytes\":0,\"mismatches\":0}\n", vk->props.deviceName, name[k],
 			       r ? "false" : "true", -r);
 		else
-			printf("import %-24s %s\n", name[k],
+			printf("import %-34s %s\n", name[k],
 			       r == -ENOENT ? "(mapping unavailable here)" : r ? strerror(-r) : "imported");
 		if (sp)
 			hm_space_free(sp);
@@ -809,6 +825,7 @@ static int probe_imports(bool json)
 	else
 		printf("dma-buf import: %s; minImportedHostPointerAlignment %lu\n",
 		       vk->has_dmabuf_import ? "yes" : "no", (unsigned long)vk->min_import_align);
+	hm_engine_free(e);
 	hm_vk_free(vk);
 	return 0;
 }

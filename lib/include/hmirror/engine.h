@@ -106,10 +106,22 @@ void hm_engine_free(struct hm_engine *e);               /* NULL ok */
  * spaces must not overlap (-EEXIST); the space's chunk shift must be the
  * engine's (-EINVAL).  The engine does not own s: remove the space before
  * freeing it.  An import refused by the driver returns its error (e.g.
- * -EBADF, -EOPNOTSUPP) and leaves the engine as it was.
+ * -EBADF, -EOPNOTSUPP) and leaves the engine as it was.  Before importing,
+ * every page of the device view is made to exist (hm_engine_populate_view()):
+ * NVIDIA 580 refused (-ENOSPC) host-pointer imports of never-written views.
  */
 int  hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_addr,
 			 uint32_t *ret_id);
+/*
+ * Make the pages of [view, view + size) (a device view: writes through it
+ * are not recorded) exist without changing a byte: MADV_POPULATE_WRITE
+ * (Linux 5.14+); where the kernel or the mapping does not support it
+ * (-EINVAL), one atomic add of 0 to a word of each page.  A never-written
+ * page becomes a zero page of the space's memory; a written one is left as
+ * it is.  view and size page-aligned.  hm_engine_add_space() calls it; it
+ * is public so that probes can import exactly as the engine does.
+ */
+int  hm_engine_populate_view(void *view, uint64_t size);
 int  hm_engine_remove_space(struct hm_engine *e, uint32_t id);
 
 /* Advice for every chunk overlapping [guest_addr, guest_addr + size)
