@@ -715,6 +715,345 @@ static int bench_copy_back(struct mb *b)
 }
 
 /*
+ * Step-by-step host-pointer import (the steps of hm_vk_import_host(),
+ * each reported): vkGetMemoryHostPointerPropertiesEXT, vkCreateBuffer,
+ * the memory type chosen, vkAllocateMemory with
+ * VkImportMemoryHostPointerInfoEXT, vkBindBufferMemory, the device address.
+ * The result is what the library's import would do with the same pointer.
+ */
+struct import_steps {
+	const char *failed;     /* step that failed, "none" */
+	VkResult res;           /* its VkResult (VK_SUCCESS when none) */
+	uint32_t host_bits;     /* VkMemoryHostPointerPropertiesEXT.memoryTypeBits */
+	uint32_t buf_bits;      /* VkMemoryRequirements.memoryTypeBits */
+	int type;               /* chosen type index, -1 none */
+	uint64_t req_size;
+};
+
+#define PROBE_USAGE (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | \
+		     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)
+
+static void import_steps(struct hm_vk *vk, void *ptr, uint64_t size, struct import_steps *r)
+{
+	VkExternalMemoryBufferCreateInfo ebci = {
+		.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+		.handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+	};
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, .pNext = &ebci, .size = size,
+		.usage = PROBE_USAGE, .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkMemoryHostPointerPropertiesEXT hpp = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT,
+	};
+	VkImportMemoryHostPointerInfoEXT imp = {
+		.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+		.handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+		.pHostPointer = ptr,
+	};
+	VkMemoryAllocateFlagsInfo fi = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, .pNext = &imp,
+		.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT,
+	};
+	VkMemoryAllocateInfo ai = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &fi, .allocationSize = size,
+	};
+	VkBuffer buf = VK_NULL_HANDLE;
+	VkDeviceMemory mem = VK_NULL_HANDLE;
+	VkMemoryRequirements req;
+	uint32_t type;
+
+	memset(r, 0, sizeof(*r));
+	r->type = -1;
+	r->failed = "none";
+	if (!vk->has_host_import || !vk->get_host_ptr_props) {
+		r->failed = "no_extension";
+		r->res = VK_ERROR_EXTENSION_NOT_PRESENT;
+		return;
+	}
+	r->res = vk->get_host_ptr_props(vk->dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+					ptr, &hpp);
+	r->host_bits = hpp.memoryTypeBits;
+	if (r->res != VK_SUCCESS) {
+		r->failed = "host_pointer_properties";
+		return;
+	}
+	r->res = vkCreateBuffer(vk->dev, &bci, NULL, &buf);
+	if (r->res != VK_SUCCESS) {
+		r->failed = "create_buffer";
+		return;
+	}
+	vkGetBufferMemoryRequirements(vk->dev, buf, &req);
+	r->buf_bits = req.memoryTypeBits;
+	r->req_size = req.size;
+	if (hm_vk_memory_type(vk, req.memoryTypeBits & hpp.memoryTypeBits, HM_VK_MEM_HOST, &type) &&
+	    hm_vk_memory_type(vk, req.memoryTypeBits & hpp.memoryTypeBits, HM_VK_MEM_DEVICE, &type)) {
+		r->failed = "memory_type";
+		r->res = VK_ERROR_FORMAT_NOT_SUPPORTED;
+		goto out;
+	}
+	r->type = type;
+	ai.memoryTypeIndex = type;
+	r->res = vkAllocateMemory(vk->dev, &ai, NULL, &mem);
+	if (r->res != VK_SUCCESS) {
+		r->failed = "allocate_import";
+		mem = VK_NULL_HANDLE;
+		goto out;
+	}
+	r->res = vkBindBufferMemory(vk->dev, buf, mem, 0);
+	if (r->res != VK_SUCCESS) {
+		r->failed = "bind";
+		goto out;
+	}
+	{
+		VkBufferDeviceAddressInfo bai = {
+			.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = buf,
+		};
+
+		if (!vkGetBufferDeviceAddress(vk->dev, &bai)) {
+			r->failed = "device_address";
+			r->res = VK_ERROR_UNKNOWN;
+		}
+	}
+out:
+	if (buf)
+		vkDestroyBuffer(vk->dev, buf, NULL);
+	if (mem)
+		vkFreeMemory(vk->dev, mem, NULL);
+}
+
+/* largest power of two dividing the address, capped at 1 GiB */
+static uint64_t addr_align(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+
+	if (!a)
+		return 0;
+	a &= -a;
+	return a > (1u << 30) ? (1u << 30) : a;
+}
+
+static void print_step(bool json, const char *vkname, const char *mapping, const char *step,
+		       uint64_t size, const void *view, int engine_err, int add_err,
+		       const struct import_steps *s)
+{
+	if (json)
+		printf("{\"bench\":\"mirror\",\"case\":\"import_step\",\"device\":\"%s\","
+		       "\"mapping\":\"%s\",\"step\":\"%s\",\"size\":%lu,\"view_align\":%lu,"
+		       "\"engine_errno\":%d,\"add_space_errno\":%d,\"failed\":\"%s\",\"result\":\"%s\","
+		       "\"host_type_bits\":\"0x%x\",\"buffer_type_bits\":\"0x%x\",\"type\":%d,"
+		       "\"req_size\":%lu,\"changed_bytes\":0,\"copied_home_bytes\":0,\"mismatches\":0}\n",
+		       vkname, mapping, step, (unsigned long)size, (unsigned long)addr_align(view),
+		       -engine_err, -add_err, s ? s->failed : "skipped",
+		       s ? hm_vk_result_name(s->res) : "-", s ? s->host_bits : 0,
+		       s ? s->buf_bits : 0, s ? s->type : -1, s ? (unsigned long)s->req_size : 0ul);
+	else
+		printf("step %-14s %-22s %5lu MiB align 0x%-8lx engine %d add %d: %s %s "
+		       "host_bits 0x%x buf_bits 0x%x type %d\n", mapping, step,
+		       (unsigned long)(size >> 20), (unsigned long)addr_align(view), -engine_err,
+		       -add_err, s ? s->failed : "skipped", s ? hm_vk_result_name(s->res) : "-",
+		       s ? s->host_bits : 0, s ? s->buf_bits : 0, s ? s->type : -1);
+}
+
+/*
+ * A control that imports on every driver seen (2 MiB anonymous private,
+ * written): run first and last, so that a driver refusing everything
+ * after some earlier failure shows as control_last failing.
+ */
+static void probe_control(struct hm_vk *vk, bool json, const char *step)
+{
+	const uint64_t size = 2ull << 20;
+	struct import_steps s;
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		print_step(json, vk->props.deviceName, "anonymous_private", step, size, NULL, -ENOMEM, 0,
+			   NULL);
+		return;
+	}
+	memset(p, 1, size);
+	import_steps(vk, p, size, &s);
+	print_step(json, vk->props.deviceName, "anonymous_private", step, size, p, 0, 0, &s);
+	munmap(p, size);
+}
+
+/*
+ * The matrix (Documentation/engine.rst, Home imports): uffd-async spaces
+ * of 2, 16 and 64 MiB; (a) the device view imported step by step before
+ * any write, (b) the same after every page was written through the guest
+ * mapping, (c) hm_engine_add_space() on a fresh engine, (d) on one engine
+ * reused by every probe; after (c) and (d) the view (populated by
+ * add_space) is imported step by step again, so that an add_space failure
+ * whose view imports is something else the engine allocated.  For
+ * comparison the probe's own memfd MAP_SHARED second mapping (the first
+ * one written or not), plain and with the view's madvise flags
+ * (MADV_NOHUGEPAGE, MADV_DONTFORK).
+ */
+static void probe_matrix(struct hm_vk *vk, bool json)
+{
+	static const uint64_t sizes[3] = { 2ull << 20, 16ull << 20, 64ull << 20 };
+	struct hm_engine_params ep = { .flags = HM_ENGINE_NO_MIRRORS | HM_ENGINE_NO_TIMESTAMPS };
+	const char *vkname = vk->props.deviceName;
+	struct hm_engine *shared = NULL;
+	int shared_err = hm_engine_new(vk, &ep, &shared);
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t ps = pg > 0 ? (uint64_t)pg : 4096;
+
+	probe_control(vk, json, "control_first");
+
+	for (int z = 0; z < 3; z++) {
+		uint64_t size = sizes[z];
+
+		for (int step = 0; step < 4; step++) {
+			static const char *const sname[4] = {
+				"a_view_unwritten", "b_view_after_guest_write",
+				"c_add_space_fresh_engine", "d_add_space_reused_engine",
+			};
+			struct hm_space_params spp = { .size = size, .backend = HM_BACKEND_UFFD_ASYNC };
+			struct hm_space *sp = NULL;
+			struct hm_engine *fresh = NULL;
+			struct import_steps s;
+			void *view = NULL;
+			int eerr = 0, aerr = 0, err;
+
+			err = hm_space_new(&spp, &sp);
+			if (!err)
+				err = hm_space_device_view(sp, &view);
+			if (err) {
+				print_step(json, vkname, "uffd_async", sname[step], size, NULL, err, 0, NULL);
+				hm_space_free(sp);
+				continue;
+			}
+			if (step == 1) {
+				volatile uint8_t *g = hm_space_addr(sp);
+
+				for (uint64_t off = 0; off < size; off += ps)
+					g[off] = 1;
+			}
+			if (step >= 2) {
+				struct hm_engine *e;
+				uint32_t id;
+
+				if (step == 2) {
+					eerr = hm_engine_new(vk, &ep, &fresh);
+					e = fresh;
+				} else {
+					eerr = shared_err;
+					e = shared;
+				}
+				aerr = eerr ? 0 : hm_engine_add_space(e, sp, 0, &id);
+				if (!eerr && !aerr)
+					hm_engine_remove_space(e, id);
+			}
+			import_steps(vk, view, size, &s);
+			print_step(json, vkname, "uffd_async", sname[step], size, view, eerr, aerr, &s);
+			hm_engine_free(fresh);
+			hm_space_free(sp);
+		}
+		for (int m = 0; m < 8; m++) {
+			static const char *const mname[8] = {
+				"memfd_second_unwritten", "memfd_second_written",
+				"memfd_second_madvised_unwritten", "memfd_second_madvised_written",
+				"memfd_second_at_size_align_unwritten", "memfd_second_at_size_align_written",
+				"memfd_second_at_4k_only_unwritten", "memfd_second_at_4k_only_written",
+			};
+			int fd = memfd_create("hm-probe", MFD_CLOEXEC);
+			void *first = MAP_FAILED, *second = MAP_FAILED;
+			struct import_steps s;
+
+			if (fd >= 0 && !ftruncate(fd, size)) {
+				first = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+				if (m < 4) {
+					second = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+				} else {
+					/* placed: at a multiple of size, or at one plus 4 KiB
+					 * (aligned to 4 KiB, to nothing larger) */
+					uint64_t span = 3 * size;
+					uint8_t *res = mmap(NULL, span, PROT_NONE,
+							    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+					if (res != MAP_FAILED) {
+						uint8_t *at = (uint8_t *)(((uintptr_t)res + size - 1) &
+									  ~(uintptr_t)(size - 1));
+
+						if (m >= 6)
+							at += 4096;
+						/* keep only [at, at + size) reserved, then map over it */
+						second = mmap(at, size, PROT_READ | PROT_WRITE,
+							      MAP_SHARED | MAP_FIXED, fd, 0);
+						if (second != MAP_FAILED) {
+							if (at > res)
+								munmap(res, at - res);
+							munmap(at + size, res + span - (at + size));
+						} else {
+							munmap(res, span);
+						}
+					}
+				}
+			}
+			if (first == MAP_FAILED || second == MAP_FAILED) {
+				print_step(json, vkname, "memfd_probe", mname[m], size, NULL, -ENOENT, 0, NULL);
+			} else {
+				if (m >= 2) {
+					madvise(first, size, MADV_NOHUGEPAGE);
+					madvise(second, size, MADV_NOHUGEPAGE);
+					madvise(second, size, MADV_DONTFORK);
+				}
+				if (m & 1)
+					for (uint64_t off = 0; off < size; off += ps)
+						((volatile uint8_t *)first)[off] = 1;
+				import_steps(vk, second, size, &s);
+				print_step(json, vkname, "memfd_probe", mname[m], size, second, 0, 0, &s);
+			}
+			if (first != MAP_FAILED)
+				munmap(first, size);
+			if (second != MAP_FAILED)
+				munmap(second, size);
+			if (fd >= 0)
+				close(fd);
+		}
+	}
+	probe_control(vk, json, "control_last");
+	/* does one refused import (NVIDIA refuses a read-only file mapping)
+	 * make the driver refuse what it took before? */
+	{
+		char path[] = "/tmp/hm-probe-XXXXXX";
+		const uint64_t size = 2ull << 20;
+		int fd = mkstemp(path);
+		void *p = MAP_FAILED;
+		struct import_steps s;
+
+		if (fd >= 0) {
+			unlink(path);
+			if (!ftruncate(fd, size))
+				p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+		}
+		if (p != MAP_FAILED) {
+			import_steps(vk, p, size, &s);
+			print_step(json, vkname, "file_private_readonly", "readonly_file", size, p, 0, 0, &s);
+			munmap(p, size);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	probe_control(vk, json, "control_after_readonly_file");
+	{
+		struct hm_space_params spp = { .size = 2ull << 20, .backend = HM_BACKEND_UFFD_ASYNC };
+		struct hm_space *sp = NULL;
+		struct import_steps s;
+		void *view = NULL;
+
+		if (!hm_space_new(&spp, &sp) && !hm_space_device_view(sp, &view)) {
+			import_steps(vk, view, 2ull << 20, &s);
+			print_step(json, vkname, "uffd_async", "a_view_after_readonly_file", 2ull << 20,
+				   view, 0, 0, &s);
+		}
+		hm_space_free(sp);
+	}
+	hm_engine_free(shared);
+}
+
+/*
  * Which host memory the device imports (VK_EXT_external_memory_host): one
  * JSON object (or line) per kind of mapping, and whether dma-buf import
  * exists at all.
@@ -737,7 +1076,12 @@ static int probe_imports(bool json)
 	 * device view's pages populated, then imported), on fresh spaces
 	 * whose pages were never written */
 	engine_err = hm_engine_new(vk, &ep, &e);
-	for (int k = 0; k < 13; k++) {
+	/* the read-only file last: on the H200 every import after it was
+	 * refused in the same process (the matrix's readonly_file and
+	 * control_after_readonly_file test whether it poisons the driver) */
+	for (int kk = 0; kk < 13; kk++) {
+		static const int order[13] = { 0, 1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 4 };
+		const int k = order[kk];
 		static const char *const name[13] = {
 			"anonymous_private", "anonymous_shared", "memfd_shared", "memfd_private",
 			"file_private_readonly", "device_view_uffd_async", "device_view_uffd_sync",
@@ -826,6 +1170,24 @@ static int probe_imports(bool json)
 		printf("dma-buf import: %s; minImportedHostPointerAlignment %lu\n",
 		       vk->has_dmabuf_import ? "yes" : "no", (unsigned long)vk->min_import_align);
 	hm_engine_free(e);
+	e = NULL;
+	probe_matrix(vk, json);
+	hm_vk_free(vk);
+	return 0;
+}
+
+/* the matrix alone, in a process that imported nothing before */
+static int probe_import_matrix(bool json)
+{
+	struct hm_vk_params vp = { .validation = -1, .flags = HM_VK_NO_HOST_IMPORT };
+	struct hm_vk *vk;
+	int err = hm_vk_new(&vp, &vk);
+
+	if (err) {
+		fprintf(stderr, "mirror: no Vulkan device: %s\n", strerror(-err));
+		return err;
+	}
+	probe_matrix(vk, json);
 	hm_vk_free(vk);
 	return 0;
 }
@@ -850,6 +1212,7 @@ static void usage(void)
 	       "       [--groups N] [--steps N] [--rounds N] [--chunk-shift N]\n"
 	       "       [--copy-back BYTES] [--quick]\n"
 	       "       hmirror-bench mirror --imports [--json]   (which host memory imports)\n"
+	       "       hmirror-bench mirror --import-matrix [--json]   (the import steps only)\n"
 	       "  --size       working set, 64M..4G (default 64M)\n"
 	       "  --backend    uffd-async (default), uffd-sync, mprotect, kmod, auto\n"
 	       "  --groups     workgroups of 64 lanes (default 128)\n"
@@ -1074,16 +1437,17 @@ int bench_mirror(int argc, char **argv)
 		{ "copy-back", required_argument, NULL, 'k' },
 		{ "quick", no_argument, NULL, 'q' },
 		{ "imports", no_argument, NULL, 'i' },
+		{ "import-matrix", no_argument, NULL, 'm' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct mb b = { .size = 64ull << 20, .shift = 16, .groups = 128, .steps = 64, .rounds = 5,
 			.backend = HM_BACKEND_UFFD_ASYNC };
-	bool imports = false;
+	bool imports = false, matrix = false;
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "js:b:g:n:r:c:k:qih", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "js:b:g:n:r:c:k:qimh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 's': b.size = parse_size(optarg); break;
@@ -1102,10 +1466,13 @@ int bench_mirror(int argc, char **argv)
 		case 'k': b.copyback = parse_size(optarg); break;
 		case 'q': b.size = 16ull << 20; b.rounds = 3; b.steps = 16; b.groups = 32; break;
 		case 'i': imports = true; break;
+		case 'm': matrix = true; break;
 		case 'h': usage(); return 0;
 		default: usage(); return -EINVAL;
 		}
 	}
+	if (matrix)
+		return probe_import_matrix(b.json);
 	if (imports)
 		return probe_imports(b.json);
 	if (b.size < (2ull << b.shift) || b.size % (1ull << b.shift) || b.size > (4ull << 30) ||
