@@ -736,6 +736,42 @@ out_free:
 	return err;
 }
 
+/*
+ * Is [ptr, ptr + size) mapped writable throughout?  0, -EACCES where some
+ * of it is mapped without write permission, -EFAULT where some is not
+ * mapped.  NVIDIA 580 refuses a host-pointer import of a read-only mapping
+ * (VK_ERROR_OUT_OF_DEVICE_MEMORY) although vkGetMemoryHostPointerProperties
+ * accepts it, and after one refused import it refuses every later import
+ * in the process (Documentation/engine.rst, "Home imports"): such a range
+ * must never reach the driver.  Imports are rare, so /proc/self/maps.
+ */
+static int hm_vk_range_writable(const void *ptr, uint64_t size)
+{
+	uint64_t at = (uintptr_t)ptr, end = at + size;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "re");
+	int err = -EFAULT;
+
+	if (!f)
+		return 0;	/* no procfs: leave it to the driver */
+	while (at < end && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3 || hi <= at)
+			continue;
+		if (lo > at)
+			break;		/* a hole before the next mapping */
+		if (perms[1] != 'w') {
+			err = -EACCES;
+			break;
+		}
+		at = hi;
+	}
+	fclose(f);
+	return at >= end ? 0 : err;
+}
+
 int hm_vk_import_host(struct hm_vk *vk, void *ptr, VkDeviceSize size, struct hm_vk_buffer *ret)
 {
 	VkExternalMemoryBufferCreateInfo ebci = {
@@ -769,6 +805,9 @@ int hm_vk_import_host(struct hm_vk *vk, void *ptr, VkDeviceSize size, struct hm_
 		return -EINVAL;
 	if (size > vk->max_buffer)
 		return -E2BIG;
+	err = hm_vk_range_writable(ptr, size);
+	if (err)
+		return err;
 	err = hm_vk_errno(vk->get_host_ptr_props(vk->dev,
 			VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, ptr, &hpp));
 	if (err)

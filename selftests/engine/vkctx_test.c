@@ -74,6 +74,18 @@ TEST_F(vk, import_dispatch_copy)
 	/* misaligned pointer and size are refused before the driver sees them */
 	ASSERT_EQ(-EINVAL, hm_vk_import_host(self->vk, (char *)mem + 4, size - align, &host));
 	ASSERT_EQ(-EINVAL, hm_vk_import_host(self->vk, mem, size - 4, &host));
+	/* read-only and unmapped ranges never reach the driver (one refused
+	 * import makes NVIDIA refuse all later ones in the process) */
+	ASSERT_EQ(0, mprotect(mem, align, PROT_READ));
+	ASSERT_EQ(-EACCES, hm_vk_import_host(self->vk, mem, size, &host));
+	ASSERT_EQ(0, mprotect(mem, align, PROT_READ | PROT_WRITE));
+	ASSERT_EQ(0, munmap((char *)mem + size - align, align));
+	ASSERT_EQ(-EFAULT, hm_vk_import_host(self->vk, mem, size, &host));
+	ASSERT_EQ(0, hm_vk_import_host(self->vk, mem, size - align, &host));
+	hm_vk_buffer_free(self->vk, &host);
+	ASSERT_NE(MAP_FAILED, mmap((char *)mem + size - align, align, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	memset((char *)mem + size - align, 0xee, align);
 	ASSERT_EQ(0, hm_vk_import_host(self->vk, mem, size, &host));
 	ASSERT_TRUE(host.addr != 0);
 	ASSERT_EQ((void *)mem, host.map);
