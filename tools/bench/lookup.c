@@ -115,36 +115,22 @@ static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
 }
 
 /*
- * Push: 6 table words, base lo/hi (device base for raw, guest base for the
- * helper), out lo/hi, steps, slot mask.  Lane l starts at offset
- * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
- * last offset to out[l].
+ * The compute entry point both benchmark programs share: a push block of
+ * PUSH_WORDS u32, GlobalInvocationId, "main" with LANES lanes; opens the
+ * function, loads every push word into push[] and answers the lane index.
+ * k's scalar types must be declared.
  */
-static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
+static uint32_t kb_main(struct kb *k, uint32_t push[PUSH_WORDS])
 {
-	struct kb k = { 0 };
-	struct hm_spirv_module *m;
-	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16], push[PUSH_WORDS];
-	uint32_t gidx, base, out, steps, off0, header, body, cont, merge, off, s, next, s1;
-	struct hm_spirv_table_ids t;
+	struct hm_spirv_module *m = k->m;
+	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16];
 	size_t n;
-	int r = hm_spirv_module_new(&k.m);
 
-	if (r)
-		return r;
-	m = k.m;
-	r = hm_spirv_set_lookup_variant(m, variant);
-	if (r)
-		goto out_free;
-	k.u32 = hm_spirv_type_int(m, 32, false);
-	k.u64 = hm_spirv_type_int(m, 64, false);
-	k.bl = hm_spirv_type_bool(m);
-	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
-	v3 = hm_spirv_type_vector(m, k.u32, 3);
+	v3 = hm_spirv_type_vector(m, k->u32, 3);
 	voidt = hm_spirv_type_void(m);
 	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
 	for (int i = 0; i < PUSH_WORDS; i++)
-		mem[i] = k.u32;
+		mem[i] = k->u32;
 	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
 	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
 	for (uint32_t i = 0; i < PUSH_WORDS; i++)
@@ -153,7 +139,7 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
 		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
 		       HM_SpvStoragePushConstant);
-	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k.u32);
+	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k->u32);
 	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
 			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
 	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
@@ -167,13 +153,42 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
 	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
 	       HM_SpvExecModeLocalSize, LANES, 1, 1);
-
 	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
-	kb_label(&k, hm_spirv_id(m));
+	kb_label(k, hm_spirv_id(m));
 	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+		push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
 				    HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
 					      hm_spirv_const_u32(m, i)));
+	return HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k->u32,
+			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
+}
+
+/*
+ * Push: 6 table words, base lo/hi (device base for raw, guest base for the
+ * helper), out lo/hi, steps, slot mask.  Lane l starts at offset
+ * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
+ * last offset to out[l].
+ */
+static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
+{
+	struct kb k = { 0 };
+	struct hm_spirv_module *m;
+	uint32_t push[PUSH_WORDS];
+	uint32_t gidx, base, out, steps, off0, header, body, cont, merge, off, s, next, s1;
+	struct hm_spirv_table_ids t;
+	int r = hm_spirv_module_new(&k.m);
+
+	if (r)
+		return r;
+	m = k.m;
+	r = hm_spirv_set_lookup_variant(m, variant);
+	if (r)
+		goto out_free;
+	k.u32 = hm_spirv_type_int(m, 32, false);
+	k.u64 = hm_spirv_type_int(m, 64, false);
+	k.bl = hm_spirv_type_bool(m);
+	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
+	gidx = kb_main(&k, push);
 	t.table = kb_join(&k, push[0], push[1]);
 	t.nr_home = push[2];
 	t.chunk_shift = push[3];
@@ -181,8 +196,6 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	base = kb_join(&k, push[6], push[7]);
 	out = kb_join(&k, push[8], push[9]);
 	steps = push[10];
-	gidx = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32,
-			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
 	/* off0 = scatter(l) * 8 = ((l * 0x9e3779b1) & mask) * 8: distinct
 	 * for every lane (odd multiplier), spread over the first step */
 	off0 = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32,
@@ -284,9 +297,8 @@ static int build_touch(uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
-	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16], push[PUSH_WORDS];
+	uint32_t push[PUSH_WORDS];
 	uint32_t v4, psb_v4, gidx, tab, out, slot, x, merge, then, cond;
-	size_t n;
 	int r = hm_spirv_module_new(&k.m);
 
 	if (r)
@@ -298,43 +310,9 @@ static int build_touch(uint32_t **ret_w, size_t *ret_n)
 	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
 	v4 = hm_spirv_type_vector(m, k.u32, 4);
 	psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4);
-	v3 = hm_spirv_type_vector(m, k.u32, 3);
-	voidt = hm_spirv_type_void(m);
-	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
-	for (int i = 0; i < PUSH_WORDS; i++)
-		mem[i] = k.u32;
-	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
-	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
-		       HM_SpvDecorationOffset, 4 * i);
-	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
-		       HM_SpvStoragePushConstant);
-	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k.u32);
-	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
-	       HM_SpvBuiltInGlobalInvocationId);
-	main_fn = hm_spirv_id(m);
-	ep[0] = HM_SpvExecModelGLCompute;
-	ep[1] = main_fn;
-	n = 2 + hm_spirv_put_string(ep + 2, "main");
-	ep[n++] = gid;
-	ep[n++] = pv;
-	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
-	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
-	       HM_SpvExecModeLocalSize, LANES, 1, 1);
-	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
-	kb_label(&k, hm_spirv_id(m));
-	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-				    HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
-					      hm_spirv_const_u32(m, i)));
+	gidx = kb_main(&k, push);
 	tab = kb_join(&k, push[0], push[1]);
 	out = kb_join(&k, push[8], push[9]);
-	gidx = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32,
-			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
 	cond = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, gidx, push[10]);
 	then = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
