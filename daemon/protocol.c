@@ -320,19 +320,31 @@ static void space_remove_done(struct hmd_job *j)
 	simple_done(j);
 }
 
-static int on_space_remove(struct hmd_client *c, uint32_t seq, const void *p,
-			   size_t len)
+/* a message that is one handle: exact size, zero padding */
+static int msg_handle(const void *p, size_t len, uint32_t *ret_handle)
 {
 	struct hm_msg_handle m;
-	struct hmd_space *sp;
-	struct hmd_req *r;
 
 	if (len != sizeof(m))
 		return -EBADMSG;
 	memcpy(&m, p, sizeof(m));
 	if (m.pad)
 		return -EINVAL;
-	sp = space_by_handle(c, hm_from_le32(m.handle));
+	*ret_handle = hm_from_le32(m.handle);
+	return 0;
+}
+
+static int on_space_remove(struct hmd_client *c, uint32_t seq, const void *p,
+			   size_t len)
+{
+	struct hmd_space *sp;
+	struct hmd_req *r;
+	uint32_t h;
+	int err = msg_handle(p, len, &h);
+
+	if (err)
+		return err;
+	sp = space_by_handle(c, h);
 	if (!sp || !sp->space)
 		return -ENOENT;
 	r = req_new(c, HM_MSG_SPACE_REMOVE, seq, space_remove_run,
@@ -543,16 +555,14 @@ static void pipeline_free_done(struct hmd_job *j)
 static int on_pipeline_free(struct hmd_client *c, uint32_t seq, const void *p,
 			    size_t len)
 {
-	struct hm_msg_handle m;
 	struct hmd_pipeline *pp;
 	struct hmd_req *r;
+	uint32_t h;
+	int err = msg_handle(p, len, &h);
 
-	if (len != sizeof(m))
-		return -EBADMSG;
-	memcpy(&m, p, sizeof(m));
-	if (m.pad)
-		return -EINVAL;
-	pp = pipe_by_handle(c, hm_from_le32(m.handle));
+	if (err)
+		return err;
+	pp = pipe_by_handle(c, h);
 	if (!pp)
 		return -ENOENT;
 	r = req_new(c, HM_MSG_PIPELINE_FREE, seq, pipeline_free_run,
