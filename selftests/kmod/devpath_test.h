@@ -18,17 +18,7 @@
 /* a counter of <debugfs>/hmirror/device; -1 if absent */
 static inline long long hmt_dev_stat(const char *name)
 {
-	char line[256], key[128];
-	long long v, ret = -1;
-	FILE *f = fopen(HMT_DEBUGFS "/device", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "%127s %lld", key, &v) == 2 && !strcmp(key, name))
-			ret = v;
-	fclose(f);
-	return ret;
+	return hmt_file_stat("device", name);
 }
 
 /* pin [addr, addr + size); returns the pin fd or -errno, *ret_id its id */

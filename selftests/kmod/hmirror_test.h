@@ -89,12 +89,15 @@ static inline int hmt_gen(int sfd, uint64_t chunk, uint64_t *ret_gen)
 	return ioctl(sfd, HMIRROR_IOC_GENERATIONS, &g) ? -errno : 0;
 }
 
-/* read a counter from debugfs FILE ("stats" or "spaces"): -1 if absent */
-static inline long long hmt_stat(const char *name)
+/* read counter NAME from <debugfs>/hmirror/FILE: -1 if absent */
+static inline long long hmt_file_stat(const char *file, const char *name)
 {
-	char line[256], key[128];
+	char line[256], key[128], path[256];
 	long long v, ret = -1;
-	FILE *f = fopen(HMT_DEBUGFS "/stats", "r");
+	FILE *f;
+
+	snprintf(path, sizeof(path), HMT_DEBUGFS "/%s", file);
+	f = fopen(path, "r");
 
 	if (!f)
 		return -1;
@@ -103,6 +106,12 @@ static inline long long hmt_stat(const char *name)
 			ret = v;
 	fclose(f);
 	return ret;
+}
+
+/* a counter of <debugfs>/hmirror/stats; -1 if absent */
+static inline long long hmt_stat(const char *name)
+{
+	return hmt_file_stat("stats", name);
 }
 
 static inline int hmt_param_get(const char *name, char *buf, size_t len)
