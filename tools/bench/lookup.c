@@ -48,7 +48,7 @@
 #define SHORT_STEPS 4
 #define LONG_STEPS 36
 #define CHUNK_SHIFT 16
-#define PUSH_WORDS 12
+#define PUSH_WORDS 18
 #define GUEST_BASE 0x7e0000000000ull
 #define CACHE_STRIDE (64u << 10)
 #define PAST_STRIDE (2u << 20)
@@ -56,9 +56,35 @@
 #define HOT_CHUNK_SHIFT 27
 #define HOT_NR_HOME 4
 
-enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, NR_PATHS };
+/*
+ * PATH_FLAT, PATH_SPEC and PATH_SELGUARD are what the variants section
+ * compares the helper with (load only):
+ *   flat      REFERENCE, not a D969 table: one dependent 8-byte load of the
+ *             chunk's delta from a flat array indexed by chunk number, no
+ *             hash, no compare, no call, no guard: the least any table read
+ *             on the dependent path can cost
+ *   spec      REFERENCE, a call site D969 does not describe: the default
+ *             helper, and beside it a speculative load at the address the
+ *             chunk would have if every chunk of the space lay at one delta
+ *             (clamped into the space); the helper's answer confirms it, or
+ *             the guarded load at the answer replaces it
+ *   selguard  the default helper with the call site's guard as selects (an
+ *             unmapped access loads from the table base, which always holds
+ *             64 readable bytes, and answers 0) instead of a branch
+ */
+enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
+	    NR_PATHS };
+static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
+					 "selguard" };
+
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
+
+/* which ops a path's program has */
+static bool path_has_op(enum path path, enum op op)
+{
+	return path <= PATH_RAW_GUARD || op == OP_LOAD;
+}
 
 struct bench {
 	struct hm_vk *vk;
@@ -68,6 +94,7 @@ struct bench {
 	size_t data_bytes;
 	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
 	struct hm_vk_buffer hot;                /* device: one chunk for all the data */
+	struct hm_vk_buffer flat, flat_hot;     /* PATH_FLAT: a delta per chunk */
 	void *host_table;
 	size_t table_bytes;
 	uint32_t nr_home;
@@ -79,6 +106,12 @@ struct bench {
 	struct hm_vk_pipeline touch;
 	size_t host_data_bytes, host_table_bytes;
 	uint32_t flush_mib;
+	uint32_t touch_copies;                  /* groups touching each slot after a flush */
+	uint64_t touch_addr;                    /* what timed() touches: the table of */
+	uint32_t touch_nr;                      /* the measure (16-byte units) */
+	bool touch_wide;                        /* touched by 1024+ groups */
+	uint32_t spec_skew;                     /* PATH_SPEC guesses this far off */
+	const char *dump_dir;                   /* --dump-pipelines */
 	bool json;
 	unsigned rounds;
 	uint32_t variant;                       /* helper form of the main matrix */
@@ -181,6 +214,10 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	if (r)
 		return r;
 	m = k.m;
+	if (!path_has_op(path, op)) {
+		r = -EINVAL;
+		goto out_free;
+	}
 	r = hm_spirv_set_lookup_variant(m, variant);
 	if (r)
 		goto out_free;
@@ -227,7 +264,79 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 				  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
 	uint32_t val, dev = addr, mark = 0, guard_end = 0;
 
-	if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
+	if (path == PATH_FLAT) {
+		/* t.table: the flat array, biased so that chunk number c's
+		 * delta lies at t.table + 8c */
+		uint32_t psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer,
+							 k.u64);
+		uint32_t e = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, t.table,
+				       HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
+						 HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k.u64,
+							   addr, t.chunk_shift),
+						 hm_spirv_const_u32(m, 3)));
+		uint32_t delta = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u64,
+					   HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_u64, e),
+					   HM_SpvMemoryAccessAligned, 8);
+
+		dev = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, addr, delta);
+		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
+				HM_SpvMemoryAccessAligned, 4);
+	} else if (path == PATH_SPEC) {
+		/* the speculative load: push 12-13 the device address of the
+		 * space's first byte, 14-15 its guest address, 16-17 its size
+		 * less 4 (the clamp keeps any guest address inside it) */
+		uint32_t sdev = kb_join(&k, push[12], push[13]);
+		uint32_t sbase = kb_join(&k, push[14], push[15]);
+		uint32_t lim = kb_join(&k, push[16], push[17]);
+		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k.u64, addr, sbase);
+		uint32_t sa, vs, hit, pre, slow, ld, m1, m2, v, vslow, nz;
+
+		rel = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u64,
+				HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, rel, lim), rel, lim);
+		sa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, sdev, rel);
+		vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+			       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
+			       HM_SpvMemoryAccessAligned, 4);
+		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
+		if (r)
+			goto out_free;
+		hit = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, dev, sa);
+		pre = k.label;
+		slow = hm_spirv_id(m);
+		ld = hm_spirv_id(m);
+		m1 = hm_spirv_id(m);
+		m2 = hm_spirv_id(m);
+		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
+		HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
+		kb_label(&k, slow);
+		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
+		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m2, HM_SpvSelectionControlNone);
+		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, ld, m2);
+		kb_label(&k, ld);
+		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
+			      HM_SpvMemoryAccessAligned, 4);
+		HM_SPV(m, FN, HM_SpvOpBranch, m2);
+		kb_label(&k, m2);
+		vslow = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, v, ld, hm_spirv_const_u32(m, 0), slow);
+		HM_SPV(m, FN, HM_SpvOpBranch, m1);
+		kb_label(&k, m1);
+		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, vs, pre, vslow, m2);
+	} else if (path == PATH_SELGUARD) {
+		uint32_t nz, a;
+
+		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
+		if (r)
+			goto out_free;
+		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
+		a = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u64, nz, dev, t.table);
+		val = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u32, nz,
+				HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+					  HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, a),
+					  HM_SpvMemoryAccessAligned, 4),
+				hm_spirv_const_u32(m, 0));
+	} else if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
 		uint32_t pre, then, nz, v;
 
 		/* the raw chain with the helper's call site: the same guard and
@@ -291,8 +400,9 @@ out_free:
 }
 
 /* Touch every slot of a table (brings it into the device cache after a
- * flush): lane i loads slot i and stores its first word to out[i % lanes]
- * when the slot is empty-looking (never, for a mapped slot: keeps the load). */
+ * flush): push[10] slots, push[11] lanes (a multiple of it: copies of the
+ * touch spread over more of the device's SMs); lane i loads slot
+ * i % push[10] and stores a word of it to out[i % LANES] (keeps the load). */
 static int build_touch(uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
@@ -313,7 +423,7 @@ static int build_touch(uint32_t **ret_w, size_t *ret_n)
 	gidx = kb_main(&k, push);
 	tab = kb_join(&k, push[0], push[1]);
 	out = kb_join(&k, push[8], push[9]);
-	cond = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, gidx, push[10]);
+	cond = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, gidx, push[11]);
 	then = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
 	HM_SPV(m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
@@ -323,7 +433,9 @@ static int build_touch(uint32_t **ret_w, size_t *ret_n)
 			 HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_v4,
 				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, tab,
 					     HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-						       HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
+						       HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
+								 HM_SPV_OP(m, FN, HM_SpvOpUMod, k.u32,
+									   gidx, push[10])),
 						       hm_spirv_const_u32(m, 4)))),
 			 HM_SpvMemoryAccessAligned, 16);
 	x = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, k.u32,
@@ -412,6 +524,29 @@ static int fill_table(struct bench *b, void *mem, uint64_t dev_base)
 	return r;
 }
 
+/* Device-local host-visible memory where there is such memory, else
+ * device-local (filled by upload()). */
+static int device_table_new(struct bench *b, size_t bytes, struct hm_vk_buffer *ret)
+{
+	int r = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE_HOST, ret);
+
+	if (!r && (b->vk->mem.memoryTypes[ret->mem_type].propertyFlags &
+		   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+		return 0;
+	hm_vk_buffer_free(b->vk, ret);
+	return hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE, ret);
+}
+
+/* Write bytes of src into a buffer device_table_new() made. */
+static int table_write(struct bench *b, struct hm_vk_buffer *dst, const void *src, size_t bytes)
+{
+	if (dst->map) {
+		memcpy(dst->map, src, bytes);
+		return 0;
+	}
+	return upload(b, dst, src, bytes);
+}
+
 static int setup(struct bench *b)
 {
 	uint32_t *img;
@@ -460,23 +595,17 @@ static int setup(struct bench *b)
 	if (r)
 		goto out;
 	/* device table: device-local host-visible where there is such memory,
-	 * else device-local filled by a copy */
-	r = hm_vk_buffer_new(b->vk, b->table_bytes, HM_VK_MEM_DEVICE_HOST, &b->table[0]);
-	if (r || !(b->vk->mem.memoryTypes[b->table[0].mem_type].propertyFlags &
-		   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) {
-		hm_vk_buffer_free(b->vk, &b->table[0]);
-		r = hm_vk_buffer_new(b->vk, b->table_bytes, HM_VK_MEM_DEVICE, &b->table[0]);
-	}
-	if (r)
-		goto out;
-	/* the one-chunk table: the same kind of memory as table[0] */
-	r = hm_vk_buffer_new(b->vk, hm_table_bytes_for(HOT_NR_HOME), HM_VK_MEM_DEVICE_HOST, &b->hot);
-	if (r || !(b->vk->mem.memoryTypes[b->hot.mem_type].propertyFlags &
-		   VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) {
-		hm_vk_buffer_free(b->vk, &b->hot);
-		r = hm_vk_buffer_new(b->vk, hm_table_bytes_for(HOT_NR_HOME), HM_VK_MEM_DEVICE,
-				     &b->hot);
-	}
+	 * else device-local filled by a copy; the one-chunk table and the flat
+	 * arrays (16-byte multiples: the touch reads 16 bytes at a time) in the
+	 * same kind of memory */
+	r = device_table_new(b, b->table_bytes, &b->table[0]);
+	if (!r)
+		r = device_table_new(b, hm_table_bytes_for(HOT_NR_HOME), &b->hot);
+	if (!r)
+		r = device_table_new(b, ((b->data_bytes >> CHUNK_SHIFT) * 8 + 15) / 16 * 16,
+				     &b->flat);
+	if (!r)
+		r = device_table_new(b, 16, &b->flat_hot);
 	if (r)
 		goto out;
 	b->marks_bytes = hm_marks_bytes_for(hm_table_nr_slots_for(b->nr_home));
@@ -529,13 +658,27 @@ static int point_tables(struct bench *b, int which)
 	r = fill_table(b, img, b->data[which].addr);
 	if (!r)
 		memcpy(b->host_table, img, b->table_bytes);
-	if (!r && b->table[0].map)
-		memcpy(b->table[0].map, img, b->table_bytes);
-	else if (!r)
-		r = upload(b, &b->table[0], img, b->table_bytes);
+	if (!r)
+		r = table_write(b, &b->table[0], img, b->table_bytes);
 	free(img);
 	if (r)
 		return r;
+	/* the flat arrays: every chunk's delta */
+	{
+		size_t n = b->flat.size / 8;
+		int64_t *f = calloc(n, 8), d = (int64_t)(b->data[which].addr - GUEST_BASE);
+
+		if (!f)
+			return -ENOMEM;
+		for (size_t i = 0; i < n; i++)
+			f[i] = d;
+		r = table_write(b, &b->flat, f, b->flat.size);
+		if (!r)
+			r = table_write(b, &b->flat_hot, f, 16);
+		free(f);
+		if (r)
+			return r;
+	}
 	/* the one-chunk table: guest chunk GUEST_BASE >> 27 -> data[which] */
 	{
 		size_t hb = hm_table_bytes_for(HOT_NR_HOME);
@@ -550,10 +693,8 @@ static int point_tables(struct bench *b, int which)
 					    (int64_t)(b->data[which].addr - GUEST_BASE), NULL);
 			hm_table_free(t);
 		}
-		if (!r && b->hot.map)
-			memcpy(b->hot.map, hot, hb);
-		else if (!r)
-			r = upload(b, &b->hot, hot, hb);
+		if (!r)
+			r = table_write(b, &b->hot, hot, hb);
 		free(hot);
 	}
 	return r;
@@ -570,6 +711,8 @@ static void teardown(struct bench *b)
 		hm_vk_buffer_free(b->vk, &b->table[i]);
 	}
 	hm_vk_buffer_free(b->vk, &b->hot);
+	hm_vk_buffer_free(b->vk, &b->flat);
+	hm_vk_buffer_free(b->vk, &b->flat_hot);
 	hm_vk_buffer_free(b->vk, &b->marks);
 	hm_vk_buffer_free(b->vk, &b->out);
 	hm_vk_buffer_free(b->vk, &b->flush);
@@ -594,7 +737,7 @@ static double now_ns(void)
 
 /* One timed dispatch: ns.  flush: first evict the device's caches (fill a
  * buffer larger than the last-level cache) and bring the table back in
- * (touch every slot of the table the push words name), untimed. */
+ * (touch every 16 bytes of b->touch_nr from b->touch_addr), untimed. */
 static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t *push,
 		 bool flush, double *ret_ns)
 {
@@ -607,15 +750,24 @@ static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t
 		return r;
 	if (flush && b->flush.buf) {
 		uint32_t tp[PUSH_WORDS];
-		uint32_t nr = hm_table_nr_slots_for(push[2]);
+		uint32_t nr = b->touch_nr;
+		uint32_t copies = b->touch_copies ? b->touch_copies : 1;
+
+		/* wide: copies enough for 1024 groups at least */
+		if (b->touch_wide && copies < (1024 * LANES + nr - 1) / nr)
+			copies = (1024 * LANES + nr - 1) / nr;
 
 		memcpy(tp, push, sizeof(tp));
+		tp[0] = (uint32_t)b->touch_addr;
+		tp[1] = (uint32_t)(b->touch_addr >> 32);
 		tp[8] = (uint32_t)b->scratch.addr;
 		tp[9] = (uint32_t)(b->scratch.addr >> 32);
 		tp[10] = nr;
+		tp[11] = nr * copies;
 		vkCmdFillBuffer(cb, b->flush.buf, 0, VK_WHOLE_SIZE, 0x01010101u);
 		hm_vk_cmd_barrier(cb);
-		hm_vk_cmd_dispatch(cb, &b->touch, tp, sizeof(tp), (nr + LANES - 1) / LANES, 1, 1);
+		hm_vk_cmd_dispatch(cb, &b->touch, tp, sizeof(tp), (nr * copies + LANES - 1) / LANES,
+				   1, 1);
 		hm_vk_cmd_barrier(cb);
 	}
 	if (b->qp) {
@@ -662,13 +814,29 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 		      double *ret_step_ns)
 {
 	uint32_t push[PUSH_WORDS];
-	uint64_t base = path == PATH_HELPER ? GUEST_BASE : b->data[data].addr;
+	bool guest = path != PATH_RAW && path != PATH_RAW_GUARD;
+	uint64_t base = guest ? GUEST_BASE : b->data[data].addr;
+	uint64_t sdev = b->data[data].addr, sbase = GUEST_BASE, lim = b->data_bytes - 4;
 	double d[64], t4, t36;
 	unsigned rounds = b->rounds > 64 ? 64 : b->rounds;
 	int r;
 
-	if (cache)
+	if (cache) {
 		base += PAST_BYTES;
+		sdev += PAST_BYTES;
+		sbase += PAST_BYTES;
+		lim -= PAST_BYTES;
+	}
+	/* PATH_SPEC: the space (the chains of this footprint) at one delta;
+	 * skewed, every guess misses (the word beside the chain's) */
+	sdev += b->spec_skew;
+	lim -= b->spec_skew;
+	push[12] = (uint32_t)sdev;
+	push[13] = (uint32_t)(sdev >> 32);
+	push[14] = (uint32_t)sbase;
+	push[15] = (uint32_t)(sbase >> 32);
+	push[16] = (uint32_t)lim;
+	push[17] = (uint32_t)(lim >> 32);
 	push[0] = (uint32_t)tab;
 	push[1] = (uint32_t)(tab >> 32);
 	push[2] = nr_home;
@@ -708,13 +876,29 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 	return 0;
 }
 
-/* table 0: device, 1: host import (64 KiB chunks); 2: the one-chunk table */
+/* table 0: device, 1: host import (64 KiB chunks); 2: the one-chunk table.
+ * PATH_FLAT reads the flat arrays instead (0: 64 KiB chunks, 2: one chunk),
+ * which point_tables() fills for the same data placement. */
 static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
 		   int data, int table, bool cache, double *ret_step_ns)
 {
-	if (table == 2)
+	if (path == PATH_FLAT) {
+		const struct hm_vk_buffer *f = table == 2 ? &b->flat_hot : &b->flat;
+		uint32_t shift = table == 2 ? HOT_CHUNK_SHIFT : CHUNK_SHIFT;
+
+		b->touch_addr = f->addr;
+		b->touch_nr = (uint32_t)((f->size + 15) / 16);
+		return measure_at(b, p, path, data, f->addr - (GUEST_BASE >> shift) * 8, 0, shift,
+				  cache, ret_step_ns);
+	}
+	if (table == 2) {
+		b->touch_addr = b->hot.addr;
+		b->touch_nr = hm_table_nr_slots_for(HOT_NR_HOME);
 		return measure_at(b, p, path, data, b->hot.addr, HOT_NR_HOME, HOT_CHUNK_SHIFT,
 				  cache, ret_step_ns);
+	}
+	b->touch_addr = b->table[table].addr;
+	b->touch_nr = hm_table_nr_slots_for(b->nr_home);
 	return measure_at(b, p, path, data, b->table[table].addr, b->nr_home, CHUNK_SHIFT,
 			  cache, ret_step_ns);
 }
@@ -723,12 +907,15 @@ static void usage(void)
 {
 	printf("usage: hmirror-bench lookup [--json] [--rounds N] [--groups N] [--quick]\n"
 	       "                            [--flush-mib N] [--variants all|none|NAME,...]\n"
-	       "                            [--variant NAME]\n"
+	       "                            [--variant NAME] [--touch-copies N]\n"
+	       "                            [--dump-pipelines DIR]\n"
 	       "  raw device-address chains vs chains through the lookup helper;\n"
 	       "  past the cache: a N MiB fill (default 256) evicts the device's caches\n"
 	       "  before each timed dispatch and the table is touched back in;\n"
 	       "  --variants: the helper's emission variants side by side (default all);\n"
 	       "  --variant: the form of the main matrix (default: the library default);\n"
+	       "  --touch-copies N: each table slot read by N lanes after the flush (1);\n"
+	       "  --dump-pipelines DIR: write each path's pipeline cache to DIR/NAME.cache;\n"
 	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n"
 	       "variants:\n");
 	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
@@ -782,34 +969,108 @@ static int make_pipe(struct bench *b, enum path path, enum op op, uint32_t varia
 	return r;
 }
 
-/* The variant configurations: device-local data and table. */
+/* The variant configurations: device-local data and table.  wide: after
+ * the flush, touch the table from at least 1024 groups (copies of the
+ * touch), so that every SM has read it, as a previous dispatch would have;
+ * otherwise b->touch_copies (default 1: each slot read once). */
 struct vconf {
 	bool cache;
 	int table;              /* 0: a new 64 KiB chunk every step, 2: one chunk */
 	enum op op;
+	bool wide;
+	const char *name;       /* in the summary */
 };
 static const struct vconf vconfs[] = {
-	{ true, 0, OP_LOAD }, { true, 2, OP_LOAD }, { false, 0, OP_LOAD }, { false, 2, OP_LOAD },
-	{ true, 0, OP_STORE_MARK },
+	{ true, 0, OP_LOAD, false, "cache_step" }, { true, 2, OP_LOAD, false, "cache_one" },
+	{ false, 0, OP_LOAD, false, "past_step" }, { false, 2, OP_LOAD, false, "past_one" },
+	{ true, 0, OP_STORE_MARK, false, "cache_step_store" },
+	{ false, 0, OP_LOAD, true, "past_step_wide" },
 };
 #define NR_VCONFS (sizeof(vconfs) / sizeof(vconfs[0]))
 
+/* One form of the variants section: an emission variant of the helper
+ * through the plain call site (PATH_HELPER), or one of the other paths. */
+struct vform {
+	const char *name;
+	enum path path;
+	uint32_t flags;
+	bool reference;         /* breaks D969, or is no D969 table at all */
+	bool variant;           /* one of hm_lookup_variants[] */
+	uint32_t spec_skew;     /* PATH_SPEC: guess this many bytes off (a miss) */
+};
+static const struct vform extra_forms[] = {
+	{ "ref-flat", PATH_FLAT, HM_LOOKUP_DEFAULT_VARIANT, true, false },
+	{ "ref-spec", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false },
+	{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
+	  true, false },
+	{ "ref-spec-miss", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
+	{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT, false, false },
+};
+#define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))
+#define MAX_FORMS 32
+
+static int measure_vconf(struct bench *b, const struct vconf *vc, const struct hm_vk_pipeline *p,
+			 enum path path, uint32_t skew, double *ret)
+{
+	int r;
+
+	b->touch_wide = vc->wide;
+	b->spec_skew = skew;
+	r = measure(b, p, path, 0, vc->table, vc->cache, ret);
+	b->touch_wide = false;
+	b->spec_skew = 0;
+	return r;
+}
+
+static void print_vrow(struct bench *b, const struct vform *f, const struct vconf *vc,
+		       double raw0, double rawg, double help, double ratio)
+{
+	if (b->json)
+		printf("{\"bench\":\"lookup\",\"section\":\"variants\",\"device\":\"%s\","
+		       "\"variant\":\"%s\",\"path\":\"%s\",\"reference\":%s,\"flags\":%u,"
+		       "\"data\":\"device\",\"table\":\"device\",\"footprint\":\"%s\","
+		       "\"chunks\":\"%s\",\"touch\":\"%s\",\"op\":\"%s\",\"groups\":%u,\"lanes\":%u,"
+		       "\"rounds\":%u,\"raw_ns_per_step\":%.1f,\"raw_guard_ns_per_step\":%.1f,"
+		       "\"helper_ns_per_step\":%.1f,\"ratio\":%.3f,\"ratio_vs_guard\":%.3f}\n",
+		       b->vk->props.deviceName, f->name, path_name[f->path],
+		       f->reference ? "true" : "false", f->flags, vc->cache ? "cache" : "past",
+		       vc->table ? "one" : "step", vc->wide ? "wide" : "once", op_name[vc->op],
+		       b->nr_lanes / LANES, LANES, b->rounds, raw0, rawg, help, ratio,
+		       rawg > 0 ? help / rawg : 0.0);
+	else
+		printf("%-15s %-5s %-6s %-4s %-10s %10.1f %10.1f %10.1f %7.3f %9.3f%s\n",
+		       f->name, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
+		       vc->wide ? "wide" : "once", op_name[vc->op], raw0, rawg, help, ratio,
+		       rawg > 0 ? help / rawg : 0.0, f->reference ? "  (reference)" : "");
+	fflush(stdout);
+}
+
 /* Every selected variant side by side, same run: per configuration the raw
  * chain (before and after the variants), the raw chain with the guard,
- * then each variant.  ret_best: the D969-conforming variant with the
- * lowest helper/raw in the cache, new chunk every step, load. */
+ * then each variant and the other forms (extra_forms[], load only).
+ * ret_best: the D969-conforming variant with the lowest helper/raw in the
+ * cache, new chunk every step, load. */
 static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 {
 	struct hm_vk_pipeline raw[NR_OPS], guard[NR_OPS], (*vp)[2];
-	double ratio[32][NR_VCONFS], best = 1e30;
+	struct vform forms[MAX_FORMS];
+	double ratio[MAX_FORMS][NR_VCONFS], best = 1e30;
 	uint32_t failed = 0;
+	unsigned nf = 0;
 	int r = 0;
 
 	memset(raw, 0, sizeof(raw));
 	memset(guard, 0, sizeof(guard));
 	memset(ratio, 0, sizeof(ratio));
 	*ret_best = -1;
-	vp = calloc(hm_lookup_nr_variants, sizeof(*vp));
+	for (unsigned v = 0; v < hm_lookup_nr_variants && nf < MAX_FORMS; v++)
+		if (sel & (1u << v))
+			forms[nf++] = (struct vform){ hm_lookup_variants[v].name, PATH_HELPER,
+						      hm_lookup_variants[v].flags,
+						      hm_lookup_variants[v].reference, true };
+	for (unsigned x = 0; x < NR_EXTRA_FORMS && nf < MAX_FORMS; x++)
+		forms[nf++] = extra_forms[x];
+	vp = calloc(nf, sizeof(*vp));
 	if (!vp)
 		return -ENOMEM;
 	for (int op = 0; op < 2 && !r; op++) {
@@ -817,10 +1078,10 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		if (!r)
 			r = make_pipe(b, PATH_RAW_GUARD, op, 0, &guard[op]);
 	}
-	for (unsigned v = 0; v < hm_lookup_nr_variants && !r; v++)
+	for (unsigned f = 0; f < nf && !r; f++)
 		for (int op = 0; op < 2 && !r; op++)
-			if (sel & (1u << v))
-				r = make_pipe(b, PATH_HELPER, op, hm_lookup_variants[v].flags, &vp[v][op]);
+			if (path_has_op(forms[f].path, op))
+				r = make_pipe(b, forms[f].path, op, forms[f].flags, &vp[f][op]);
 	if (r) {
 		fprintf(stderr, "lookup: variant pipelines: %s\n", strerror(-r));
 		goto out;
@@ -828,115 +1089,184 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 	r = point_tables(b, 0);
 	if (!b->json && !r)
 		printf("helper variants side by side (device data, device table; chunks: step = a "
-		       "new 64 KiB chunk every step, one = one chunk under the whole chain)\n"
-		       "%-12s %-5s %-6s %-10s %10s %10s %10s %7s %9s\n", "variant", "fp", "chunks",
-		       "op", "raw", "raw+guard", "helper", "ratio", "vs guard");
+		       "new 64 KiB chunk every step, one = one chunk under the whole chain; touch: "
+		       "once = each table slot read by one lane after the flush, wide = by 1024+ "
+		       "groups)\n"
+		       "%-15s %-5s %-6s %-4s %-10s %10s %10s %10s %7s %9s\n", "variant", "fp",
+		       "chunks", "tch", "op", "raw", "raw+guard", "helper", "ratio", "vs guard");
 	for (unsigned c = 0; c < NR_VCONFS && !r; c++) {
 		const struct vconf *vc = &vconfs[c];
 		double raw0, raw1, rawg, help, rawm;
 
-		r = measure(b, &raw[vc->op], PATH_RAW, 0, vc->table, vc->cache, &raw0);
+		r = measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw0);
 		if (!r)
-			r = measure(b, &guard[vc->op], PATH_RAW_GUARD, 0, vc->table, vc->cache, &rawg);
-		for (unsigned v = 0; v < hm_lookup_nr_variants && !r; v++) {
-			const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
+			r = measure_vconf(b, vc, &guard[vc->op], PATH_RAW_GUARD, 0, &rawg);
+		for (unsigned f = 0; f < nf && !r; f++) {
+			const struct vform *fm = &forms[f];
 
-			if (!(sel & (1u << v)))
+			if (!path_has_op(fm->path, vc->op))
 				continue;
-			r = measure(b, &vp[v][vc->op], PATH_HELPER, 0, vc->table, vc->cache, &help);
+			r = measure_vconf(b, vc, &vp[f][vc->op], fm->path, fm->spec_skew, &help);
 			if (r == -EIO) {
-				/* a variant whose chains end elsewhere answered wrongly on
+				/* a form whose chains end elsewhere answered wrongly on
 				 * this driver: reported, left out of the choice, and the
 				 * run goes on */
-				failed |= 1u << v;
+				failed |= 1u << f;
 				if (b->json)
 					printf("{\"bench\":\"lookup\",\"section\":\"variants\",\"device\":\"%s\","
 					       "\"variant\":\"%s\",\"footprint\":\"%s\",\"chunks\":\"%s\","
 					       "\"op\":\"%s\",\"error\":\"wrong answers (chains end elsewhere)\"}\n",
-					       b->vk->props.deviceName, lv->name, vc->cache ? "cache" : "past",
+					       b->vk->props.deviceName, fm->name, vc->cache ? "cache" : "past",
 					       vc->table ? "one" : "step", op_name[vc->op]);
 				else
-					printf("%-12s WRONG ANSWERS: chains end elsewhere\n", lv->name);
+					printf("%-15s WRONG ANSWERS: chains end elsewhere\n", fm->name);
 				r = 0;
 				continue;
 			}
 			if (r)
 				break;
-			ratio[v][c] = raw0 > 0 ? help / raw0 : 0;
-			if (b->json)
-				printf("{\"bench\":\"lookup\",\"section\":\"variants\",\"device\":\"%s\","
-				       "\"variant\":\"%s\",\"reference\":%s,\"flags\":%u,\"data\":\"device\","
-				       "\"table\":\"device\",\"footprint\":\"%s\",\"chunks\":\"%s\","
-				       "\"op\":\"%s\",\"groups\":%u,\"lanes\":%u,\"rounds\":%u,"
-				       "\"raw_ns_per_step\":%.1f,\"raw_guard_ns_per_step\":%.1f,"
-				       "\"helper_ns_per_step\":%.1f,\"ratio\":%.3f,\"ratio_vs_guard\":%.3f}\n",
-				       b->vk->props.deviceName, lv->name, lv->reference ? "true" : "false",
-				       lv->flags, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-				       op_name[vc->op], b->nr_lanes / LANES, LANES, b->rounds, raw0, rawg,
-				       help, ratio[v][c], rawg > 0 ? help / rawg : 0.0);
-			else
-				printf("%-12s %-5s %-6s %-10s %10.1f %10.1f %10.1f %7.3f %9.3f%s\n",
-				       lv->name, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-				       op_name[vc->op], raw0, rawg, help, ratio[v][c],
-				       rawg > 0 ? help / rawg : 0.0, lv->reference ? "  (reference)" : "");
-			fflush(stdout);
+			ratio[f][c] = raw0 > 0 ? help / raw0 : 0;
+			print_vrow(b, fm, vc, raw0, rawg, help, ratio[f][c]);
 		}
 		/* the raw chain again: how much the baseline drifted over the rows */
 		if (!r)
-			r = measure(b, &raw[vc->op], PATH_RAW, 0, vc->table, vc->cache, &raw1);
+			r = measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw1);
 		if (!r) {
 			rawm = (raw0 + raw1) / 2;
 			if (b->json)
 				printf("{\"bench\":\"lookup\",\"section\":\"variants_raw\",\"device\":\"%s\","
-				       "\"footprint\":\"%s\",\"chunks\":\"%s\",\"op\":\"%s\","
+				       "\"footprint\":\"%s\",\"chunks\":\"%s\",\"touch\":\"%s\",\"op\":\"%s\","
 				       "\"raw_before_ns_per_step\":%.1f,\"raw_after_ns_per_step\":%.1f,"
 				       "\"raw_guard_ns_per_step\":%.1f,\"drift\":%.3f}\n",
 				       b->vk->props.deviceName, vc->cache ? "cache" : "past",
-				       vc->table ? "one" : "step", op_name[vc->op], raw0, raw1, rawg,
+				       vc->table ? "one" : "step", vc->wide ? "wide" : "once",
+				       op_name[vc->op], raw0, raw1, rawg,
 				       rawm > 0 ? (raw1 - raw0) / rawm : 0.0);
 			else
-				printf("%-12s %-5s %-6s %-10s %10.1f (raw after the variants)\n", "raw",
-				       vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-				       op_name[vc->op], raw1);
+				printf("%-15s %-5s %-6s %-4s %-10s %10.1f (raw after the variants)\n",
+				       "raw", vc->cache ? "cache" : "past", vc->table ? "one" : "step",
+				       vc->wide ? "wide" : "once", op_name[vc->op], raw1);
 		}
 	}
-	for (unsigned v = 0; v < hm_lookup_nr_variants && !r; v++) {
-		const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
+	for (unsigned f = 0; f < nf && !r; f++) {
+		const struct vform *fm = &forms[f];
 
-		if (!(sel & (1u << v)))
-			continue;
-		if (!lv->reference && !(failed & (1u << v)) && ratio[v][0] > 0 && ratio[v][0] < best) {
-			best = ratio[v][0];
-			*ret_best = (int)v;
+		if (fm->variant && !fm->reference && !(failed & (1u << f)) && ratio[f][0] > 0 &&
+		    ratio[f][0] < best) {
+			best = ratio[f][0];
+			*ret_best = (int)(hm_lookup_variant_by_name(fm->name) - hm_lookup_variants);
 		}
-		if (b->json)
+		if (b->json) {
 			printf("{\"bench\":\"lookup\",\"section\":\"variants_summary\",\"device\":\"%s\","
-			       "\"variant\":\"%s\",\"reference\":%s,\"ratio_cache_step\":%.3f,"
-			       "\"ratio_cache_one\":%.3f,\"ratio_past_step\":%.3f,\"ratio_past_one\":%.3f,"
-			       "\"ratio_cache_step_store\":%.3f,\"wrong_answers\":%s}\n",
-			       b->vk->props.deviceName, lv->name,
-			       lv->reference ? "true" : "false", ratio[v][0], ratio[v][1], ratio[v][2],
-			       ratio[v][3], ratio[v][4], failed & (1u << v) ? "true" : "false");
+			       "\"variant\":\"%s\",\"path\":\"%s\",\"reference\":%s",
+			       b->vk->props.deviceName, fm->name, path_name[fm->path],
+			       fm->reference ? "true" : "false");
+			for (unsigned c = 0; c < NR_VCONFS; c++)
+				if (path_has_op(fm->path, vconfs[c].op))
+					printf(",\"ratio_%s\":%.3f", vconfs[c].name, ratio[f][c]);
+			printf(",\"wrong_answers\":%s}\n", failed & (1u << f) ? "true" : "false");
+		}
 	}
 	if (!b->json && !r) {
-		printf("\n%-12s %10s %10s %10s %10s %12s   (helper / raw)\n", "variant", "cache/step",
-		       "cache/one", "past/step", "past/one", "store c/step");
-		for (unsigned v = 0; v < hm_lookup_nr_variants; v++)
-			if (sel & (1u << v))
-				printf("%-12s %10.3f %10.3f %10.3f %10.3f %12.3f%s\n",
-				       hm_lookup_variants[v].name, ratio[v][0], ratio[v][1], ratio[v][2],
-				       ratio[v][3], ratio[v][4],
-				       hm_lookup_variants[v].reference ? "  (reference)" : "");
+		printf("\n%-15s", "variant");
+		for (unsigned c = 0; c < NR_VCONFS; c++)
+			printf(" %16s", vconfs[c].name);
+		printf("   (helper / raw)\n");
+		for (unsigned f = 0; f < nf; f++) {
+			printf("%-15s", forms[f].name);
+			for (unsigned c = 0; c < NR_VCONFS; c++)
+				printf(" %16.3f", ratio[f][c]);
+			printf("%s\n", forms[f].reference ? "  (reference)" : "");
+		}
 	}
 out:
 	for (int op = 0; op < NR_OPS; op++) {
 		hm_vk_pipeline_free(b->vk, &raw[op]);
 		hm_vk_pipeline_free(b->vk, &guard[op]);
 	}
-	for (unsigned v = 0; v < hm_lookup_nr_variants; v++)
+	for (unsigned f = 0; f < nf; f++)
 		for (int op = 0; op < 2; op++)
-			hm_vk_pipeline_free(b->vk, &vp[v][op]);
+			hm_vk_pipeline_free(b->vk, &vp[f][op]);
 	free(vp);
+	return r;
+}
+
+/*
+ * --dump-pipelines DIR: the load program of each path (and the helper
+ * inlined) built again through a fresh VkPipelineCache, whose data goes to
+ * DIR/NAME.cache.  On NVIDIA the cache holds the compiled machine code;
+ * tools/gpu/sass.sh cuts it out and disassembles it.
+ */
+static int dump_one(struct bench *b, const char *name, enum path path, uint32_t flags)
+{
+	VkPipelineCacheCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO };
+	struct hm_vk_pipeline p;
+	VkPipelineCache cache = VK_NULL_HANDLE;
+	VkPipeline pipe = VK_NULL_HANDLE;
+	char path_buf[4096];
+	size_t size = 0;
+	void *data = NULL;
+	FILE *f;
+	int r = make_pipe(b, path, OP_LOAD, flags, &p);
+
+	if (r)
+		return r;
+	r = hm_vk_errno(vkCreatePipelineCache(b->vk->dev, &ci, NULL, &cache));
+	if (!r) {
+		VkComputePipelineCreateInfo cpci = {
+			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+			.stage = {
+				.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+				.stage = VK_SHADER_STAGE_COMPUTE_BIT,
+				.module = p.module,
+				.pName = "main",
+			},
+			.layout = p.layout,
+		};
+
+		r = hm_vk_errno(vkCreateComputePipelines(b->vk->dev, cache, 1, &cpci, NULL, &pipe));
+	}
+	if (!r)
+		r = hm_vk_errno(vkGetPipelineCacheData(b->vk->dev, cache, &size, NULL));
+	if (!r && !(data = malloc(size ? size : 1)))
+		r = -ENOMEM;
+	if (!r)
+		r = hm_vk_errno(vkGetPipelineCacheData(b->vk->dev, cache, &size, data));
+	if (!r) {
+		snprintf(path_buf, sizeof(path_buf), "%s/%s.cache", b->dump_dir, name);
+		f = fopen(path_buf, "wb");
+		if (!f || fwrite(data, 1, size, f) != size)
+			r = -errno;
+		if (f && fclose(f) && !r)
+			r = -errno;
+		if (!r)
+			fprintf(stderr, "lookup: %s: %zu bytes of pipeline cache\n", path_buf, size);
+	}
+	free(data);
+	if (pipe)
+		vkDestroyPipeline(b->vk->dev, pipe, NULL);
+	if (cache)
+		vkDestroyPipelineCache(b->vk->dev, cache, NULL);
+	hm_vk_pipeline_free(b->vk, &p);
+	return r;
+}
+
+static int dump_pipelines(struct bench *b)
+{
+	static const struct vform dumped[] = {
+		{ "raw", PATH_RAW, 0 },
+		{ "raw+guard", PATH_RAW_GUARD, 0 },
+		{ "helper", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT },
+		{ "ref-inline", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
+		{ "ref-flat", PATH_FLAT, HM_LOOKUP_DEFAULT_VARIANT },
+		{ "ref-spec", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT },
+		{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
+		{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT },
+	};
+	int r = 0;
+
+	for (unsigned i = 0; i < sizeof(dumped) / sizeof(dumped[0]) && !r; i++)
+		r = dump_one(b, dumped[i].name, dumped[i].path, dumped[i].flags);
 	return r;
 }
 
@@ -950,11 +1280,13 @@ int bench_lookup(int argc, char **argv)
 		{ "flush-mib", required_argument, NULL, 'f' },
 		{ "variants", required_argument, NULL, 'V' },
 		{ "variant", required_argument, NULL, 'v' },
+		{ "touch-copies", required_argument, NULL, 't' },
+		{ "dump-pipelines", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct bench b = { .rounds = 9, .nr_lanes = GROUPS * LANES, .flush_mib = 256,
-			   .variant = HM_LOOKUP_DEFAULT_VARIANT };
+			   .touch_copies = 1, .variant = HM_LOOKUP_DEFAULT_VARIANT };
 	struct hm_vk_params vp = { .validation = -1 };
 	struct hm_vk_pipeline pipes[2][NR_OPS];
 	bool quick = false;
@@ -964,13 +1296,15 @@ int bench_lookup(int argc, char **argv)
 
 	memset(pipes, 0, sizeof(pipes));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:t:D:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 'r': b.rounds = (unsigned)atoi(optarg); break;
 		case 'g': b.nr_lanes = (uint32_t)atoi(optarg) * LANES; break;
 		case 'q': quick = true; break;
 		case 'f': b.flush_mib = (uint32_t)atoi(optarg); break;
+		case 't': b.touch_copies = (uint32_t)atoi(optarg); break;
+		case 'D': b.dump_dir = optarg; break;
 		case 'V':
 			if (parse_variants(optarg, &vsel)) {
 				fprintf(stderr, "lookup: --variants all|none|NAME,... (see --help)\n");
@@ -992,8 +1326,9 @@ int bench_lookup(int argc, char **argv)
 		}
 	}
 	if (b.rounds < 1 || b.rounds > 64 || b.nr_lanes < LANES || b.nr_lanes > 8192 ||
-	    b.flush_mib > 4096) {
-		fprintf(stderr, "lookup: rounds 1..64, groups 1..128, flush-mib 0..4096\n");
+	    b.flush_mib > 4096 || b.touch_copies < 1 || b.touch_copies > 1024) {
+		fprintf(stderr, "lookup: rounds 1..64, groups 1..128, flush-mib 0..4096, "
+			"touch-copies 1..1024\n");
 		return -EINVAL;
 	}
 	r = hm_vk_new(&vp, &b.vk);
@@ -1016,6 +1351,26 @@ int bench_lookup(int argc, char **argv)
 	if (r) {
 		fprintf(stderr, "lookup: pipelines: %s\n", strerror(-r));
 		goto out;
+	}
+	if (b.json) {
+		/* what a speculative call site would need of the device: a
+		 * sparse buffer whose unbound pages read (as zero where strict) */
+		VkPhysicalDeviceFeatures f;
+
+		vkGetPhysicalDeviceFeatures(b.vk->phys, &f);
+		printf("{\"bench\":\"lookup\",\"section\":\"device\",\"device\":\"%s\","
+		       "\"driver_version\":%u,\"sparse_binding\":%u,\"sparse_residency_buffer\":%u,"
+		       "\"sparse_residency_aliased\":%u,\"residency_non_resident_strict\":%u,"
+		       "\"sparse_address_space_size\":%llu}\n",
+		       b.vk->props.deviceName, b.vk->props.driverVersion, f.sparseBinding,
+		       f.sparseResidencyBuffer, f.sparseResidencyAliased,
+		       b.vk->props.sparseProperties.residencyNonResidentStrict,
+		       (unsigned long long)b.vk->props.limits.sparseAddressSpaceSize);
+	}
+	if (b.dump_dir) {
+		r = dump_pipelines(&b);
+		if (r)
+			goto out;
 	}
 	/* the variants first: what the run has to decide, in case a time
 	 * limit cuts it short (every row is flushed as it is measured) */

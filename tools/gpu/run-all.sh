@@ -3,6 +3,8 @@
 #
 # The H200 measurements in one device call each (Documentation/performance.rst).
 #   tools/gpu/run-all.sh engine   CUDA anchors + tools/gpu/h200.sh (mirror, lookup)
+#   tools/gpu/run-all.sh lookup   CUDA anchors + the lookup bench alone, three
+#                                 runs, pipelines disassembled (ONLY=lookup)
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
 #                                 tools/demo/measure.sh (dispatch bench, demo)
 # Carried: .gl (Vulkan loader debs), .cuda (cuda_anchors.cu from shared/tools,
@@ -30,6 +32,9 @@ fi
 case $mode in
 engine)
 	OUT=$res bash tools/gpu/h200.sh
+	;;
+lookup)
+	ONLY=lookup OUT=$res bash tools/gpu/h200.sh
 	;;
 daemon)
 	timeout 150 build/bin/hmirror-bench guards --backend uffd-async,uffd-sync,mprotect \
