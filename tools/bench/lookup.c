@@ -48,13 +48,15 @@
 #define SHORT_STEPS 4
 #define LONG_STEPS 36
 #define CHUNK_SHIFT 16
-#define PUSH_WORDS 18
+#define PUSH_WORDS 20
 #define GUEST_BASE 0x7e0000000000ull
 #define CACHE_STRIDE (64u << 10)
 #define PAST_STRIDE (2u << 20)
 /* the "one chunk" table: a chunk of 128 MiB holds all the data */
 #define HOT_CHUNK_SHIFT 27
 #define HOT_NR_HOME 4
+/* the bitmap of PATH_SPEC_BITMAP: a bit per 64 KiB chunk, 32768 chunks */
+#define BITMAP_BYTES 4096
 
 /*
  * PATH_FLAT, PATH_SPEC and PATH_SELGUARD are what the variants section
@@ -71,11 +73,18 @@
  *   selguard  the default helper with the call site's guard as selects (an
  *             unmapped access loads from the table base, which always holds
  *             64 readable bytes, and answers 0) instead of a branch
+ *   loadthrough  REFERENCE, a helper D969 does not have: one DontInline
+ *             function per load that makes the speculative load, the lookup
+ *             (inlined into it) and the confirmation, and answers the word
+ *   spec+bitmap  REFERENCE: the speculative load and, beside it, one load
+ *             of a bitmap word (a bit per chunk: "mirrored at the guess")
+ *             inlined at the call site; the helper is called only where the
+ *             bit is clear
  */
 enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    NR_PATHS };
+	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, NR_PATHS };
 static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
-					 "selguard" };
+					 "selguard", "loadthrough", "spec+bitmap" };
 
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
@@ -95,6 +104,7 @@ struct bench {
 	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
 	struct hm_vk_buffer hot;                /* device: one chunk for all the data */
 	struct hm_vk_buffer flat, flat_hot;     /* PATH_FLAT: a delta per chunk */
+	struct hm_vk_buffer bits[2];            /* PATH_SPEC_BITMAP: [0] all set, [1] clear */
 	void *host_table;
 	size_t table_bytes;
 	uint32_t nr_home;
@@ -196,6 +206,104 @@ static uint32_t kb_main(struct kb *k, uint32_t push[PUSH_WORDS])
 			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
 }
 
+/* a 64-bit id from two u32 ids, in section sec */
+static uint32_t join_in(struct kb *k, int sec, uint32_t lo, uint32_t hi)
+{
+	return HM_SPV_OP(k->m, sec, HM_SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, sec, HM_SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, hi),
+				   hm_spirv_const_u32(k->m, 32)));
+}
+
+/* The speculative address (PATH_SPEC and after): sdev + min(guest - sbase,
+ * lim), in section sec. */
+static uint32_t spec_addr(struct kb *k, int sec, uint32_t guest, uint32_t sdev, uint32_t sbase,
+			  uint32_t lim)
+{
+	struct hm_spirv_module *m = k->m;
+	uint32_t rel = HM_SPV_OP(m, sec, HM_SpvOpISub, k->u64, guest, sbase);
+
+	rel = HM_SPV_OP(m, sec, HM_SpvOpSelect, k->u64,
+			HM_SPV_OP(m, sec, HM_SpvOpULessThan, k->bl, rel, lim), rel, lim);
+	return HM_SPV_OP(m, sec, HM_SpvOpIAdd, k->u64, sdev, rel);
+}
+
+/* Confirm a speculative word: vs where hit, else the guarded load at dev
+ * (0 where dev is 0).  *label: the block open on entry, then the merge
+ * block open on return; the word is answered. */
+static uint32_t spec_confirm(struct kb *k, int sec, uint32_t *label, uint32_t hit, uint32_t vs,
+			     uint32_t dev)
+{
+	struct hm_spirv_module *m = k->m;
+	uint32_t slow = hm_spirv_id(m), ld = hm_spirv_id(m), m1 = hm_spirv_id(m);
+	uint32_t m2 = hm_spirv_id(m), nz, v, vslow;
+
+	HM_SPV(m, sec, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
+	HM_SPV(m, sec, HM_SpvOpBranchConditional, hit, m1, slow);
+	HM_SPV(m, sec, HM_SpvOpLabel, slow);
+	nz = HM_SPV_OP(m, sec, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+	HM_SPV(m, sec, HM_SpvOpSelectionMerge, m2, HM_SpvSelectionControlNone);
+	HM_SPV(m, sec, HM_SpvOpBranchConditional, nz, ld, m2);
+	HM_SPV(m, sec, HM_SpvOpLabel, ld);
+	v = HM_SPV_OP(m, sec, HM_SpvOpLoad, k->u32,
+		      HM_SPV_OP(m, sec, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
+		      HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, sec, HM_SpvOpBranch, m2);
+	HM_SPV(m, sec, HM_SpvOpLabel, m2);
+	vslow = HM_SPV_OP(m, sec, HM_SpvOpPhi, k->u32, v, ld, hm_spirv_const_u32(m, 0), slow);
+	HM_SPV(m, sec, HM_SpvOpBranch, m1);
+	HM_SPV(m, sec, HM_SpvOpLabel, m1);
+	v = HM_SPV_OP(m, sec, HM_SpvOpPhi, k->u32, vs, *label, vslow, m2);
+	*label = m1;
+	return v;
+}
+
+/* The dev address of a call of the helper, in section sec */
+static uint32_t call_lookup(struct kb *k, int sec, uint32_t guest, uint32_t table,
+			    uint32_t nr_home, uint32_t shift, uint32_t marks)
+{
+	struct hm_spirv_module *m = k->m;
+	uint32_t fn = hm_spirv_lookup_fn(m);
+	uint32_t r = HM_SPV_OP(m, sec, HM_SpvOpFunctionCall, hm_spirv_lookup_result_type(m), fn,
+			       guest, table, nr_home, shift, marks);
+
+	return join_in(k, sec, HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 0),
+		       HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 1));
+}
+
+/*
+ * PATH_LOADTHROUGH's function, DontInline, written whole into the helper
+ * section: u32 (guest, table, nr_home, shift, marks, sdev, sbase, lim): the
+ * speculative load, the helper (inlined into it where the module's variant
+ * says so) and the confirmation; answers the word (0 where unmapped).
+ */
+static uint32_t loadthrough_fn(struct kb *k)
+{
+	struct hm_spirv_module *m = k->m;
+	const int H = HM_SPV_SEC_HELPER;
+	uint32_t pty[8] = { k->u64, k->u64, k->u32, k->u32, k->u64, k->u64, k->u64, k->u64 };
+	uint32_t p[8], fn, fnty, label, sa, vs, dev, v;
+
+	hm_spirv_lookup_fn(m);          /* the helper first: written whole */
+	fnty = hm_spirv_type_function(m, k->u32, pty, 8);
+	fn = hm_spirv_id(m);
+	HM_SPV(m, H, HM_SpvOpFunction, k->u32, fn, HM_SpvFunctionControlDontInline, fnty);
+	for (int i = 0; i < 8; i++)
+		p[i] = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, pty[i]);
+	label = hm_spirv_id(m);
+	HM_SPV(m, H, HM_SpvOpLabel, label);
+	sa = spec_addr(k, H, p[0], p[5], p[6], p[7]);
+	vs = HM_SPV_OP(m, H, HM_SpvOpLoad, k->u32,
+		       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
+		       HM_SpvMemoryAccessAligned, 4);
+	dev = call_lookup(k, H, p[0], p[1], p[2], p[3], p[4]);
+	v = spec_confirm(k, H, &label, HM_SPV_OP(m, H, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
+	HM_SPV(m, H, HM_SpvOpReturnValue, v);
+	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	return fn;
+}
+
 /*
  * Push: 6 table words, base lo/hi (device base for raw, guest base for the
  * helper), out lo/hi, steps, slot mask.  Lane l starts at offset
@@ -286,43 +394,68 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 		/* the speculative load: push 12-13 the device address of the
 		 * space's first byte, 14-15 its guest address, 16-17 its size
 		 * less 4 (the clamp keeps any guest address inside it) */
-		uint32_t sdev = kb_join(&k, push[12], push[13]);
-		uint32_t sbase = kb_join(&k, push[14], push[15]);
-		uint32_t lim = kb_join(&k, push[16], push[17]);
-		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k.u64, addr, sbase);
-		uint32_t sa, vs, hit, pre, slow, ld, m1, m2, v, vslow, nz;
+		uint32_t sa = spec_addr(&k, FN, addr, kb_join(&k, push[12], push[13]),
+					kb_join(&k, push[14], push[15]),
+					kb_join(&k, push[16], push[17]));
+		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
+					HM_SpvMemoryAccessAligned, 4);
 
-		rel = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u64,
-				HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, rel, lim), rel, lim);
-		sa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, sdev, rel);
-		vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-			       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
-			       HM_SpvMemoryAccessAligned, 4);
 		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
 		if (r)
 			goto out_free;
-		hit = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, dev, sa);
-		pre = k.label;
-		slow = hm_spirv_id(m);
-		ld = hm_spirv_id(m);
-		m1 = hm_spirv_id(m);
-		m2 = hm_spirv_id(m);
+		val = spec_confirm(&k, FN, &k.label,
+				   HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, dev, sa), vs, dev);
+	} else if (path == PATH_LOADTHROUGH) {
+		uint32_t fn = loadthrough_fn(&k);
+
+		val = HM_SPV_OP(m, FN, HM_SpvOpFunctionCall, k.u32, fn, addr, t.table, t.nr_home,
+				t.chunk_shift, t.marks, kb_join(&k, push[12], push[13]),
+				kb_join(&k, push[14], push[15]), kb_join(&k, push[16], push[17]));
+	} else if (path == PATH_SPEC_BITMAP) {
+		/* push 18-19: the bitmap, bit i = chunk i of the space (from
+		 * sbase) is mirrored at its speculative address */
+		uint32_t sbase = kb_join(&k, push[14], push[15]);
+		uint32_t sa = spec_addr(&k, FN, addr, kb_join(&k, push[12], push[13]), sbase,
+					kb_join(&k, push[16], push[17]));
+		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
+					HM_SpvMemoryAccessAligned, 4);
+		uint32_t ci = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u32,
+					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k.u64,
+						  HM_SPV_OP(m, FN, HM_SpvOpISub, k.u64, addr, sbase),
+						  t.chunk_shift));
+		uint32_t wa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, kb_join(&k, push[18], push[19]),
+					HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
+						  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32,
+							    HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical,
+								      k.u32, ci,
+								      hm_spirv_const_u32(m, 5)),
+							    hm_spirv_const_u32(m, 2))));
+		uint32_t w = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+				       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, wa),
+				       HM_SpvMemoryAccessAligned, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl,
+					 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32,
+						   HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k.u32,
+							     w, HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd,
+									  k.u32, ci,
+									  hm_spirv_const_u32(m, 31))),
+						   hm_spirv_const_u32(m, 1)),
+					 hm_spirv_const_u32(m, 0));
+		uint32_t pre = k.label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v;
+
+		/* a clear bit: the helper, and the guarded load at its answer */
 		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
 		HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
 		kb_label(&k, slow);
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
-		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m2, HM_SpvSelectionControlNone);
-		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, ld, m2);
-		kb_label(&k, ld);
-		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
-			      HM_SpvMemoryAccessAligned, 4);
-		HM_SPV(m, FN, HM_SpvOpBranch, m2);
-		kb_label(&k, m2);
-		vslow = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, v, ld, hm_spirv_const_u32(m, 0), slow);
+		dev = call_lookup(&k, FN, addr, t.table, t.nr_home, t.chunk_shift, t.marks);
+		v = spec_confirm(&k, FN, &k.label, hm_spirv_const_bool(m, false), vs, dev);
 		HM_SPV(m, FN, HM_SpvOpBranch, m1);
+		uint32_t slow_end = k.label;
+
 		kb_label(&k, m1);
-		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, vs, pre, vslow, m2);
+		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, vs, pre, v, slow_end);
 	} else if (path == PATH_SELGUARD) {
 		uint32_t nz, a;
 
@@ -606,6 +739,14 @@ static int setup(struct bench *b)
 				     &b->flat);
 	if (!r)
 		r = device_table_new(b, 16, &b->flat_hot);
+	for (int i = 0; i < 2 && !r; i++) {
+		uint32_t w[BITMAP_BYTES / 4];
+
+		memset(w, i ? 0 : 0xff, sizeof(w));
+		r = device_table_new(b, BITMAP_BYTES, &b->bits[i]);
+		if (!r)
+			r = table_write(b, &b->bits[i], w, BITMAP_BYTES);
+	}
 	if (r)
 		goto out;
 	b->marks_bytes = hm_marks_bytes_for(hm_table_nr_slots_for(b->nr_home));
@@ -713,6 +854,8 @@ static void teardown(struct bench *b)
 	hm_vk_buffer_free(b->vk, &b->hot);
 	hm_vk_buffer_free(b->vk, &b->flat);
 	hm_vk_buffer_free(b->vk, &b->flat_hot);
+	for (int i = 0; i < 2; i++)
+		hm_vk_buffer_free(b->vk, &b->bits[i]);
 	hm_vk_buffer_free(b->vk, &b->marks);
 	hm_vk_buffer_free(b->vk, &b->out);
 	hm_vk_buffer_free(b->vk, &b->flush);
@@ -837,6 +980,10 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 	push[15] = (uint32_t)(sbase >> 32);
 	push[16] = (uint32_t)lim;
 	push[17] = (uint32_t)(lim >> 32);
+	/* PATH_SPEC_BITMAP: every chunk mirrored at its guess, or (skewed,
+	 * every guess wrong) none */
+	push[18] = (uint32_t)b->bits[!!b->spec_skew].addr;
+	push[19] = (uint32_t)(b->bits[!!b->spec_skew].addr >> 32);
 	push[0] = (uint32_t)tab;
 	push[1] = (uint32_t)(tab >> 32);
 	push[2] = nr_home;
@@ -1004,6 +1151,12 @@ static const struct vform extra_forms[] = {
 	{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
 	  true, false },
 	{ "ref-spec-miss", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
+	{ "ref-loadthrough", PATH_LOADTHROUGH, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
+	  true, false },
+	{ "ref-loadthrough-miss", PATH_LOADTHROUGH,
+	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false, 8 },
+	{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false },
+	{ "ref-spec-bitmap-miss", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
 	{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT, false, false },
 };
 #define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))
@@ -1262,6 +1415,9 @@ static int dump_pipelines(struct bench *b)
 		{ "ref-spec", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT },
 		{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
 		{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT },
+		{ "ref-loadthrough", PATH_LOADTHROUGH,
+		  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
+		{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT },
 	};
 	int r = 0;
 
