@@ -318,6 +318,12 @@ static int feats_select(struct hm_vk *vk, struct feats *have)
 				missing++;
 			f->features.shaderInt64 = h.shaderInt64;
 			f->features.shaderInt16 = h.shaderInt16;
+			if (vk->sparse && h.sparseBinding && h.sparseResidencyBuffer) {
+				f->features.sparseBinding = VK_TRUE;
+				f->features.sparseResidencyBuffer = VK_TRUE;
+			} else {
+				vk->sparse = false;
+			}
 			break;
 		}
 		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES: {
@@ -399,6 +405,16 @@ static int pick_queue(struct hm_vk *vk)
 	uint32_t n = 16;
 
 	vkGetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, q);
+	/* sparse asked for: a compute family that binds sparse memory too */
+	for (uint32_t i = 0; vk->sparse && i < n; i++) {
+		if ((q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+		    (q[i].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT)) {
+			vk->queue_family = i;
+			vk->timestamp_valid_bits = q[i].timestampValidBits;
+			return 0;
+		}
+	}
+	vk->sparse = false;
 	for (uint32_t i = 0; i < n; i++) {
 		if (q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
 			vk->queue_family = i;
@@ -456,6 +472,7 @@ static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 
 	feats_chain(&f);
 	vkGetPhysicalDeviceFeatures2(vk->phys, &f.f2);
+	vk->sparse = !!(p->flags & HM_VK_SPARSE);
 	err = feats_select(vk, &f);
 	if (err)
 		goto out_free_ext;

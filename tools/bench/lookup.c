@@ -80,11 +80,15 @@
  *             of a bitmap word (a bit per chunk: "mirrored at the guess")
  *             inlined at the call site; the helper is called only where the
  *             bit is clear
+ *   mmu       REFERENCE, no table: the guest address at one delta (clamped
+ *             into the space, as spec's guess) and loaded; through a
+ *             sparse buffer whose chunks are bound where the mirrors lie,
+ *             the device's MMU is the translation
  */
 enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, NR_PATHS };
+	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, NR_PATHS };
 static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
-					 "selguard", "loadthrough", "spec+bitmap" };
+					 "selguard", "loadthrough", "spec+bitmap", "mmu" };
 
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
@@ -98,7 +102,14 @@ static bool path_has_op(enum path path, enum op op)
 struct bench {
 	struct hm_vk *vk;
 	uint32_t nr_lanes;
-	struct hm_vk_buffer data[2];            /* [0] device-local, [1] host import */
+	/* [0] device-local, [1] host import; where the device binds sparse
+	 * buffers, [2] a sparse buffer whose chunks are bound to device memory
+	 * in scattered order, [3] one bound chunk for chunk to the host import
+	 * (where its memory type may be bound): the same chains, translated by
+	 * the device's MMU (section "mmu") */
+	struct hm_vk_buffer data[4];
+	VkDeviceSize sparse_block;              /* the sparse buffer's alignment */
+	bool sparse_host;                       /* data[3] bound */
 	void *host_data;
 	size_t data_bytes;
 	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
@@ -121,11 +132,13 @@ struct bench {
 	uint32_t touch_nr;                      /* the measure (16-byte units) */
 	bool touch_wide;                        /* touched by 1024+ groups */
 	uint32_t spec_skew;                     /* PATH_SPEC guesses this far off */
-	const char *dump_dir;                   /* --dump-pipelines */
 	bool json;
 	unsigned rounds;
 	uint32_t variant;                       /* helper form of the main matrix */
 };
+
+static double now_ns(void);
+static double median(double *v, unsigned n);
 
 /* ---- programs ------------------------------------------------------------ */
 #define FN HM_SPV_SEC_FUNCTION
@@ -406,6 +419,12 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 			goto out_free;
 		val = spec_confirm(&k, FN, &k.label,
 				   HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, dev, sa), vs, dev);
+	} else if (path == PATH_MMU) {
+		dev = spec_addr(&k, FN, addr, kb_join(&k, push[12], push[13]),
+				kb_join(&k, push[14], push[15]), kb_join(&k, push[16], push[17]));
+		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
+				HM_SpvMemoryAccessAligned, 4);
 	} else if (path == PATH_LOADTHROUGH) {
 		uint32_t fn = loadthrough_fn(&k);
 
@@ -680,6 +699,177 @@ static int table_write(struct bench *b, struct hm_vk_buffer *dst, const void *sr
 	return upload(b, dst, src, bytes);
 }
 
+/* Bind (memory) or unbind (VK_NULL_HANDLE) chunks [first, first + n) of a
+ * sparse buffer: chunk i to memory offset off(i), one vkQueueBindSparse;
+ * answers the wall time of the bind, fence wait included, in *ret_us. */
+static int sparse_bind(struct bench *b, VkBuffer buf, VkDeviceMemory mem, uint32_t first,
+		       uint32_t n, bool scatter_order, double *ret_us)
+{
+	uint32_t nr = (uint32_t)(b->data_bytes >> CHUNK_SHIFT);
+	VkSparseMemoryBind *mb = calloc(n, sizeof(*mb));
+	VkSparseBufferMemoryBindInfo bi = { .buffer = buf, .bindCount = n, .pBinds = mb };
+	VkBindSparseInfo si = { .sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO,
+				.bufferBindCount = 1, .pBufferBinds = &bi };
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+	VkFence fence = VK_NULL_HANDLE;
+	double t0;
+	int r;
+
+	if (!mb)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t c = first + i;
+		/* 601 is prime and does not divide nr: a permutation that puts
+		 * neighbouring chunks far apart, as mirrors from a pool lie */
+		uint64_t phys = scatter_order ? (uint64_t)c * 601 % nr : c;
+
+		mb[i].resourceOffset = (VkDeviceSize)c << CHUNK_SHIFT;
+		mb[i].size = 1u << CHUNK_SHIFT;
+		mb[i].memory = mem;
+		mb[i].memoryOffset = mem ? phys << CHUNK_SHIFT : 0;
+	}
+	r = hm_vk_errno(vkCreateFence(b->vk->dev, &fci, NULL, &fence));
+	t0 = now_ns();
+	if (!r)
+		r = hm_vk_errno(vkQueueBindSparse(b->vk->queue, 1, &si, fence));
+	if (!r)
+		r = hm_vk_errno(vkWaitForFences(b->vk->dev, 1, &fence, VK_TRUE, 10000000000ull));
+	*ret_us = (now_ns() - t0) / 1e3;
+	if (fence)
+		vkDestroyFence(b->vk->dev, fence, NULL);
+	free(mb);
+	return r;
+}
+
+/* A sparse buffer over data_bytes, its device address in ret->addr; with
+ * mem (and its size), ret owns nothing but the buffer. */
+static int sparse_buffer(struct bench *b, struct hm_vk_buffer *ret, VkMemoryRequirements *req)
+{
+	VkBufferCreateInfo ci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT | VK_BUFFER_CREATE_SPARSE_RESIDENCY_BIT,
+		.size = b->data_bytes,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = hm_vk_errno(vkCreateBuffer(b->vk->dev, &ci, NULL, &ret->buf));
+	if (r)
+		return r;
+	vkGetBufferMemoryRequirements(b->vk->dev, ret->buf, req);
+	ret->size = b->data_bytes;
+	return 0;
+}
+
+static VkDeviceAddress buffer_address(struct bench *b, VkBuffer buf)
+{
+	VkBufferDeviceAddressInfo ai = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+					 .buffer = buf };
+
+	return vkGetBufferDeviceAddress(b->vk->dev, &ai);
+}
+
+/*
+ * data[2] and data[3] (above); prints what it found and what binding
+ * costs (section "sparse").  Answers 0 where the device has no sparse
+ * buffers (nothing is made then).
+ */
+static int setup_sparse(struct bench *b)
+{
+	VkMemoryRequirements req;
+	VkMemoryAllocateFlagsInfo fi = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO };
+	VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &fi };
+	uint32_t nr = (uint32_t)(b->data_bytes >> CHUNK_SHIFT), type = UINT32_MAX;
+	double all_us, one_us[3][9], un_us[3][9];
+	static const uint32_t batch[3] = { 1, 16, 256 };
+	int r;
+
+	if (!b->vk->sparse)
+		return 0;
+	r = sparse_buffer(b, &b->data[2], &req);
+	if (r)
+		return r;
+	b->sparse_block = req.alignment;
+	for (uint32_t i = 0; i < b->vk->mem.memoryTypeCount && type == UINT32_MAX; i++)
+		if ((req.memoryTypeBits & (1u << i)) &&
+		    (b->vk->mem.memoryTypes[i].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+			type = i;
+	if (type == UINT32_MAX || (1u << CHUNK_SHIFT) % req.alignment) {
+		fprintf(stderr, "lookup: sparse: no device-local type or block %llu\n",
+			(unsigned long long)req.alignment);
+		hm_vk_buffer_free(b->vk, &b->data[2]);
+		return 0;
+	}
+	ai.allocationSize = (VkDeviceSize)nr << CHUNK_SHIFT;
+	ai.memoryTypeIndex = type;
+	r = hm_vk_errno(vkAllocateMemory(b->vk->dev, &ai, NULL, &b->data[2].mem));
+	if (!r)
+		r = sparse_bind(b, b->data[2].buf, b->data[2].mem, 0, nr, true, &all_us);
+	if (r)
+		return r;
+	b->data[2].addr = buffer_address(b, b->data[2].buf);
+	b->data[2].mem_type = type;
+	r = hm_vk_copy_sync(b->vk, b->data[0].buf, 0, b->data[2].buf, 0, b->data_bytes);
+	/* unbind and bind again 1, 16, 256 chunks at a time (the same memory:
+	 * the chains survive), 9 times each */
+	for (int k = 0; k < 3 && !r; k++) {
+		for (int i = 0; i < 9 && !r; i++) {
+			uint32_t first = (uint32_t)(i * 97) % (nr - batch[k]);
+
+			r = sparse_bind(b, b->data[2].buf, VK_NULL_HANDLE, first, batch[k], true,
+					&un_us[k][i]);
+			if (!r)
+				r = sparse_bind(b, b->data[2].buf, b->data[2].mem, first, batch[k], true,
+						&one_us[k][i]);
+		}
+	}
+	if (r)
+		return r;
+	printf("{\"bench\":\"lookup\",\"section\":\"sparse\",\"device\":\"%s\","
+	       "\"block\":%llu,\"chunks\":%u,\"bind_all_us\":%.1f,"
+	       "\"bind_1_us\":%.1f,\"bind_16_us\":%.1f,\"bind_256_us\":%.1f,"
+	       "\"unbind_1_us\":%.1f,\"unbind_16_us\":%.1f,\"unbind_256_us\":%.1f}\n",
+	       b->vk->props.deviceName, (unsigned long long)b->sparse_block, nr, all_us,
+	       median(one_us[0], 9), median(one_us[1], 9), median(one_us[2], 9),
+	       median(un_us[0], 9), median(un_us[1], 9), median(un_us[2], 9));
+	fflush(stdout);
+	return 0;
+}
+
+/* data[3]: the host import's memory bound into a sparse buffer, chunk for
+ * chunk (the home pages at one delta too), where its memory type may be
+ * bound; tried last, since a driver may take it badly.  Prints the result
+ * (section "sparse_host"). */
+static int sparse_host(struct bench *b)
+{
+	VkMemoryRequirements req;
+	uint32_t nr = (uint32_t)(b->data_bytes >> CHUNK_SHIFT);
+	bool bindable;
+	double us = 0;
+	int r = sparse_buffer(b, &b->data[3], &req);
+
+	if (r)
+		return r;
+	bindable = (req.memoryTypeBits & (1u << b->data[1].mem_type)) &&
+		   (1u << CHUNK_SHIFT) % req.alignment == 0;
+	if (bindable) {
+		r = sparse_bind(b, b->data[3].buf, b->data[1].mem, 0, nr, false, &us);
+		if (!r) {
+			b->data[3].addr = buffer_address(b, b->data[3].buf);
+			b->sparse_host = true;
+		}
+	}
+	printf("{\"bench\":\"lookup\",\"section\":\"sparse_host\",\"device\":\"%s\","
+	       "\"host_import_type_bindable\":%s,\"bound\":%s,\"bind_result\":%d,"
+	       "\"bind_all_us\":%.1f}\n", b->vk->props.deviceName, bindable ? "true" : "false",
+	       b->sparse_host ? "true" : "false", r, us);
+	fflush(stdout);
+	return 0;
+}
+
 static int setup(struct bench *b)
 {
 	uint32_t *img;
@@ -773,6 +963,8 @@ static int setup(struct bench *b)
 				     &b->flush);
 	if (!r)
 		r = hm_vk_buffer_new(b->vk, 4 * LANES, HM_VK_MEM_DEVICE, &b->scratch);
+	if (!r && b->json)
+		r = setup_sparse(b);
 	if (!r) {
 		uint32_t *w;
 		size_t n;
@@ -847,6 +1039,10 @@ static void teardown(struct bench *b)
 		return;
 	if (b->qp)
 		vkDestroyQueryPool(b->vk->dev, b->qp, NULL);
+	/* data[3] binds data[1]'s memory: its buffer first, never the memory */
+	b->data[3].mem = VK_NULL_HANDLE;
+	hm_vk_buffer_free(b->vk, &b->data[3]);
+	hm_vk_buffer_free(b->vk, &b->data[2]);
 	for (int i = 0; i < 2; i++) {
 		hm_vk_buffer_free(b->vk, &b->data[i]);
 		hm_vk_buffer_free(b->vk, &b->table[i]);
@@ -1055,14 +1251,13 @@ static void usage(void)
 	printf("usage: hmirror-bench lookup [--json] [--rounds N] [--groups N] [--quick]\n"
 	       "                            [--flush-mib N] [--variants all|none|NAME,...]\n"
 	       "                            [--variant NAME] [--touch-copies N]\n"
-	       "                            [--dump-pipelines DIR]\n"
 	       "  raw device-address chains vs chains through the lookup helper;\n"
 	       "  past the cache: a N MiB fill (default 256) evicts the device's caches\n"
 	       "  before each timed dispatch and the table is touched back in;\n"
 	       "  --variants: the helper's emission variants side by side (default all);\n"
 	       "  --variant: the form of the main matrix (default: the library default);\n"
 	       "  --touch-copies N: each table slot read by N lanes after the flush (1);\n"
-	       "  --dump-pipelines DIR: write each path's pipeline cache to DIR/NAME.cache;\n"
+
 	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n"
 	       "variants:\n");
 	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
@@ -1344,88 +1539,6 @@ out:
 	return r;
 }
 
-/*
- * --dump-pipelines DIR: the load program of each path (and the helper
- * inlined) built again through a fresh VkPipelineCache, whose data goes to
- * DIR/NAME.cache.  On NVIDIA the cache holds the compiled machine code;
- * tools/gpu/sass.sh cuts it out and disassembles it.
- */
-static int dump_one(struct bench *b, const char *name, enum path path, uint32_t flags)
-{
-	VkPipelineCacheCreateInfo ci = { .sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO };
-	struct hm_vk_pipeline p;
-	VkPipelineCache cache = VK_NULL_HANDLE;
-	VkPipeline pipe = VK_NULL_HANDLE;
-	char path_buf[4096];
-	size_t size = 0;
-	void *data = NULL;
-	FILE *f;
-	int r = make_pipe(b, path, OP_LOAD, flags, &p);
-
-	if (r)
-		return r;
-	r = hm_vk_errno(vkCreatePipelineCache(b->vk->dev, &ci, NULL, &cache));
-	if (!r) {
-		VkComputePipelineCreateInfo cpci = {
-			.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-			.stage = {
-				.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-				.stage = VK_SHADER_STAGE_COMPUTE_BIT,
-				.module = p.module,
-				.pName = "main",
-			},
-			.layout = p.layout,
-		};
-
-		r = hm_vk_errno(vkCreateComputePipelines(b->vk->dev, cache, 1, &cpci, NULL, &pipe));
-	}
-	if (!r)
-		r = hm_vk_errno(vkGetPipelineCacheData(b->vk->dev, cache, &size, NULL));
-	if (!r && !(data = malloc(size ? size : 1)))
-		r = -ENOMEM;
-	if (!r)
-		r = hm_vk_errno(vkGetPipelineCacheData(b->vk->dev, cache, &size, data));
-	if (!r) {
-		snprintf(path_buf, sizeof(path_buf), "%s/%s.cache", b->dump_dir, name);
-		f = fopen(path_buf, "wb");
-		if (!f || fwrite(data, 1, size, f) != size)
-			r = -errno;
-		if (f && fclose(f) && !r)
-			r = -errno;
-		if (!r)
-			fprintf(stderr, "lookup: %s: %zu bytes of pipeline cache\n", path_buf, size);
-	}
-	free(data);
-	if (pipe)
-		vkDestroyPipeline(b->vk->dev, pipe, NULL);
-	if (cache)
-		vkDestroyPipelineCache(b->vk->dev, cache, NULL);
-	hm_vk_pipeline_free(b->vk, &p);
-	return r;
-}
-
-static int dump_pipelines(struct bench *b)
-{
-	static const struct vform dumped[] = {
-		{ "raw", PATH_RAW, 0 },
-		{ "raw+guard", PATH_RAW_GUARD, 0 },
-		{ "helper", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT },
-		{ "ref-inline", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
-		{ "ref-flat", PATH_FLAT, HM_LOOKUP_DEFAULT_VARIANT },
-		{ "ref-spec", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT },
-		{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
-		{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT },
-		{ "ref-loadthrough", PATH_LOADTHROUGH,
-		  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
-		{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT },
-	};
-	int r = 0;
-
-	for (unsigned i = 0; i < sizeof(dumped) / sizeof(dumped[0]) && !r; i++)
-		r = dump_one(b, dumped[i].name, dumped[i].path, dumped[i].flags);
-	return r;
-}
-
 int bench_lookup(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1437,13 +1550,12 @@ int bench_lookup(int argc, char **argv)
 		{ "variants", required_argument, NULL, 'V' },
 		{ "variant", required_argument, NULL, 'v' },
 		{ "touch-copies", required_argument, NULL, 't' },
-		{ "dump-pipelines", required_argument, NULL, 'D' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct bench b = { .rounds = 9, .nr_lanes = GROUPS * LANES, .flush_mib = 256,
 			   .touch_copies = 1, .variant = HM_LOOKUP_DEFAULT_VARIANT };
-	struct hm_vk_params vp = { .validation = -1 };
+	struct hm_vk_params vp = { .validation = -1, .flags = HM_VK_SPARSE };
 	struct hm_vk_pipeline pipes[2][NR_OPS];
 	bool quick = false;
 	double target[2] = { 0, 0 };    /* helper/raw, device data+table, load: cache, past */
@@ -1452,7 +1564,7 @@ int bench_lookup(int argc, char **argv)
 
 	memset(pipes, 0, sizeof(pipes));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:t:D:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 'r': b.rounds = (unsigned)atoi(optarg); break;
@@ -1460,7 +1572,6 @@ int bench_lookup(int argc, char **argv)
 		case 'q': quick = true; break;
 		case 'f': b.flush_mib = (uint32_t)atoi(optarg); break;
 		case 't': b.touch_copies = (uint32_t)atoi(optarg); break;
-		case 'D': b.dump_dir = optarg; break;
 		case 'V':
 			if (parse_variants(optarg, &vsel)) {
 				fprintf(stderr, "lookup: --variants all|none|NAME,... (see --help)\n");
@@ -1522,11 +1633,6 @@ int bench_lookup(int argc, char **argv)
 		       f.sparseResidencyBuffer, f.sparseResidencyAliased,
 		       b.vk->props.sparseProperties.residencyNonResidentStrict,
 		       (unsigned long long)b.vk->props.limits.sparseAddressSpaceSize);
-	}
-	if (b.dump_dir) {
-		r = dump_pipelines(&b);
-		if (r)
-			goto out;
 	}
 	/* the variants first: what the run has to decide, in case a time
 	 * limit cuts it short (every row is flushed as it is measured) */
@@ -1601,6 +1707,36 @@ int bench_lookup(int argc, char **argv)
 			       variant_name(b.variant), target[0], target[1], met ? "met" : "not met",
 			       best >= 0 ? "; best D969 variant in the cache: " : "",
 			       best >= 0 ? hm_lookup_variants[best].name : "");
+	}
+	/* the device's MMU as the translation: the raw chain through the
+	 * sparse buffers against the same chain through the plain ones */
+	if (!r && b.json && b.data[2].addr)
+		r = sparse_host(&b);
+	for (int data = 0; data < 2 && !r && b.json; data++) {
+		if (!b.data[2 + data].addr)
+			continue;
+		struct hm_vk_pipeline mmu;
+
+		r = make_pipe(&b, PATH_MMU, OP_LOAD, 0, &mmu);
+		for (int fp = 0; fp < 2 && !r; fp++) {
+			double plain, sp, g;
+
+			r = measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, data, 0, fp == 0, &plain);
+			if (!r)
+				r = measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, 2 + data, 0, fp == 0,
+					    &sp);
+			if (!r)
+				r = measure(&b, &mmu, PATH_MMU, 2 + data, 0, fp == 0, &g);
+			if (!r)
+				printf("{\"bench\":\"lookup\",\"section\":\"mmu\",\"device\":\"%s\","
+				       "\"data\":\"%s\",\"footprint\":\"%s\",\"raw_ns_per_step\":%.1f,"
+				       "\"sparse_raw_ns_per_step\":%.1f,\"sparse_guest_ns_per_step\":%.1f,"
+				       "\"ratio_sparse_raw\":%.3f,\"ratio_sparse_guest\":%.3f}\n",
+				       b.vk->props.deviceName, data ? "host" : "device",
+				       fp == 0 ? "cache" : "past", plain, sp, g,
+				       plain > 0 ? sp / plain : 0.0, plain > 0 ? g / plain : 0.0);
+		}
+		hm_vk_pipeline_free(b.vk, &mmu);
 	}
 	if (!r && b.vk->validation && hm_vk_validation_count(b.vk)) {
 		fprintf(stderr, "lookup: validation: %s\n", b.vk->last_message);

@@ -5,8 +5,7 @@
 #   hmirror-bench mirror --imports      which host memory NVIDIA imports
 #   hmirror-bench mirror  64M, 1G, 4G   home vs mirrored loads, upload, copy-back
 #   hmirror-bench lookup                the table engineer's lookup bench
-# or, with ONLY=lookup, the lookup bench alone, three times, with every
-# path's pipeline disassembled (tools/gpu/sass.sh).
+# or, with ONLY=lookup, the lookup bench alone, three times.
 # with the uffd-async watch backend (falls back, and says so, where the
 # machine's kernel lacks it: gVisor has no userfaultfd write-protect).
 #
@@ -69,24 +68,15 @@ echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null) shmem 
 rc=0
 if [ "${ONLY:-}" = lookup ]; then
 	# the lookup bench alone, LOOKUP_RUNS times (default 3: the spread
-	# between whole runs), the first also dumping every path's pipeline
-	# for nvdisasm (tools/gpu/sass.sh); results in lookup-N.jsonl and
-	# pipes/ (packed by run-all.sh)
-	mkdir -p "$OUT/pipes"
+	# between whole runs); results in lookup-N.jsonl
 	for i in $(seq 1 "${LOOKUP_RUNS:-3}"); do
 		echo "== lookup run $i ($SECONDS s)"
-		dump=; [ "$i" = 1 ] && dump="--dump-pipelines $OUT/pipes"
-		timeout "$(lim 150)" "$BENCH" lookup --json $dump >"$OUT/lookup-$i.jsonl"
+		timeout "$(lim 150)" "$BENCH" lookup --json >"$OUT/lookup-$i.jsonl"
 		r=$?
 		echo "lookup run $i: exit $r ($SECONDS s)"
-		grep '"variants_summary"\|"summary"\|"device"' "$OUT/lookup-$i.jsonl"
+		grep '"section":"\(device\|sparse\|sparse_host\|mmu\)"\|"summary"' "$OUT/lookup-$i.jsonl"
 		[ $r = 0 ] || rc=1
 	done
-	# less data in flight (32 groups): does the table's cost past the
-	# cache follow the data's traffic through L2?
-	timeout "$(lim 60)" "$BENCH" lookup --json --groups 32 --variants u64x2 >"$OUT/lookup-g32.jsonl"
-	grep '"variants_summary"' "$OUT/lookup-g32.jsonl"
-	bash tools/gpu/sass.sh "$OUT/pipes"
 	echo "== done, exit $rc"
 	exit $rc
 fi

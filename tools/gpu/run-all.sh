@@ -4,7 +4,7 @@
 # The H200 measurements in one device call each (Documentation/performance.rst).
 #   tools/gpu/run-all.sh engine   CUDA anchors + tools/gpu/h200.sh (mirror, lookup)
 #   tools/gpu/run-all.sh lookup   CUDA anchors + the lookup bench alone, three
-#                                 runs, pipelines disassembled (ONLY=lookup)
+#                                 runs (ONLY=lookup)
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
 #                                 tools/demo/measure.sh (dispatch bench, demo)
 # Carried: .gl (Vulkan loader debs), .cuda (cuda_anchors.cu from shared/tools,

@@ -35,6 +35,10 @@ extern "C" {
  */
 enum hm_vk_flags {
 	HM_VK_NO_HOST_IMPORT = 1u << 0, /* accept a device without VK_EXT_external_memory_host */
+	/* enable sparseBinding + sparseResidencyBuffer where the device and a
+	 * compute queue family have them (hm_vk.sparse says so); for the
+	 * lookup bench's measurement of device-MMU translation */
+	HM_VK_SPARSE = 1u << 1,
 };
 
 struct hm_vk_params {
@@ -74,6 +78,7 @@ struct hm_vk {
 	bool has_host_import;
 	bool has_dmabuf_import;
 	bool has_8bit_storage;
+	bool sparse;                    /* HM_VK_SPARSE asked and enabled */
 	bool owns;                      /* instance/device created by hm_vk_new() */
 	bool lost;                      /* a submission returned VK_ERROR_DEVICE_LOST */
 	double timestamp_period_ns;
