@@ -154,13 +154,19 @@ static void kb_label(struct kb *k, uint32_t id)
 	k->label = id;
 }
 
+/* a 64-bit id from two u32 ids, in section sec */
+static uint32_t join_in(struct kb *k, int sec, uint32_t lo, uint32_t hi)
+{
+	return HM_SPV_OP(k->m, sec, HM_SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, sec, HM_SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, hi),
+				   hm_spirv_const_u32(k->m, 32)));
+}
+
 static uint32_t kb_join(struct kb *k, uint32_t lo, uint32_t hi)
 {
-	return HM_SPV_OP(k->m, FN, HM_SpvOpBitwiseOr, k->u64,
-			 HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, lo),
-			 HM_SPV_OP(k->m, FN, HM_SpvOpShiftLeftLogical, k->u64,
-				   HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, hi),
-				   hm_spirv_const_u32(k->m, 32)));
+	return join_in(k, FN, lo, hi);
 }
 
 static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
@@ -217,16 +223,6 @@ static uint32_t kb_main(struct kb *k, uint32_t push[PUSH_WORDS])
 					      hm_spirv_const_u32(m, i)));
 	return HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k->u32,
 			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
-}
-
-/* a 64-bit id from two u32 ids, in section sec */
-static uint32_t join_in(struct kb *k, int sec, uint32_t lo, uint32_t hi)
-{
-	return HM_SPV_OP(k->m, sec, HM_SpvOpBitwiseOr, k->u64,
-			 HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, lo),
-			 HM_SPV_OP(k->m, sec, HM_SpvOpShiftLeftLogical, k->u64,
-				   HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, hi),
-				   hm_spirv_const_u32(k->m, 32)));
 }
 
 /* The speculative address (PATH_SPEC and after): sdev + min(guest - sbase,
