@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The device thread.  Everything that touches Vulkan or the engine runs
+ * The device thread.  Everything that touches the queue or an engine runs
  * here, one job at a time, in submission order: the engine and the queue
  * need no locks, a long dispatch never stalls the loop (handshakes, stats,
  * other clients' messages go on), and a client's teardown, queued behind
@@ -48,14 +48,39 @@ void hmd_client_refresh_estats(struct hmd_client *c)
 	pthread_mutex_unlock(&hmd_estats_lock);
 }
 
-static pthread_t thread;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
-/* protected by lock: */
-static struct hmd_job *queue_head, **queue_tail = &queue_head;
-static struct hmd_job *done_head, **done_tail = &done_head;
-static bool running_job, stopping, started;
-static int efd = -1;
+/*
+ * Two workers run jobs: the device thread (everything on the queue and the
+ * engines, in submission order) and the compile thread (SPIR-V validation
+ * and pipeline compilation, which can take a driver seconds: done there, a
+ * client's new pipeline stalls neither the loop nor any other client's
+ * dispatches).  The compile thread touches only the module cache (locked)
+ * and the shared VkDevice's create functions, never an engine.
+ */
+struct hmd_worker {
+	const char *name;
+	bool spin;			/* look for the next job before sleeping */
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	/* protected by lock: */
+	struct hmd_job *queue_head, **queue_tail;
+	struct hmd_job *done_head, **done_tail;
+	bool running_job, stopping, started;
+	int efd;
+};
+
+static struct hmd_worker dev_worker = {
+	.name = "device", .spin = true,
+	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+	.queue_tail = &dev_worker.queue_head, .done_tail = &dev_worker.done_head,
+	.efd = -1,
+};
+static struct hmd_worker compile_worker = {
+	.name = "compile",
+	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
+	.queue_tail = &compile_worker.queue_head, .done_tail = &compile_worker.done_head,
+	.efd = -1,
+};
 
 uint64_t hmd_now_ns(void)
 {
@@ -67,12 +92,14 @@ uint64_t hmd_now_ns(void)
 
 static void *worker_main(void *arg)
 {
-	pthread_mutex_lock(&lock);
+	struct hmd_worker *w = arg;
+
+	pthread_mutex_lock(&w->lock);
 	for (;;) {
 		struct hmd_job *j;
 		uint64_t one = 1;
 
-		if (!queue_head && !stopping) {
+		if (!w->queue_head && !w->stopping && w->spin) {
 			/*
 			 * A client that waits for each dispatch submits the next
 			 * right after our reply: look for it a little while
@@ -81,22 +108,22 @@ static void *worker_main(void *arg)
 			 */
 			uint64_t until = hmd_now_ns() + hmd.spin_ns;
 
-			pthread_mutex_unlock(&lock);
-			while (!__atomic_load_n(&queue_head, __ATOMIC_ACQUIRE) &&
+			pthread_mutex_unlock(&w->lock);
+			while (!__atomic_load_n(&w->queue_head, __ATOMIC_ACQUIRE) &&
 			       hmd_now_ns() < until)
 				__builtin_ia32_pause();
-			pthread_mutex_lock(&lock);
+			pthread_mutex_lock(&w->lock);
 		}
-		while (!queue_head && !stopping)
-			pthread_cond_wait(&cond, &lock);
-		if (!queue_head)
+		while (!w->queue_head && !w->stopping)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->queue_head)
 			break;
-		j = queue_head;
-		queue_head = j->next;
-		if (!queue_head)
-			queue_tail = &queue_head;
-		running_job = true;
-		pthread_mutex_unlock(&lock);
+		j = w->queue_head;
+		w->queue_head = j->next;
+		if (!w->queue_head)
+			w->queue_tail = &w->queue_head;
+		w->running_job = true;
+		pthread_mutex_unlock(&w->lock);
 
 		j->t_started = hmd_now_ns();
 		if (j->cancelable)
@@ -110,31 +137,32 @@ static void *worker_main(void *arg)
 		if (j->reply)
 			j->reply(j);
 
-		pthread_mutex_lock(&lock);
-		running_job = false;
+		pthread_mutex_lock(&w->lock);
+		w->running_job = false;
 		j->next = NULL;
-		*done_tail = j;
-		done_tail = &j->next;
-		if (write(efd, &one, sizeof(one)) < 0) {
+		*w->done_tail = j;
+		w->done_tail = &j->next;
+		if (write(w->efd, &one, sizeof(one)) < 0) {
 			/* the counter cannot overflow in practice */
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&w->lock);
 	return NULL;
 }
 
 static void take_done(struct hm_loop_source *src, uint32_t revents, void *data)
 {
+	struct hmd_worker *w = data;
 	struct hmd_job *list;
 	uint64_t v;
 
-	if (read(efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	if (read(w->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 		return;
-	pthread_mutex_lock(&lock);
-	list = done_head;
-	done_head = NULL;
-	done_tail = &done_head;
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_lock(&w->lock);
+	list = w->done_head;
+	w->done_head = NULL;
+	w->done_tail = &w->done_head;
+	pthread_mutex_unlock(&w->lock);
 	while (list) {
 		struct hmd_job *j = list;
 
@@ -143,53 +171,90 @@ static void take_done(struct hm_loop_source *src, uint32_t revents, void *data)
 	}
 }
 
-int hmd_worker_start(struct hm_loop *l)
+static int worker_start(struct hmd_worker *w, struct hm_loop *l)
 {
 	int r;
 
-	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (efd < 0)
+	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (w->efd < 0)
 		return -errno;
-	r = hm_loop_add(l, efd, POLLIN, take_done, NULL, NULL, NULL);
+	r = hm_loop_add(l, w->efd, POLLIN, take_done, w, NULL, NULL);
 	if (r < 0)
 		return r;
-	r = -pthread_create(&thread, NULL, worker_main, NULL);
+	r = -pthread_create(&w->thread, NULL, worker_main, w);
 	if (r < 0)
 		return r;
-	started = true;
+	w->started = true;
 	return 0;
+}
+
+static void worker_stop(struct hmd_worker *w)
+{
+	if (!w->started)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stopping = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	w->started = false;
+}
+
+static void worker_queue(struct hmd_worker *w, struct hmd_job *j)
+{
+	j->t_queued = hmd_now_ns();
+	j->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	*w->queue_tail = j;
+	w->queue_tail = &j->next;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+static bool worker_idle(struct hmd_worker *w)
+{
+	bool idle;
+
+	pthread_mutex_lock(&w->lock);
+	idle = !w->queue_head && !w->running_job && !w->done_head;
+	pthread_mutex_unlock(&w->lock);
+	return idle;
+}
+
+int hmd_worker_start(struct hm_loop *l)
+{
+	int r = worker_start(&dev_worker, l);
+
+	return r < 0 ? r : worker_start(&compile_worker, l);
 }
 
 void hmd_worker_stop(void)
 {
-	if (!started)
-		return;
-	pthread_mutex_lock(&lock);
-	stopping = true;
-	pthread_cond_signal(&cond);
-	pthread_mutex_unlock(&lock);
-	pthread_join(thread, NULL);
-	started = false;
+	/* the compile thread first: what it finishes goes on to the device */
+	worker_stop(&compile_worker);
+	worker_stop(&dev_worker);
 }
 
 void hmd_worker_queue(struct hmd_job *j)
 {
-	j->t_queued = hmd_now_ns();
-	j->next = NULL;
-	pthread_mutex_lock(&lock);
-	*queue_tail = j;
-	queue_tail = &j->next;
-	pthread_cond_signal(&cond);
-	pthread_mutex_unlock(&lock);
+	worker_queue(&dev_worker, j);
 }
 
+void hmd_compile_queue(struct hmd_job *j)
+{
+	worker_queue(&compile_worker, j);
+}
+
+/* the device thread's jobs only: a compile is never cancelled (it frees
+ * what it made when its client is gone) */
 void hmd_worker_cancel(struct hmd_client *c, int status)
 {
+	struct hmd_worker *w = &dev_worker;
 	struct hmd_job **pp, *cancelled = NULL, **ct = &cancelled;
 	uint64_t one = 1;
 
-	pthread_mutex_lock(&lock);
-	for (pp = &queue_head; *pp;) {
+	pthread_mutex_lock(&w->lock);
+	for (pp = &w->queue_head; *pp;) {
 		struct hmd_job *j = *pp;
 
 		if (j->cancelable && (!c || j->client == c)) {
@@ -204,28 +269,23 @@ void hmd_worker_cancel(struct hmd_client *c, int status)
 			pp = &j->next;
 		}
 	}
-	queue_tail = &queue_head;
-	while (*queue_tail)
-		queue_tail = &(*queue_tail)->next;
+	w->queue_tail = &w->queue_head;
+	while (*w->queue_tail)
+		w->queue_tail = &(*w->queue_tail)->next;
 	/* completed through the same path, so replies keep one code path */
 	if (cancelled) {
-		*done_tail = cancelled;
-		done_tail = ct;
-		if (write(efd, &one, sizeof(one)) < 0) {
+		*w->done_tail = cancelled;
+		w->done_tail = ct;
+		if (write(w->efd, &one, sizeof(one)) < 0) {
 			/* see worker_main */
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&w->lock);
 }
 
 bool hmd_worker_idle(void)
 {
-	bool idle;
-
-	pthread_mutex_lock(&lock);
-	idle = !queue_head && !running_job && !done_head;
-	pthread_mutex_unlock(&lock);
-	return idle;
+	return worker_idle(&compile_worker) && worker_idle(&dev_worker);
 }
 
 /* ---- the engine host ---------------------------------------------------- */
@@ -324,16 +384,55 @@ int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 	return hm_engine_advise(e, addr, size, (enum hm_advice)advice);
 }
 
+int hmd_eng_pipeline_build(const struct hmd_module *m, void **ret)
+{
+	struct hm_vk_pipeline *p;
+	int r;
+
+	*ret = NULL;
+	if (!vk)
+		return 0;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	r = hm_vk_pipeline_new(vk, m->words, m->nr_words, m->entry,
+			       4 * (HM_DEVICE_TABLE_PUSH_WORDS + m->user_push_words), p);
+	if (r < 0) {
+		free(p);
+		return r;
+	}
+	*ret = p;
+	return 0;
+}
+
+void hmd_eng_pipeline_discard(void *prebuilt)
+{
+	if (prebuilt)
+		hm_vk_pipeline_free(vk, prebuilt);
+	free(prebuilt);
+}
+
+/* device thread: adopt what the compile thread built (or build it here) */
 int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 {
 	struct hm_engine *e;
 	int r = client_engine(c, &e);
 
-	if (r < 0)
+	if (r < 0) {
+		hmd_eng_pipeline_discard(p->prebuilt);
+		p->prebuilt = NULL;
 		return r;
-	r = hm_engine_pipeline_new(e, p->mod->words, p->mod->nr_words,
-				   p->mod->entry, p->mod->user_push_words,
-				   &p->engine_id);
+	}
+	if (p->prebuilt) {
+		r = hm_engine_pipeline_adopt(e, p->prebuilt, p->mod->user_push_words,
+					     &p->engine_id);
+		hmd_eng_pipeline_discard(p->prebuilt);	/* zeroed if adopted */
+		p->prebuilt = NULL;
+	} else {
+		r = hm_engine_pipeline_new(e, p->mod->words, p->mod->nr_words,
+					   p->mod->entry, p->mod->user_push_words,
+					   &p->engine_id);
+	}
 	if (r == 0)
 		p->engine_ready = true;
 	return r;
@@ -344,6 +443,8 @@ void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)
 	if (c->engine && p->engine_ready)
 		hm_engine_pipeline_free(c->engine, p->engine_id);
 	p->engine_ready = false;
+	hmd_eng_pipeline_discard(p->prebuilt);
+	p->prebuilt = NULL;
 }
 
 int hmd_eng_dispatch(struct hmd_client *c, struct hmd_pipeline *p,
@@ -495,6 +596,16 @@ int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 {
 	return 0;	/* validated; built by the engine when there is one */
+}
+
+int hmd_eng_pipeline_build(const struct hmd_module *m, void **ret)
+{
+	*ret = NULL;
+	return 0;
+}
+
+void hmd_eng_pipeline_discard(void *prebuilt)
+{
 }
 
 void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)

@@ -96,6 +96,9 @@ struct hmd_job {
 int  hmd_worker_start(struct hm_loop *l);
 void hmd_worker_stop(void);
 void hmd_worker_queue(struct hmd_job *j);
+/* the compile thread (validation, pipeline compiles): nothing there may
+ * touch an engine or the queue */
+void hmd_compile_queue(struct hmd_job *j);
 /* drop not-started cancelable jobs (of one client or, with NULL, all) */
 void hmd_worker_cancel(struct hmd_client *c, int status);
 bool hmd_worker_idle(void);
@@ -105,6 +108,11 @@ int  hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
 void hmd_engine_host_finish(void);
 bool hmd_engine_available(void);
 unsigned hmd_engine_validation_count(void);	/* messages so far */
+/* compile thread: the pipeline of a validated module, built on the shared
+ * device for any client's engine to adopt (hmd_eng_pipeline()); *ret NULL
+ * without an engine */
+int  hmd_eng_pipeline_build(const struct hmd_module *m, void **ret);
+void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
 
 /* ---- client.c: per-client state */
 #define HMD_MAX_CLIENTS		64
@@ -123,7 +131,9 @@ struct hmd_space {
 };
 struct hmd_pipeline {
 	bool used, removing;
-	struct hmd_module *mod;
+	struct hmd_module *mod;		/* NULL while its compile runs */
+	void *prebuilt;			/* built by the compile thread, not
+					 * yet adopted by the client's engine */
 	bool engine_ready;
 	uint32_t engine_id;
 };

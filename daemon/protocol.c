@@ -41,6 +41,16 @@ struct hmd_req {
 			uint32_t advice;
 		} adv;
 		struct hm_msg_dispatch disp;
+		struct {		/* PIPELINE_NEW on the compile thread */
+			uint32_t *words;
+			size_t nr;
+			char entry[HM_PROTO_ENTRY_MAX];
+			uint32_t push;
+			struct hmd_module *mod;
+			void *prebuilt;
+			bool cached;
+			char msg[256];
+		} pl;
 	};
 	uint64_t estats[HM_ESTAT_NR];
 	int nr_estats;
@@ -114,7 +124,7 @@ static struct hmd_space *space_by_handle(struct hmd_client *c, uint32_t h)
 static struct hmd_pipeline *pipe_by_handle(struct hmd_client *c, uint32_t h)
 {
 	if (h == 0 || h > HMD_MAX_PIPELINES || !c->pipes[h - 1].used ||
-	    c->pipes[h - 1].removing)
+	    c->pipes[h - 1].removing || !c->pipes[h - 1].mod /* compiling */)
 		return NULL;
 	return &c->pipes[h - 1];
 }
@@ -440,6 +450,61 @@ static void pipeline_done(struct hmd_job *j)
 	req_finish(r);
 }
 
+/*
+ * PIPELINE_NEW in two steps: the compile thread validates the module and
+ * builds its pipeline on the shared device (seconds, for a big module on
+ * some drivers: no other client waits for it, nor the loop), then the
+ * device thread hands it to the client's engine (pipeline_run).
+ */
+static void compile_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+
+	j->status = hmd_module_get(r->pl.words, r->pl.nr, r->pl.entry, r->pl.push,
+				   &r->pl.mod, &r->pl.cached, r->pl.msg, sizeof(r->pl.msg));
+	free(r->pl.words);
+	r->pl.words = NULL;
+	if (j->status < 0) {
+		r->pl.mod = NULL;
+		return;
+	}
+	j->status = hmd_eng_pipeline_build(r->pl.mod, &r->pl.prebuilt);
+}
+
+static void compile_done(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = j->client;
+	struct hmd_pipeline *pp = r->pipe;
+
+	if (j->status < 0 && !r->pl.mod)
+		hmd_log(LOG_INFO_, "client %u: SPIR-V refused: %s", c->id, r->pl.msg);
+	if (c->dead || j->status < 0) {
+		hmd_module_put(r->pl.mod);
+		hmd_eng_pipeline_discard(r->pl.prebuilt);
+		if (!c->dead) {
+			/* the slot stays the teardown's once the client is dead */
+			pp->used = false;
+			c->nr_pipes--;
+			hmd.stats[HM_DSTAT_PIPELINES]--;
+			reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
+		}
+		req_finish(r);
+		return;
+	}
+	pp->mod = r->pl.mod;
+	pp->prebuilt = r->pl.prebuilt;
+	r->nr_estats = r->pl.cached;
+	if (!hmd_engine_available()) {
+		j->status = 0;		/* validated only; nothing to build */
+		pipeline_done(j);
+		return;
+	}
+	j->run = pipeline_run;
+	j->done = pipeline_done;
+	hmd_worker_queue(j);
+}
+
 static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 			   size_t len, int *fds, unsigned nr_fds)
 {
@@ -448,12 +513,8 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	void *map = NULL;
 	size_t nr, map_len = 0;
 	uint32_t flags, push;
-	struct hmd_module *mod;
 	struct hmd_pipeline *pp = NULL;
 	struct hmd_req *r;
-	char msg[256];
-	bool cached;
-	int rr;
 
 	if (len < sizeof(m))
 		return -EBADMSG;
@@ -492,42 +553,35 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 			return -EBADMSG;
 		words = (const uint32_t *)((const uint8_t *)p + sizeof(m));
 	}
-	/* rxbuf is 8-aligned and the header 24 bytes: words are aligned */
-	rr = hmd_module_get(words, nr, m.entry, push, &mod, &cached, msg,
-			    sizeof(msg));
-	if (map)
-		munmap(map, map_len);
-	if (rr < 0) {
-		hmd_log(LOG_INFO_, "client %u: SPIR-V refused: %s", c->id, msg);
-		return rr;
-	}
 	for (unsigned i = 0; i < HMD_MAX_PIPELINES; i++)
 		if (!c->pipes[i].used) {
 			pp = &c->pipes[i];
 			break;
 		}
-	if (!pp) {
-		hmd_module_put(mod);
+	r = pp ? req_new(c, HM_MSG_PIPELINE_NEW, seq, compile_run, compile_done) : NULL;
+	/* the words outlive the message (and the mapping) until validated */
+	if (r)
+		r->pl.words = malloc(nr * 4);
+	if (r && r->pl.words)
+		memcpy(r->pl.words, words, nr * 4);
+	if (map)
+		munmap(map, map_len);
+	if (!pp)
 		return -ENOSPC;
-	}
-	memset(pp, 0, sizeof(*pp));
-	pp->used = true;
-	pp->mod = mod;
-	c->nr_pipes++;
-	hmd.stats[HM_DSTAT_PIPELINES]++;
-	r = req_new(c, HM_MSG_PIPELINE_NEW, seq, pipeline_run, pipeline_done);
-	if (!r) {
-		hmd_module_put(mod);
-		pp->used = false;
-		c->nr_pipes--;
-		hmd.stats[HM_DSTAT_PIPELINES]--;
+	if (!r || !r->pl.words) {
+		if (r)
+			req_finish(r);
 		return -ENOMEM;
 	}
+	r->pl.nr = nr;
+	memcpy(r->pl.entry, m.entry, sizeof(r->pl.entry));
+	r->pl.push = push;
+	memset(pp, 0, sizeof(*pp));
+	pp->used = true;		/* mod NULL: compiling, no handle yet */
 	r->pipe = pp;
-	r->nr_estats = cached;
-	if (!hmd_engine_available())
-		r->job.run = NULL;	/* validated only; nothing to build */
-	hmd_worker_queue(&r->job);
+	c->nr_pipes++;
+	hmd.stats[HM_DSTAT_PIPELINES]++;
+	hmd_compile_queue(&r->job);
 	return 0;
 }
 

@@ -11,6 +11,7 @@
  * in by the client) and must have a GLCompute entry point of the given name.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,9 @@
 #define CACHE_MAX_MODULES	128
 #define CACHE_MAX_WORDS		(16u << 20)	/* 64 MiB of SPIR-V */
 
-static spv_context ctx12, ctx13;
+static spv_context ctx12, ctx13;	/* compile thread only */
+/* the cache: gets on the compile thread, puts on the loop thread */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct hmd_module *cache;
 static unsigned cache_nr;
 static size_t cache_words;
@@ -173,6 +176,12 @@ static void cache_evict(void)
 	}
 }
 
+static void stat_inc(unsigned i)
+{
+	__atomic_fetch_add(&hmd.stats[i], 1, __ATOMIC_RELAXED);
+}
+
+/* compile thread (the daemon's); validation runs outside the lock */
 int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 		   uint32_t user_push_words, struct hmd_module **ret,
 		   bool *ret_cached, char *msg, size_t cap)
@@ -184,22 +193,25 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	h = fnv1a(h, words, nr_words * 4);
 	h = fnv1a(h, entry, strlen(entry) + 1);
 	h = fnv1a(h, &user_push_words, sizeof(user_push_words));
+	pthread_mutex_lock(&cache_lock);
 	for (m = cache; m; m = m->next) {
 		if (m->hash == h && m->nr_words == nr_words &&
 		    m->user_push_words == user_push_words &&
 		    !strcmp(m->entry, entry) &&
 		    !memcmp(m->words, words, nr_words * 4)) {
 			m->refs++;
+			pthread_mutex_unlock(&cache_lock);
 			*ret = m;
 			*ret_cached = true;
-			hmd.stats[HM_DSTAT_CACHE_HITS]++;
+			stat_inc(HM_DSTAT_CACHE_HITS);
 			return 0;
 		}
 	}
-	hmd.stats[HM_DSTAT_VALIDATIONS]++;
+	pthread_mutex_unlock(&cache_lock);
+	stat_inc(HM_DSTAT_VALIDATIONS);
 	r = hmd_spirv_check(words, nr_words, entry, msg, cap);
 	if (r < 0) {
-		hmd.stats[HM_DSTAT_VALIDATION_FAILS]++;
+		stat_inc(HM_DSTAT_VALIDATION_FAILS);
 		return r;
 	}
 	m = calloc(1, sizeof(*m));
@@ -216,6 +228,7 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	snprintf(m->entry, sizeof(m->entry), "%s", entry);
 	m->user_push_words = user_push_words;
 	m->refs = 1;
+	pthread_mutex_lock(&cache_lock);
 	while ((cache_nr >= CACHE_MAX_MODULES ||
 		cache_words + nr_words > CACHE_MAX_WORDS) && cache_nr) {
 		unsigned before = cache_nr;
@@ -228,6 +241,7 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	cache = m;
 	cache_nr++;
 	cache_words += nr_words;
+	pthread_mutex_unlock(&cache_lock);
 	*ret = m;
 	*ret_cached = false;
 	return 0;
@@ -235,6 +249,8 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 
 void hmd_module_put(struct hmd_module *m)
 {
+	pthread_mutex_lock(&cache_lock);
 	if (m && m->refs)
 		m->refs--;	/* stays cached until evicted */
+	pthread_mutex_unlock(&cache_lock);
 }

@@ -308,32 +308,49 @@ int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, en
 	return hit ? 0 : -ENOENT;
 }
 
+int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
+			     uint32_t user_push_words, uint32_t *ret_id)
+{
+	int err = -EMFILE;
+
+	if (!e || !p || !p->pipe || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS ||
+	    p->push_bytes != 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words))
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++) {
+		struct hm_pipe *pp = &e->pipes[i];
+
+		if (!pp->used) {
+			pp->p = *p;
+			pp->used = true;
+			pp->user_words = user_push_words;
+			memset(p, 0, sizeof(*p));
+			*ret_id = i;
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
 int hm_engine_pipeline_new(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
 			   const char *entry, uint32_t user_push_words, uint32_t *ret_id)
 {
-	struct hm_pipe *pp = NULL;
+	struct hm_vk_pipeline p;
 	int err;
 
 	if (!e || !spirv || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
 		return -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++) {
-		if (!e->pipes[i].used) {
-			pp = &e->pipes[i];
-			break;
-		}
-	}
-	err = -EMFILE;
-	if (pp) {
-		err = hm_vk_pipeline_new(e->vk, spirv, nr_words, entry,
-					 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words), &pp->p);
-		if (!err) {
-			pp->used = true;
-			pp->user_words = user_push_words;
-			*ret_id = pp - e->pipes;
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
+	/* compiled without the lock: a dispatch of the same engine on
+	 * another thread goes on meanwhile */
+	err = hm_vk_pipeline_new(e->vk, spirv, nr_words, entry,
+				 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words), &p);
+	if (err)
+		return err;
+	err = hm_engine_pipeline_adopt(e, &p, user_push_words, ret_id);
+	if (err)
+		hm_vk_pipeline_free(e->vk, &p);
 	return err;
 }
 

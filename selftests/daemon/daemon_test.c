@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
 #include "daemon/spin.spv.h"	/* hm_test_spin_spv */
+#include "daemon/heavy.spv.h"	/* hm_test_heavy_spv */
 
 static const uint32_t *empty_spv = hm_test_empty_spv;
 static const size_t empty_words = sizeof(hm_test_empty_spv) / 4;
@@ -456,6 +458,102 @@ TEST_F(daemon, large_module_by_memfd)
 	close(fd);
 	free(w);
 	hm_client_free(c);
+}
+
+/* one client's long compile, on a thread of the test's: done sets done */
+struct compile_arg {
+	const char *sock;
+	int status;
+	uint64_t ms;
+	bool done;
+};
+
+static void *compile_heavy(void *p)
+{
+	struct compile_arg *a = p;
+	struct hm_client *c;
+	uint64_t t0;
+	uint32_t h;
+
+	a->status = hm_client_connect(a->sock, &c);
+	if (a->status < 0)
+		goto out;
+	t0 = now_ms();
+	a->status = hm_client_pipeline_new(c, hm_test_heavy_spv, sizeof(hm_test_heavy_spv) / 4,
+					   "main", 2, &h);
+	a->ms = now_ms() - t0;
+	hm_client_free(c);
+out:
+	__atomic_store_n(&a->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/*
+ * While one client's module is validated and compiled (hundreds of ms on
+ * lavapipe), another client's dispatches (pings without the engine) go on:
+ * neither the loop nor the device thread waits for the compile.
+ */
+TEST_F(daemon, a_long_compile_stalls_no_other_client)
+{
+	struct compile_arg a = { .sock = self->sock };
+	struct hm_client *b;
+	uint32_t p, push[2] = { 0, 0 };
+	struct hm_client_dispatch d = {
+		.groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
+	};
+	struct hm_client_result res;
+	struct hm_client_stats st;
+	unsigned during = 0;
+	uint64_t last, gap = 0;
+	pthread_t t;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &b));
+	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &p));
+	d.pipeline = p;
+	if (self->engine) {	/* the engine and its first pipeline are made */
+		ASSERT_EQ(0, hm_client_dispatch(b, &d, 10000, &res));
+	}
+	ASSERT_EQ(0, pthread_create(&t, NULL, compile_heavy, &a));
+	last = now_ms();
+	while (!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE)) {
+		if (self->engine) {
+			ASSERT_EQ(0, hm_client_dispatch(b, &d, 10000, &res));
+		} else {
+			ASSERT_EQ(0, hm_client_ping(b));
+		}
+		if (!__atomic_load_n(&a.done, __ATOMIC_ACQUIRE))
+			during++;
+		/* the longest any of them waited */
+		if (now_ms() - last > gap)
+			gap = now_ms() - last;
+		last = now_ms();
+	}
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, a.status);
+	TH_LOG("compile %llu ms; %u %s of another client finished meanwhile, the "
+	       "longest in %llu ms", (unsigned long long)a.ms, during,
+	       self->engine ? "dispatches" : "pings", (unsigned long long)gap);
+	if (a.ms < 80) {
+		hm_client_free(b);
+		SKIP(return, "the compile took %llu ms: too short to tell",
+		     (unsigned long long)a.ms);
+	}
+	/* a daemon that validated on its loop or compiled on its device
+	 * thread kept one of them waiting for most of the compile */
+	EXPECT_LT(gap, a.ms / 4);
+	EXPECT_GE(during, 3);
+	/* the compiling client is gone (its teardown may still run): its
+	 * pipeline goes with it, nothing stays in flight */
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < 20000;) {
+		ASSERT_EQ(0, hm_client_stats(b, &st));
+		if (st.daemon[HM_DSTAT_CLIENTS] == 1 && st.daemon[HM_DSTAT_PIPELINES] == 1)
+			break;
+		usleep(5000);
+	}
+	EXPECT_EQ(1, st.daemon[HM_DSTAT_CLIENTS]);
+	EXPECT_EQ(1, st.daemon[HM_DSTAT_PIPELINES]);
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_INFLIGHT]);
+	hm_client_free(b);
 }
 
 TEST_F(daemon, other_clients_handles)

@@ -133,6 +133,14 @@ int  hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, e
  * (uapi/linux/hmirror_table.h) then user_push_words of the caller's. */
 int  hm_engine_pipeline_new(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
 			    const char *entry, uint32_t user_push_words, uint32_t *ret_id);
+/* The same for a pipeline built elsewhere (hm_vk_pipeline_new() on the
+ * engine's hm_vk, push block of 4 * (HM_DEVICE_TABLE_PUSH_WORDS +
+ * user_push_words) bytes), so that a compile, which can take a driver
+ * seconds, runs on a thread of the caller's without the engine's lock.
+ * On success the engine owns it and *p is zeroed; on error (-EINVAL for a
+ * push size that does not match, -EMFILE for no free slot) *p is left. */
+int  hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
+			      uint32_t user_push_words, uint32_t *ret_id);
 void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id);
 
 /*
