@@ -1004,6 +1004,41 @@ TEST(add_space_populates_device_view)
 
 #endif /* !HM_ENGINE_TEST_VM */
 
+/* a pipeline compiled elsewhere (the daemon's compile thread): adopted only
+ * with the push size it was built for, then owned by the engine */
+TEST(pipeline_adopt)
+{
+	struct hm_vk_params vp = { .validation = 1 };
+	struct hm_vk_pipeline p, none = { 0 };
+	struct hm_engine *e;
+	struct hm_vk *vk;
+	uint32_t id = 77, id2, push[RW_USER_WORDS + 1] = { 0 };
+
+	if (hm_vk_new(&vp, &vk))
+		SKIP(return, "no Vulkan device with validation layers");
+	ASSERT_EQ(0, hm_engine_new(vk, NULL, &e));
+	ASSERT_EQ(0, hm_vk_pipeline_new(vk, hm_test_rw_spv, hm_test_rw_spv_words, "main",
+					4 * (HM_DEVICE_TABLE_PUSH_WORDS + RW_USER_WORDS), &p));
+	ASSERT_EQ(-EINVAL, hm_engine_pipeline_adopt(e, &p, RW_USER_WORDS + 1, &id));
+	ASSERT_EQ(-EINVAL, hm_engine_pipeline_adopt(e, &none, RW_USER_WORDS, &id));
+	ASSERT_EQ(-EINVAL, hm_engine_pipeline_adopt(e, NULL, RW_USER_WORDS, &id));
+	ASSERT_EQ(77, id);
+	ASSERT_NE(VK_NULL_HANDLE, p.pipe);	/* refused: still the caller's */
+	ASSERT_EQ(0, hm_engine_pipeline_adopt(e, &p, RW_USER_WORDS, &id));
+	ASSERT_EQ(VK_NULL_HANDLE, p.pipe);	/* adopted: the engine's */
+	ASSERT_EQ(VK_NULL_HANDLE, p.layout);
+	/* a push block of another size is refused at dispatch */
+	ASSERT_EQ(-EINVAL, hm_engine_dispatch(e, id, 1, 1, 1, push, RW_USER_WORDS + 1, 0));
+	/* freed with the engine's own; its slot serves the next pipeline */
+	hm_engine_pipeline_free(e, id);
+	ASSERT_EQ(0, hm_engine_pipeline_new(e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
+					    RW_USER_WORDS, &id2));
+	ASSERT_EQ(id, id2);
+	hm_engine_free(e);
+	ASSERT_EQ(0, hm_vk_validation_count(vk));
+	hm_vk_free(vk);
+}
+
 TEST(bad_params)
 {
 	struct hm_vk_params vp = { .validation = 0 };
