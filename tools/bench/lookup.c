@@ -48,7 +48,7 @@
 #define SHORT_STEPS 4
 #define LONG_STEPS 36
 #define CHUNK_SHIFT 16
-#define PUSH_WORDS 20
+#define PUSH_WORDS 22
 #define GUEST_BASE 0x7e0000000000ull
 #define CACHE_STRIDE (64u << 10)
 #define PAST_STRIDE (2u << 20)
@@ -84,11 +84,18 @@
  *             into the space, as spec's guess) and loaded; through a
  *             sparse buffer whose chunks are bound where the mirrors lie,
  *             the device's MMU is the translation
+ *   sentinel  REFERENCE: the speculative load at one delta (an address
+ *             outside the space reads a page of SENTINEL words instead),
+ *             trusted unless it answers SENTINEL, which a window page that
+ *             holds no mirror would (the engine would keep such pages
+ *             filled with it); only then the helper and the guarded load
  */
+#define SENTINEL 0xffffffffu
 enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, NR_PATHS };
+	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, NR_PATHS };
 static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
-					 "selguard", "loadthrough", "spec+bitmap", "mmu" };
+					 "selguard", "loadthrough", "spec+bitmap", "mmu",
+					 "sentinel" };
 
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
@@ -421,6 +428,33 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
 				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
 				HM_SpvMemoryAccessAligned, 4);
+	} else if (path == PATH_SENTINEL) {
+		/* push 20-21: a page of SENTINEL words */
+		uint32_t sbase = kb_join(&k, push[14], push[15]);
+		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k.u64, addr, sbase);
+		uint32_t sa = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u64,
+					HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, rel,
+						  kb_join(&k, push[16], push[17])),
+					HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64,
+						  kb_join(&k, push[12], push[13]), rel),
+					kb_join(&k, push[20], push[21]));
+		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
+					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
+					HM_SpvMemoryAccessAligned, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, vs,
+					 hm_spirv_const_u32(m, SENTINEL));
+		uint32_t pre = k.label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v;
+
+		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
+		HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
+		kb_label(&k, slow);
+		dev = call_lookup(&k, FN, addr, t.table, t.nr_home, t.chunk_shift, t.marks);
+		v = spec_confirm(&k, FN, &k.label, hm_spirv_const_bool(m, false), vs, dev);
+		HM_SPV(m, FN, HM_SpvOpBranch, m1);
+		uint32_t slow_end = k.label;
+
+		kb_label(&k, m1);
+		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, vs, pre, v, slow_end);
 	} else if (path == PATH_LOADTHROUGH) {
 		uint32_t fn = loadthrough_fn(&k);
 
@@ -1163,9 +1197,14 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 		lim -= PAST_BYTES;
 	}
 	/* PATH_SPEC: the space (the chains of this footprint) at one delta;
-	 * skewed, every guess misses (the word beside the chain's) */
-	sdev += b->spec_skew;
-	lim -= b->spec_skew;
+	 * skewed, every guess misses (the word beside the chain's); for
+	 * PATH_SENTINEL a miss is an address outside the window */
+	if (path == PATH_SENTINEL && b->spec_skew) {
+		lim = 0;
+	} else {
+		sdev += b->spec_skew;
+		lim -= b->spec_skew;
+	}
 	push[12] = (uint32_t)sdev;
 	push[13] = (uint32_t)(sdev >> 32);
 	push[14] = (uint32_t)sbase;
@@ -1176,6 +1215,9 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 	 * every guess wrong) none */
 	push[18] = (uint32_t)b->bits[!!b->spec_skew].addr;
 	push[19] = (uint32_t)(b->bits[!!b->spec_skew].addr >> 32);
+	/* PATH_SENTINEL: all-ones words are SENTINEL words */
+	push[20] = (uint32_t)b->bits[0].addr;
+	push[21] = (uint32_t)(b->bits[0].addr >> 32);
 	push[0] = (uint32_t)tab;
 	push[1] = (uint32_t)(tab >> 32);
 	push[2] = nr_home;
@@ -1348,6 +1390,8 @@ static const struct vform extra_forms[] = {
 	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false, 8 },
 	{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-spec-bitmap-miss", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
+	{ "ref-sentinel", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false },
+	{ "ref-sentinel-miss", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
 	{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT, false, false },
 };
 #define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))

@@ -77,6 +77,22 @@ if [ "${ONLY:-}" = lookup ]; then
 		grep '"section":"\(device\|sparse\|sparse_host\|mmu\)"\|"summary"' "$OUT/lookup-$i.jsonl"
 		[ $r = 0 ] || rc=1
 	done
+	# the daemon: its selftests on this device (one client's long compile
+	# against another's dispatches among them), and the dispatch overhead
+	echo "== daemon ($SECONDS s)"
+	timeout "$(lim 120)" build/bin/test-daemon >"$OUT/test-daemon.txt" 2>&1 || rc=1
+	cat "$OUT/test-daemon.txt"
+	sock=/tmp/hmirror-h200.sock
+	build/bin/hmirrord --socket "$sock" --no-netlink 2>"$OUT/hmirrord.log" &
+	dpid=$!
+	for i in $(seq 1 200); do
+		build/bin/hmirrorctl --socket "$sock" status >/dev/null 2>&1 && break
+		sleep 0.05
+	done
+	HMIRROR_SOCKET=$sock timeout "$(lim 90)" build/bin/hmirror-bench dispatch --rounds 5 \
+		--n 500 --json >"$OUT/bench-dispatch.json" || rc=1
+	cat "$OUT/bench-dispatch.json"
+	kill -TERM $dpid; wait $dpid
 	echo "== done, exit $rc"
 	exit $rc
 fi
