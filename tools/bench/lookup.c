@@ -1390,7 +1390,11 @@ static const struct vform extra_forms[] = {
 	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false, 8 },
 	{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-spec-bitmap-miss", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
+	{ "ref-spec-bitmap-inline", PATH_SPEC_BITMAP,
+	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false },
 	{ "ref-sentinel", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false },
+	{ "ref-sentinel-inline", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
+	  true, false },
 	{ "ref-sentinel-miss", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
 	{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT, false, false },
 };

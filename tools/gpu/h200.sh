@@ -5,7 +5,8 @@
 #   hmirror-bench mirror --imports      which host memory NVIDIA imports
 #   hmirror-bench mirror  64M, 1G, 4G   home vs mirrored loads, upload, copy-back
 #   hmirror-bench lookup                the table engineer's lookup bench
-# or, with ONLY=lookup, the lookup bench alone, three times.
+# or, with ONLY=lookup, the lookup bench alone, three times; with
+# ONLY=dispatch-ab OLD_HMIRRORD=path, two daemons' dispatch overhead.
 # with the uffd-async watch backend (falls back, and says so, where the
 # machine's kernel lacks it: gVisor has no userfaultfd write-protect).
 #
@@ -66,6 +67,28 @@ lim() {	# lim WANTED: min(WANTED, seconds left - 10), at least 5
 echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null) shmem $(cat /sys/kernel/mm/transparent_hugepage/shmem_enabled 2>/dev/null)"
 
 rc=0
+if [ "${ONLY:-}" = dispatch-ab ]; then
+	# the dispatch overhead of two daemons in one call, alternating, three
+	# rounds each: OLD_HMIRRORD (a build of an earlier commit) against
+	# build/bin/hmirrord; results in dispatch-ab.jsonl
+	for i in 1 2 3; do
+		for d in "${OLD_HMIRRORD:?}" build/bin/hmirrord; do
+			sock=/tmp/hmirror-ab.sock
+			"$d" --socket "$sock" --no-netlink 2>>"$OUT/hmirrord.log" &
+			dpid=$!
+			for k in $(seq 1 200); do
+				build/bin/hmirrorctl --socket "$sock" status >/dev/null 2>&1 && break
+				sleep 0.05
+			done
+			echo "{\"daemon\":\"$d\",\"round\":$i}" >>"$OUT/dispatch-ab.jsonl"
+			HMIRROR_SOCKET=$sock timeout "$(lim 60)" build/bin/hmirror-bench dispatch \
+				--rounds 5 --n 500 --json | head -1 >>"$OUT/dispatch-ab.jsonl" || rc=1
+			kill -TERM $dpid; wait $dpid; rm -f "$sock"
+		done
+	done
+	cat "$OUT/dispatch-ab.jsonl"
+	exit $rc
+fi
 if [ "${ONLY:-}" = lookup ]; then
 	# the lookup bench alone, LOOKUP_RUNS times (default 3: the spread
 	# between whole runs); results in lookup-N.jsonl

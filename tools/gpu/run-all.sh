@@ -5,6 +5,8 @@
 #   tools/gpu/run-all.sh engine   CUDA anchors + tools/gpu/h200.sh (mirror, lookup)
 #   tools/gpu/run-all.sh lookup   CUDA anchors + the lookup bench alone, three
 #                                 runs (ONLY=lookup)
+#   tools/gpu/run-all.sh dispatch-ab  CUDA anchors + the dispatch overhead of
+#                                 .oldd/hmirrord (an earlier build) and ours
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
 #                                 tools/demo/measure.sh (dispatch bench, demo)
 # Carried: .gl (Vulkan loader debs), .cuda (cuda_anchors.cu from shared/tools,
@@ -35,6 +37,9 @@ engine)
 	;;
 lookup)
 	ONLY=lookup OUT=$res bash tools/gpu/h200.sh
+	;;
+dispatch-ab)
+	ONLY=dispatch-ab OLD_HMIRRORD=${OLD_HMIRRORD:-.oldd/hmirrord} OUT=$res bash tools/gpu/h200.sh
 	;;
 daemon)
 	timeout 150 build/bin/hmirror-bench guards --backend uffd-async,uffd-sync,mprotect \
