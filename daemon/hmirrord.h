@@ -118,6 +118,9 @@ void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
 #define HMD_MAX_CLIENTS		64
 #define HMD_MAX_SPACES		16
 #define HMD_MAX_PIPELINES	64
+/* PIPELINE_NEWs of one client validated or compiled at once (each holds a
+ * copy of its words until validated); more are refused with -EBUSY */
+#define HMD_MAX_COMPILES	4
 #define HMD_MAX_INFLIGHT	64
 #define HMD_MAX_SPACE_BYTES	(64ull << 30)
 #define HMD_MAX_SPIRV_WORDS	(4u << 20)
@@ -151,6 +154,7 @@ struct hmd_client {
 	struct hmd_space spaces[HMD_MAX_SPACES];
 	struct hmd_pipeline pipes[HMD_MAX_PIPELINES];
 	unsigned nr_spaces, nr_pipes, inflight;
+	unsigned nr_compiling;		/* loop thread: PIPELINE_NEWs queued */
 	uint64_t space_bytes;
 	/* the engine's counters after its last job: written by the device
 	 * thread, read by STATS on the loop thread, under hmd_estats_lock */

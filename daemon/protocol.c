@@ -477,6 +477,7 @@ static void compile_done(struct hmd_job *j)
 	struct hmd_client *c = j->client;
 	struct hmd_pipeline *pp = r->pipe;
 
+	c->nr_compiling--;
 	if (j->status < 0 && !r->pl.mod)
 		hmd_log(LOG_INFO_, "client %u: SPIR-V refused: %s", c->id, r->pl.msg);
 	if (c->dead || j->status < 0) {
@@ -530,6 +531,8 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 		return -E2BIG;
 	if (c->nr_pipes >= HMD_MAX_PIPELINES)
 		return -ENOSPC;
+	if (c->nr_compiling >= HMD_MAX_COMPILES)
+		return -EBUSY;
 	if (flags & HM_PIPEF_MEMFD) {
 		struct stat st;
 		int seals;
@@ -581,6 +584,7 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	r->pipe = pp;
 	c->nr_pipes++;
 	hmd.stats[HM_DSTAT_PIPELINES]++;
+	c->nr_compiling++;
 	hmd_compile_queue(&r->job);
 	return 0;
 }

@@ -556,6 +556,68 @@ TEST_F(daemon, a_long_compile_stalls_no_other_client)
 	hm_client_free(b);
 }
 
+/* a sealed memfd holding the heavy module, as hm_client_pipeline_new()
+ * sends a large one */
+static int heavy_memfd(void)
+{
+	int fd = memfd_create("heavy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0 || write(fd, hm_test_heavy_spv, sizeof(hm_test_heavy_spv)) !=
+		      (ssize_t)sizeof(hm_test_heavy_spv) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		return -1;
+	return fd;
+}
+
+/*
+ * PIPELINE_NEWs sent without waiting: HMD_MAX_COMPILES (4) are taken, the
+ * next ones refused with -EBUSY while those compile (each compile holds a
+ * copy of its module); once they are done, a new one is taken again.
+ */
+TEST_F(daemon, compiles_in_flight_are_limited)
+{
+	struct hm_msg_pipeline_new m = {
+		.nr_words = sizeof(hm_test_heavy_spv) / 4, .user_push_words = 2,
+		.flags = HM_PIPEF_MEMFD,
+	};
+	uint8_t buf[256];
+	struct hm_msg_hdr rh;
+	struct hm_client *c;
+	int ok = 0, busy = 0, other = 0;
+	uint32_t h;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	strcpy(m.entry, "main");
+	for (int i = 0; i < 6; i++) {
+		int fd = heavy_memfd();
+		int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 100 + i, sizeof(m));
+
+		ASSERT_GE(fd, 0);
+		memcpy(buf + sizeof(rh), &m, sizeof(m));
+		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, &fd, 1));
+		close(fd);
+	}
+	for (int i = 0; i < 6; i++) {
+		int r = raw_reply(c, &rh);
+
+		if (r == 0)
+			ok++;
+		else if (r == -EBUSY)
+			busy++;
+		else
+			other++;
+	}
+	TH_LOG("6 sent at once: %d taken, %d refused with -EBUSY", ok, busy);
+	EXPECT_EQ(0, other);
+	EXPECT_EQ(4, ok);
+	EXPECT_EQ(2, busy);
+	/* the four are pipelines; with none in flight, a new one is taken */
+	EXPECT_EQ(4, pipeline_count(c));
+	EXPECT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &h));
+	EXPECT_EQ(5, pipeline_count(c));
+	hm_client_free(c);
+}
+
 TEST_F(daemon, other_clients_handles)
 {
 	struct hm_client *a, *b;
