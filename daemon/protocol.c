@@ -416,6 +416,14 @@ static int on_advise(struct hmd_client *c, uint32_t seq, const void *p,
 
 /* ---- PIPELINE_NEW / PIPELINE_FREE ---- */
 
+/* a pipeline slot given back (loop thread) */
+static void pipe_slot_release(struct hmd_client *c, struct hmd_pipeline *pp)
+{
+	pp->used = false;
+	c->nr_pipes--;
+	hmd.stats[HM_DSTAT_PIPELINES]--;
+}
+
 static void pipeline_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
@@ -437,9 +445,7 @@ static void pipeline_done(struct hmd_job *j)
 	}
 	if (j->status < 0) {
 		hmd_module_put(pp->mod);
-		pp->used = false;
-		c->nr_pipes--;
-		hmd.stats[HM_DSTAT_PIPELINES]--;
+		pipe_slot_release(c, pp);
 		reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
 		req_finish(r);
 		return;
@@ -485,9 +491,7 @@ static void compile_done(struct hmd_job *j)
 		hmd_eng_pipeline_discard(r->pl.prebuilt);
 		if (!c->dead) {
 			/* the slot stays the teardown's once the client is dead */
-			pp->used = false;
-			c->nr_pipes--;
-			hmd.stats[HM_DSTAT_PIPELINES]--;
+			pipe_slot_release(c, pp);
 			reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
 		}
 		req_finish(r);
@@ -603,9 +607,7 @@ static void pipeline_free_done(struct hmd_job *j)
 
 	if (r->pipe->used) {
 		hmd_module_put(r->pipe->mod);
-		r->pipe->used = false;
-		c->nr_pipes--;
-		hmd.stats[HM_DSTAT_PIPELINES]--;
+		pipe_slot_release(c, r->pipe);
 	}
 	simple_done(j);
 }

@@ -288,6 +288,25 @@ static uint32_t call_lookup(struct kb *k, int sec, uint32_t guest, uint32_t tabl
 		       HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 1));
 }
 
+/* vs where hit; else the helper, called there only, and the guarded load
+ * at its answer (PATH_SPEC_BITMAP, PATH_SENTINEL); answers the word */
+static uint32_t trusted_or_slow(struct kb *k, const struct hm_spirv_table_ids *t,
+				uint32_t addr, uint32_t hit, uint32_t vs)
+{
+	struct hm_spirv_module *m = k->m;
+	uint32_t pre = k->label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v, dev, slow_end;
+
+	HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
+	HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
+	kb_label(k, slow);
+	dev = call_lookup(k, FN, addr, t->table, t->nr_home, t->chunk_shift, t->marks);
+	v = spec_confirm(k, FN, &k->label, hm_spirv_const_bool(m, false), vs, dev);
+	HM_SPV(m, FN, HM_SpvOpBranch, m1);
+	slow_end = k->label;
+	kb_label(k, m1);
+	return HM_SPV_OP(m, FN, HM_SpvOpPhi, k->u32, vs, pre, v, slow_end);
+}
+
 /*
  * PATH_LOADTHROUGH's function, DontInline, written whole into the helper
  * section: u32 (guest, table, nr_home, shift, marks, sdev, sbase, lim): the
@@ -443,18 +462,7 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 					HM_SpvMemoryAccessAligned, 4);
 		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, vs,
 					 hm_spirv_const_u32(m, SENTINEL));
-		uint32_t pre = k.label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v;
-
-		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
-		HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
-		kb_label(&k, slow);
-		dev = call_lookup(&k, FN, addr, t.table, t.nr_home, t.chunk_shift, t.marks);
-		v = spec_confirm(&k, FN, &k.label, hm_spirv_const_bool(m, false), vs, dev);
-		HM_SPV(m, FN, HM_SpvOpBranch, m1);
-		uint32_t slow_end = k.label;
-
-		kb_label(&k, m1);
-		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, vs, pre, v, slow_end);
+		val = trusted_or_slow(&k, &t, addr, hit, vs);
 	} else if (path == PATH_LOADTHROUGH) {
 		uint32_t fn = loadthrough_fn(&k);
 
@@ -492,19 +500,8 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 									  hm_spirv_const_u32(m, 31))),
 						   hm_spirv_const_u32(m, 1)),
 					 hm_spirv_const_u32(m, 0));
-		uint32_t pre = k.label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v;
-
 		/* a clear bit: the helper, and the guarded load at its answer */
-		HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
-		HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
-		kb_label(&k, slow);
-		dev = call_lookup(&k, FN, addr, t.table, t.nr_home, t.chunk_shift, t.marks);
-		v = spec_confirm(&k, FN, &k.label, hm_spirv_const_bool(m, false), vs, dev);
-		HM_SPV(m, FN, HM_SpvOpBranch, m1);
-		uint32_t slow_end = k.label;
-
-		kb_label(&k, m1);
-		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, vs, pre, v, slow_end);
+		val = trusted_or_slow(&k, &t, addr, hit, vs);
 	} else if (path == PATH_SELGUARD) {
 		uint32_t nz, a;
 
