@@ -40,6 +40,14 @@ TEST(bench_programs_are_valid)
 			free(w);
 		}
 	}
+	/* the compile-time modules: straight-line accesses of every form */
+	for (unsigned f = 0; f < NR_COMPILE_FORMS; f++) {
+		ASSERT_EQ(0, build_sites(compile_forms[f].path, compile_forms[f].flags, 3, 7, &w, &n));
+		ASSERT_EQ(0, spv_validate(w, n, "vulkan1.2")) TH_LOG("%s", compile_forms[f].name);
+		ASSERT_EQ(0, spv_validate(w, n, "vulkan1.3"));
+		free(w);
+	}
+	ASSERT_EQ(-EINVAL, build_sites(PATH_RAW_GUARD + 100, 0, 3, 7, &w, &n));
 	ASSERT_EQ(0, build_touch(&w, &n));
 	ASSERT_EQ(0, spv_validate(w, n, "vulkan1.2"));
 	ASSERT_EQ(0, spv_validate(w, n, "vulkan1.3"));
@@ -133,6 +141,9 @@ TEST(bench_chains_end_where_they_should)
 		}
 		hm_vk_pipeline_free(b.vk, &p);
 	}
+	/* the compile-time section builds a pipeline of every form */
+	ASSERT_EQ(0, run_compile(&b, "2,5"));
+	ASSERT_EQ(-EINVAL, run_compile(&b, "0"));
 	/* stores with marks marked slots; none landed in the sink */
 	ASSERT_EQ(0, ((uint32_t *)b.marks_mem)[HM_MARK_SINK]);
 	ASSERT_GT(hm_marks_scan(b.marks_mem, hm_table_nr_slots_for(b.nr_home), NULL, NULL), 0);

@@ -103,7 +103,7 @@ static const char *const op_name[] = { "load", "load+store", "load+store,no-mark
 /* which ops a path's program has */
 static bool path_has_op(enum path path, enum op op)
 {
-	return path <= PATH_RAW_GUARD || op == OP_LOAD;
+	return path < NR_PATHS && (path <= PATH_RAW_GUARD || op == OP_LOAD);
 }
 
 struct bench {
@@ -340,6 +340,177 @@ static uint32_t loadthrough_fn(struct kb *k)
 }
 
 /*
+ * One access of a chain at guest (or raw) address addr, in the form of
+ * path: the lookup and the guarded load (and for op != OP_LOAD the store
+ * beside it, of s); *ret_val: the word loaded.  Emitted into the open
+ * block of the open function; k->label is the block open on return.
+ */
+static int emit_access(struct kb *k, enum path path, enum op op,
+		       const struct hm_spirv_table_ids *t, const uint32_t *push, uint32_t addr,
+		       uint32_t s, uint32_t *ret_val)
+{
+	struct hm_spirv_module *m = k->m;
+	uint32_t val, dev = addr, mark = 0, guard_end = 0;
+	int r = 0;
+
+	if (path == PATH_FLAT) {
+		/* t->table: the flat array, biased so that chunk number c's
+		 * delta lies at t->table + 8c */
+		uint32_t psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer,
+							 k->u64);
+		uint32_t e = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, t->table,
+				       HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
+						 HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u64,
+							   addr, t->chunk_shift),
+						 hm_spirv_const_u32(m, 3)));
+		uint32_t delta = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u64,
+					   HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_u64, e),
+					   HM_SpvMemoryAccessAligned, 8);
+
+		dev = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, addr, delta);
+		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
+				HM_SpvMemoryAccessAligned, 4);
+	} else if (path == PATH_SPEC) {
+		/* the speculative load: push 12-13 the device address of the
+		 * space's first byte, 14-15 its guest address, 16-17 its size
+		 * less 4 (the clamp keeps any guest address inside it) */
+		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]),
+					kb_join(k, push[14], push[15]),
+					kb_join(k, push[16], push[17]));
+		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
+					HM_SpvMemoryAccessAligned, 4);
+
+		r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
+		if (r)
+			return r;
+		val = spec_confirm(k, FN, &k->label,
+				   HM_SPV_OP(m, FN, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
+	} else if (path == PATH_MMU) {
+		dev = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]),
+				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
+		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
+				HM_SpvMemoryAccessAligned, 4);
+	} else if (path == PATH_SENTINEL) {
+		/* push 20-21: a page of SENTINEL words */
+		uint32_t sbase = kb_join(k, push[14], push[15]);
+		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, addr, sbase);
+		uint32_t sa = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64,
+					HM_SPV_OP(m, FN, HM_SpvOpULessThan, k->bl, rel,
+						  kb_join(k, push[16], push[17])),
+					HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64,
+						  kb_join(k, push[12], push[13]), rel),
+					kb_join(k, push[20], push[21]));
+		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
+					HM_SpvMemoryAccessAligned, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, vs,
+					 hm_spirv_const_u32(m, SENTINEL));
+		val = trusted_or_slow(k, t, addr, hit, vs);
+	} else if (path == PATH_LOADTHROUGH) {
+		uint32_t fn = loadthrough_fn(k);
+
+		val = HM_SPV_OP(m, FN, HM_SpvOpFunctionCall, k->u32, fn, addr, t->table, t->nr_home,
+				t->chunk_shift, t->marks, kb_join(k, push[12], push[13]),
+				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
+	} else if (path == PATH_SPEC_BITMAP) {
+		/* push 18-19: the bitmap, bit i = chunk i of the space (from
+		 * sbase) is mirrored at its speculative address */
+		uint32_t sbase = kb_join(k, push[14], push[15]);
+		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]), sbase,
+					kb_join(k, push[16], push[17]));
+		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
+					HM_SpvMemoryAccessAligned, 4);
+		uint32_t ci = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u32,
+					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u64,
+						  HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, addr, sbase),
+						  t->chunk_shift));
+		uint32_t wa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, kb_join(k, push[18], push[19]),
+					HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u64,
+						  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u32,
+							    HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical,
+								      k->u32, ci,
+								      hm_spirv_const_u32(m, 5)),
+							    hm_spirv_const_u32(m, 2))));
+		uint32_t w = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+				       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, wa),
+				       HM_SpvMemoryAccessAligned, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl,
+					 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k->u32,
+						   HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32,
+							     w, HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd,
+									  k->u32, ci,
+									  hm_spirv_const_u32(m, 31))),
+						   hm_spirv_const_u32(m, 1)),
+					 hm_spirv_const_u32(m, 0));
+		/* a clear bit: the helper, and the guarded load at its answer */
+		val = trusted_or_slow(k, t, addr, hit, vs);
+	} else if (path == PATH_SELGUARD) {
+		uint32_t nz, a;
+
+		r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
+		if (r)
+			return r;
+		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+		a = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, nz, dev, t->table);
+		val = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u32, nz,
+				HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+					  HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, a),
+					  HM_SpvMemoryAccessAligned, 4),
+				hm_spirv_const_u32(m, 0));
+	} else if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
+		uint32_t pre, then, nz, v;
+
+		/* the raw chain with the helper's call site: the same guard and
+		 * phi (and guarded store), no lookup: helper - raw_guard is the
+		 * lookup alone */
+		if (path == PATH_HELPER)
+			r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
+		if (r)
+			return r;
+		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+		pre = k->label;
+		then = hm_spirv_id(m);
+		guard_end = hm_spirv_id(m);
+		HM_SPV(m, FN, HM_SpvOpSelectionMerge, guard_end, HM_SpvSelectionControlNone);
+		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, then, guard_end);
+		kb_label(k, then);
+		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
+			      HM_SpvMemoryAccessAligned, 4);
+		HM_SPV(m, FN, HM_SpvOpBranch, guard_end);
+		kb_label(k, guard_end);
+		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k->u32, v, then, hm_spirv_const_u32(m, 0), pre);
+		if (op != OP_LOAD) {
+			uint32_t st = hm_spirv_id(m), st_end = hm_spirv_id(m);
+
+			HM_SPV(m, FN, HM_SpvOpSelectionMerge, st_end, HM_SpvSelectionControlNone);
+			HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, st, st_end);
+			kb_label(k, st);
+			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
+						 hm_spirv_const_u64(m, 4)), s);
+			HM_SPV(m, FN, HM_SpvOpBranch, st_end);
+			kb_label(k, st_end);
+			if (op == OP_STORE_MARK && path == PATH_HELPER)
+				kb_store32(k, mark, hm_spirv_const_u32(m, 1));
+		}
+	} else {
+		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
+				HM_SpvMemoryAccessAligned, 4);
+		if (op != OP_LOAD)
+			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
+						 hm_spirv_const_u64(m, 4)), s);
+	}
+	(void)guard_end;
+	*ret_val = val;
+	return r;
+}
+
+/*
  * Push: 6 table words, base lo/hi (device base for raw, guest base for the
  * helper), out lo/hi, steps, slot mask.  Lane l starts at offset
  * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
@@ -405,160 +576,11 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	kb_label(&k, body);
 	uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
 				  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
-	uint32_t val, dev = addr, mark = 0, guard_end = 0;
+	uint32_t val;
 
-	if (path == PATH_FLAT) {
-		/* t.table: the flat array, biased so that chunk number c's
-		 * delta lies at t.table + 8c */
-		uint32_t psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer,
-							 k.u64);
-		uint32_t e = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, t.table,
-				       HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-						 HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k.u64,
-							   addr, t.chunk_shift),
-						 hm_spirv_const_u32(m, 3)));
-		uint32_t delta = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_u64, e),
-					   HM_SpvMemoryAccessAligned, 8);
-
-		dev = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, addr, delta);
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
-	} else if (path == PATH_SPEC) {
-		/* the speculative load: push 12-13 the device address of the
-		 * space's first byte, 14-15 its guest address, 16-17 its size
-		 * less 4 (the clamp keeps any guest address inside it) */
-		uint32_t sa = spec_addr(&k, FN, addr, kb_join(&k, push[12], push[13]),
-					kb_join(&k, push[14], push[15]),
-					kb_join(&k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-
-		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
-		if (r)
-			goto out_free;
-		val = spec_confirm(&k, FN, &k.label,
-				   HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, dev, sa), vs, dev);
-	} else if (path == PATH_MMU) {
-		dev = spec_addr(&k, FN, addr, kb_join(&k, push[12], push[13]),
-				kb_join(&k, push[14], push[15]), kb_join(&k, push[16], push[17]));
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
-	} else if (path == PATH_SENTINEL) {
-		/* push 20-21: a page of SENTINEL words */
-		uint32_t sbase = kb_join(&k, push[14], push[15]);
-		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k.u64, addr, sbase);
-		uint32_t sa = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u64,
-					HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, rel,
-						  kb_join(&k, push[16], push[17])),
-					HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64,
-						  kb_join(&k, push[12], push[13]), rel),
-					kb_join(&k, push[20], push[21]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, vs,
-					 hm_spirv_const_u32(m, SENTINEL));
-		val = trusted_or_slow(&k, &t, addr, hit, vs);
-	} else if (path == PATH_LOADTHROUGH) {
-		uint32_t fn = loadthrough_fn(&k);
-
-		val = HM_SPV_OP(m, FN, HM_SpvOpFunctionCall, k.u32, fn, addr, t.table, t.nr_home,
-				t.chunk_shift, t.marks, kb_join(&k, push[12], push[13]),
-				kb_join(&k, push[14], push[15]), kb_join(&k, push[16], push[17]));
-	} else if (path == PATH_SPEC_BITMAP) {
-		/* push 18-19: the bitmap, bit i = chunk i of the space (from
-		 * sbase) is mirrored at its speculative address */
-		uint32_t sbase = kb_join(&k, push[14], push[15]);
-		uint32_t sa = spec_addr(&k, FN, addr, kb_join(&k, push[12], push[13]), sbase,
-					kb_join(&k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-		uint32_t ci = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u32,
-					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k.u64,
-						  HM_SPV_OP(m, FN, HM_SpvOpISub, k.u64, addr, sbase),
-						  t.chunk_shift));
-		uint32_t wa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, kb_join(&k, push[18], push[19]),
-					HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
-						  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32,
-							    HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical,
-								      k.u32, ci,
-								      hm_spirv_const_u32(m, 5)),
-							    hm_spirv_const_u32(m, 2))));
-		uint32_t w = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-				       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, wa),
-				       HM_SpvMemoryAccessAligned, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl,
-					 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32,
-						   HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k.u32,
-							     w, HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd,
-									  k.u32, ci,
-									  hm_spirv_const_u32(m, 31))),
-						   hm_spirv_const_u32(m, 1)),
-					 hm_spirv_const_u32(m, 0));
-		/* a clear bit: the helper, and the guarded load at its answer */
-		val = trusted_or_slow(&k, &t, addr, hit, vs);
-	} else if (path == PATH_SELGUARD) {
-		uint32_t nz, a;
-
-		r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
-		if (r)
-			goto out_free;
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
-		a = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u64, nz, dev, t.table);
-		val = HM_SPV_OP(m, FN, HM_SpvOpSelect, k.u32, nz,
-				HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-					  HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, a),
-					  HM_SpvMemoryAccessAligned, 4),
-				hm_spirv_const_u32(m, 0));
-	} else if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
-		uint32_t pre, then, nz, v;
-
-		/* the raw chain with the helper's call site: the same guard and
-		 * phi (and guarded store), no lookup: helper - raw_guard is the
-		 * lookup alone */
-		if (path == PATH_HELPER)
-			r = hm_spirv_emit_lookup(m, &t, addr, &dev, &mark);
-		if (r)
-			goto out_free;
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev, hm_spirv_const_u64(m, 0));
-		pre = k.label;
-		then = hm_spirv_id(m);
-		guard_end = hm_spirv_id(m);
-		HM_SPV(m, FN, HM_SpvOpSelectionMerge, guard_end, HM_SpvSelectionControlNone);
-		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, then, guard_end);
-		kb_label(&k, then);
-		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
-			      HM_SpvMemoryAccessAligned, 4);
-		HM_SPV(m, FN, HM_SpvOpBranch, guard_end);
-		kb_label(&k, guard_end);
-		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, v, then, hm_spirv_const_u32(m, 0), pre);
-		if (op != OP_LOAD) {
-			uint32_t st = hm_spirv_id(m), st_end = hm_spirv_id(m);
-
-			HM_SPV(m, FN, HM_SpvOpSelectionMerge, st_end, HM_SpvSelectionControlNone);
-			HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, st, st_end);
-			kb_label(&k, st);
-			kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, dev,
-						 hm_spirv_const_u64(m, 4)), s);
-			HM_SPV(m, FN, HM_SpvOpBranch, st_end);
-			kb_label(&k, st_end);
-			if (op == OP_STORE_MARK && path == PATH_HELPER)
-				kb_store32(&k, mark, hm_spirv_const_u32(m, 1));
-		}
-	} else {
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
-		if (op != OP_LOAD)
-			kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, dev,
-						 hm_spirv_const_u64(m, 4)), s);
-	}
+	r = emit_access(&k, path, op, &t, push, addr, s, &val);
+	if (r)
+		goto out_free;
 	HM_SPV(m, FN, HM_SpvOpBranch, cont);
 	kb_label(&k, cont);
 	/* next = val (the loaded word is the next offset) */
@@ -566,6 +588,62 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	HM_SPV(m, FN, HM_SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
 	HM_SPV(m, FN, HM_SpvOpBranch, header);
 	kb_label(&k, merge);
+	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
+				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
+					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
+					   hm_spirv_const_u32(m, 2))), off);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+out_free:
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/*
+ * The compile-time programs: nr_sites accesses of the form of path in
+ * straight-line code (no loop), each address the last word loaded plus a
+ * constant (salt + i: every module is new to a driver's shader cache),
+ * the last word stored to out.  Never dispatched; what they cost is the
+ * driver's compile (--compile-sites).
+ */
+static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint32_t salt,
+		       uint32_t **ret_w, size_t *ret_n)
+{
+	struct kb k = { 0 };
+	struct hm_spirv_module *m;
+	uint32_t push[PUSH_WORDS], gidx, base, out, off;
+	struct hm_spirv_table_ids t;
+	int r = hm_spirv_module_new(&k.m);
+
+	if (r)
+		return r;
+	m = k.m;
+	r = path_has_op(path, OP_LOAD) ? hm_spirv_set_lookup_variant(m, variant) : -EINVAL;
+	if (r)
+		goto out_free;
+	k.u32 = hm_spirv_type_int(m, 32, false);
+	k.u64 = hm_spirv_type_int(m, 64, false);
+	k.bl = hm_spirv_type_bool(m);
+	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
+	gidx = kb_main(&k, push);
+	t.table = kb_join(&k, push[0], push[1]);
+	t.nr_home = push[2];
+	t.chunk_shift = push[3];
+	t.marks = kb_join(&k, push[4], push[5]);
+	base = kb_join(&k, push[6], push[7]);
+	out = kb_join(&k, push[8], push[9]);
+	off = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32, gidx, hm_spirv_const_u32(m, 3));
+	for (uint32_t i = 0; i < nr_sites && !r; i++) {
+		uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
+					  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
+		uint32_t val;
+
+		r = emit_access(&k, path, OP_LOAD, &t, push, addr, hm_spirv_const_u32(m, 0), &val);
+		off = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u32, val, hm_spirv_const_u32(m, salt + i));
+	}
+	if (r)
+		goto out_free;
 	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
 				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
 					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
@@ -1286,12 +1364,15 @@ static void usage(void)
 	printf("usage: hmirror-bench lookup [--json] [--rounds N] [--groups N] [--quick]\n"
 	       "                            [--flush-mib N] [--variants all|none|NAME,...]\n"
 	       "                            [--variant NAME] [--touch-copies N]\n"
+	       "                            [--compile-sites N,...]\n"
 	       "  raw device-address chains vs chains through the lookup helper;\n"
 	       "  past the cache: a N MiB fill (default 256) evicts the device's caches\n"
 	       "  before each timed dispatch and the table is touched back in;\n"
 	       "  --variants: the helper's emission variants side by side (default all);\n"
 	       "  --variant: the form of the main matrix (default: the library default);\n"
 	       "  --touch-copies N: each table slot read by N lanes after the flush (1);\n"
+	       "  --compile-sites N,...: only the compile time of modules of N accesses\n"
+	       "    (raw, the helper, inlined, the sentinel call site, inlined);\n"
 
 	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n"
 	       "variants:\n");
@@ -1580,6 +1661,65 @@ out:
 	return r;
 }
 
+/* The forms whose compile time --compile-sites measures. */
+static const struct vform compile_forms[] = {
+	{ "raw", PATH_RAW, 0 },
+	{ "helper", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT },
+	{ "ref-inline", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
+	{ "ref-sentinel", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT },
+	{ "ref-sentinel-inline", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
+};
+#define NR_COMPILE_FORMS (sizeof(compile_forms) / sizeof(compile_forms[0]))
+
+/* --compile-sites N,N,...: for each N (in the order given) and each form,
+ * the words of a module of N accesses and the wall time of its pipeline's
+ * compile (vkCreateComputePipelines), one line each as it is measured. */
+static int run_compile(struct bench *b, const char *list)
+{
+	char buf[256], *tok, *save;
+	uint32_t salt = (uint32_t)now_ns();
+	int r = 0;
+
+	if (strlen(list) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, list);
+	if (!b->json)
+		printf("%-20s %8s %10s %12s\n", "form", "sites", "words", "compile ms");
+	for (tok = strtok_r(buf, ",", &save); tok && !r; tok = strtok_r(NULL, ",", &save)) {
+		long n = strtol(tok, NULL, 10);
+
+		if (n < 1 || n > 100000)
+			return -EINVAL;
+		for (unsigned f = 0; f < NR_COMPILE_FORMS && !r; f++) {
+			const struct vform *cf = &compile_forms[f];
+			struct hm_vk_pipeline p;
+			uint32_t *w;
+			size_t nw;
+			double t0, ms;
+
+			salt += 0x10000;
+			r = build_sites(cf->path, cf->flags, (uint32_t)n, salt, &w, &nw);
+			if (r)
+				break;
+			t0 = now_ns();
+			r = hm_vk_pipeline_new(b->vk, w, nw, "main", 4 * PUSH_WORDS, &p);
+			ms = (now_ns() - t0) / 1e6;
+			free(w);
+			if (r)
+				break;
+			hm_vk_pipeline_free(b->vk, &p);
+			if (b->json)
+				printf("{\"bench\":\"lookup\",\"section\":\"compile\",\"device\":\"%s\","
+				       "\"form\":\"%s\",\"sites\":%ld,\"words\":%zu,\"compile_ms\":%.1f}\n",
+				       b->vk->props.deviceName, cf->name, n, nw, ms);
+			else
+				printf("%-20s %8ld %10zu %12.1f\n", cf->name, n, nw, ms);
+			fflush(stdout);
+		}
+	}
+	return r;
+}
+
 int bench_lookup(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -1591,6 +1731,7 @@ int bench_lookup(int argc, char **argv)
 		{ "variants", required_argument, NULL, 'V' },
 		{ "variant", required_argument, NULL, 'v' },
 		{ "touch-copies", required_argument, NULL, 't' },
+		{ "compile-sites", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -1601,11 +1742,12 @@ int bench_lookup(int argc, char **argv)
 	bool quick = false;
 	double target[2] = { 0, 0 };    /* helper/raw, device data+table, load: cache, past */
 	uint32_t vsel = (1u << hm_lookup_nr_variants) - 1;
+	const char *compile_sites = NULL;
 	int c, r, best = -1;
 
 	memset(pipes, 0, sizeof(pipes));
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:t:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jr:g:qf:V:v:t:C:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 'r': b.rounds = (unsigned)atoi(optarg); break;
@@ -1613,6 +1755,7 @@ int bench_lookup(int argc, char **argv)
 		case 'q': quick = true; break;
 		case 'f': b.flush_mib = (uint32_t)atoi(optarg); break;
 		case 't': b.touch_copies = (uint32_t)atoi(optarg); break;
+		case 'C': compile_sites = optarg; break;
 		case 'V':
 			if (parse_variants(optarg, &vsel)) {
 				fprintf(stderr, "lookup: --variants all|none|NAME,... (see --help)\n");
@@ -1643,6 +1786,13 @@ int bench_lookup(int argc, char **argv)
 	if (r) {
 		fprintf(stderr, "lookup: no Vulkan device: %s\n", strerror(-r));
 		return r;
+	}
+	if (compile_sites) {
+		/* the compile times alone: no buffers, no chains */
+		r = run_compile(&b, compile_sites);
+		if (r)
+			fprintf(stderr, "lookup: --compile-sites: %s\n", strerror(-r));
+		goto out;
 	}
 	r = setup(&b);
 	if (r) {

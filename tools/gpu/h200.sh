@@ -6,7 +6,8 @@
 #   hmirror-bench mirror  64M, 1G, 4G   home vs mirrored loads, upload, copy-back
 #   hmirror-bench lookup                the table engineer's lookup bench
 # or, with ONLY=lookup, the lookup bench alone, three times; with
-# ONLY=dispatch-ab OLD_HMIRRORD=path, two daemons' dispatch overhead.
+# ONLY=dispatch-ab OLD_HMIRRORD=path, two daemons' dispatch overhead; with
+# ONLY=compile, the driver's compile time of each call-site form.
 # with the uffd-async watch backend (falls back, and says so, where the
 # machine's kernel lacks it: gVisor has no userfaultfd write-protect).
 #
@@ -88,6 +89,17 @@ if [ "${ONLY:-}" = dispatch-ab ]; then
 	done
 	cat "$OUT/dispatch-ab.jsonl"
 	exit $rc
+fi
+if [ "${ONLY:-}" = compile ]; then
+	# what each call-site form costs the driver's compiler: modules of
+	# COMPILE_SITES accesses (default 250,1000,4000,16000), one line each
+	# as it is measured (a time limit keeps what was measured)
+	timeout "$(lim 400)" "$BENCH" lookup --json \
+		--compile-sites "${COMPILE_SITES:-250,1000,4000,16000}" >"$OUT/compile.jsonl"
+	r=$?
+	cat "$OUT/compile.jsonl"
+	echo "compile: exit $r ($SECONDS s)"
+	exit 0
 fi
 if [ "${ONLY:-}" = lookup ]; then
 	# the lookup bench alone, LOOKUP_RUNS times (default 3: the spread

@@ -5,6 +5,8 @@
 #   tools/gpu/run-all.sh engine   CUDA anchors + tools/gpu/h200.sh (mirror, lookup)
 #   tools/gpu/run-all.sh lookup   CUDA anchors + the lookup bench alone, three
 #                                 runs (ONLY=lookup)
+#   tools/gpu/run-all.sh compile  CUDA anchors + the compile time of modules of
+#                                 many accesses in each call-site form
 #   tools/gpu/run-all.sh dispatch-ab  CUDA anchors + the dispatch overhead of
 #                                 .oldd/hmirrord (an earlier build) and ours
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
@@ -37,6 +39,9 @@ engine)
 	;;
 lookup)
 	ONLY=lookup OUT=$res bash tools/gpu/h200.sh
+	;;
+compile)
+	ONLY=compile OUT=$res bash tools/gpu/h200.sh
 	;;
 dispatch-ab)
 	ONLY=dispatch-ab OLD_HMIRRORD=${OLD_HMIRRORD:-.oldd/hmirrord} OUT=$res bash tools/gpu/h200.sh
