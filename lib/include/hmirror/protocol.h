@@ -118,7 +118,9 @@ struct hm_msg_advise {
 
 /* HM_MSG_PIPELINE_NEW: payload = this struct, then nr_words SPIR-V words
  * inline, unless HM_PIPEF_MEMFD: then one sealed memfd (F_SEAL_WRITE |
- * F_SEAL_SHRINK | F_SEAL_GROW) holding exactly nr_words words rides along. */
+ * F_SEAL_SHRINK | F_SEAL_GROW) holding exactly nr_words words rides along.
+ * The reply comes once the module is validated and compiled; a client
+ * with 4 such requests unanswered gets -EBUSY for a fifth. */
 #define HM_PIPEF_MEMFD		0x1u
 #define HM_PIPEF_ALL		HM_PIPEF_MEMFD
 
