@@ -237,6 +237,28 @@ TEST(validation_counts_messages)
 	hm_vk_free(vk);
 }
 
+/* HM_VK_SPARSE: enabled exactly where the device and a compute family can
+ * bind sparse buffers (lavapipe cannot: the device comes up without) */
+TEST(sparse_only_where_supported)
+{
+	struct hm_vk_params p = { .validation = 1, .flags = HM_VK_SPARSE };
+	VkPhysicalDeviceFeatures f;
+	struct hm_vk *vk;
+
+	if (hm_vk_new(&p, &vk))
+		SKIP(return, "no Vulkan device with validation layers");
+	vkGetPhysicalDeviceFeatures(vk->phys, &f);
+	if (!f.sparseBinding || !f.sparseResidencyBuffer)
+		EXPECT_FALSE(vk->sparse);
+	TH_LOG("sparse buffers: %s", vk->sparse ? "enabled" : "not offered");
+	EXPECT_EQ(0, hm_vk_validation_count(vk));
+	hm_vk_free(vk);
+	p.flags = 0;
+	ASSERT_EQ(0, hm_vk_new(&p, &vk));
+	EXPECT_FALSE(vk->sparse);	/* never without the flag */
+	hm_vk_free(vk);
+}
+
 TEST(bad_device_choice)
 {
 	struct hm_vk_params p = { .device = "no-such-device-anywhere", .validation = 0 };
