@@ -57,7 +57,6 @@ void hmd_client_refresh_estats(struct hmd_client *c)
  * and the shared VkDevice's create functions, never an engine.
  */
 struct hmd_worker {
-	const char *name;
 	bool spin;			/* look for the next job before sleeping */
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -70,13 +69,12 @@ struct hmd_worker {
 };
 
 static struct hmd_worker dev_worker = {
-	.name = "device", .spin = true,
+	.spin = true,
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 	.queue_tail = &dev_worker.queue_head, .done_tail = &dev_worker.done_head,
 	.efd = -1,
 };
 static struct hmd_worker compile_worker = {
-	.name = "compile",
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 	.queue_tail = &compile_worker.queue_head, .done_tail = &compile_worker.done_head,
 	.efd = -1,
