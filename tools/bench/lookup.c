@@ -59,8 +59,8 @@
 #define BITMAP_BYTES 4096
 
 /*
- * PATH_FLAT, PATH_SPEC and PATH_SELGUARD are what the variants section
- * compares the helper with (load only):
+ * The paths after PATH_RAW_GUARD are what the variants section compares
+ * the helper with (load only):
  *   flat      REFERENCE, not a D969 table: one dependent 8-byte load of the
  *             chunk's delta from a flat array indexed by chunk number, no
  *             hash, no compare, no call, no guard: the least any table read
@@ -111,9 +111,9 @@ struct bench {
 	uint32_t nr_lanes;
 	/* [0] device-local, [1] host import; where the device binds sparse
 	 * buffers, [2] a sparse buffer whose chunks are bound to device memory
-	 * in scattered order, [3] one bound chunk for chunk to the host import
-	 * (where its memory type may be bound): the same chains, translated by
-	 * the device's MMU (section "mmu") */
+	 * in scattered order, [3] one bound chunk for chunk to the host
+	 * import's memory (where its memory type may be bound): the same
+	 * chains, translated by the device's MMU (section "mmu") */
 	struct hm_vk_buffer data[4];
 	VkDeviceSize sparse_block;              /* the sparse buffer's alignment */
 	bool sparse_host;                       /* data[3] bound */
@@ -153,6 +153,7 @@ static double median(double *v, unsigned n);
 struct kb {
 	struct hm_spirv_module *m;
 	uint32_t u32, u64, bl, psb_u32, label;
+	uint32_t loadthrough;           /* PATH_LOADTHROUGH's function, once written */
 };
 
 static void kb_label(struct kb *k, uint32_t id)
@@ -320,6 +321,8 @@ static uint32_t loadthrough_fn(struct kb *k)
 	uint32_t pty[8] = { k->u64, k->u64, k->u32, k->u32, k->u64, k->u64, k->u64, k->u64 };
 	uint32_t p[8], fn, fnty, label, sa, vs, dev, v;
 
+	if (k->loadthrough)
+		return k->loadthrough;
 	hm_spirv_lookup_fn(m);          /* the helper first: written whole */
 	fnty = hm_spirv_type_function(m, k->u32, pty, 8);
 	fn = hm_spirv_id(m);
@@ -336,6 +339,7 @@ static uint32_t loadthrough_fn(struct kb *k)
 	v = spec_confirm(k, H, &label, HM_SPV_OP(m, H, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
 	HM_SPV(m, H, HM_SpvOpReturnValue, v);
 	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	k->loadthrough = fn;
 	return fn;
 }
 
@@ -350,7 +354,7 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		       uint32_t s, uint32_t *ret_val)
 {
 	struct hm_spirv_module *m = k->m;
-	uint32_t val, dev = addr, mark = 0, guard_end = 0;
+	uint32_t val, dev = addr, mark = 0;
 	int r = 0;
 
 	if (path == PATH_FLAT) {
@@ -462,7 +466,7 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 					  HM_SpvMemoryAccessAligned, 4),
 				hm_spirv_const_u32(m, 0));
 	} else if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
-		uint32_t pre, then, nz, v;
+		uint32_t pre, then, nz, v, guard_end;
 
 		/* the raw chain with the helper's call site: the same guard and
 		 * phi (and guarded store), no lookup: helper - raw_guard is the
@@ -505,7 +509,6 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
 						 hm_spirv_const_u64(m, 4)), s);
 	}
-	(void)guard_end;
 	*ret_val = val;
 	return r;
 }
@@ -640,7 +643,9 @@ static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint
 		uint32_t val;
 
 		r = emit_access(&k, path, OP_LOAD, &t, push, addr, hm_spirv_const_u32(m, 0), &val);
-		off = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u32, val, hm_spirv_const_u32(m, salt + i));
+		if (!r)
+			off = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u32, val,
+					hm_spirv_const_u32(m, salt + i));
 	}
 	if (r)
 		goto out_free;
