@@ -851,8 +851,8 @@ static int sparse_bind(struct bench *b, VkBuffer buf, VkDeviceMemory mem, uint32
 	return r;
 }
 
-/* A sparse buffer over data_bytes, its device address in ret->addr; with
- * mem (and its size), ret owns nothing but the buffer. */
+/* A sparse buffer over data_bytes, nothing bound to it yet (its address
+ * comes from buffer_address() once it is), and its requirements. */
 static int sparse_buffer(struct bench *b, struct hm_vk_buffer *ret, VkMemoryRequirements *req)
 {
 	VkBufferCreateInfo ci = {
@@ -890,8 +890,7 @@ static VkDeviceAddress buffer_address(struct bench *b, VkBuffer buf)
 static int setup_sparse(struct bench *b)
 {
 	VkMemoryRequirements req;
-	VkMemoryAllocateFlagsInfo fi = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO };
-	VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .pNext = &fi };
+	VkMemoryAllocateInfo ai = { .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO };
 	uint32_t nr = (uint32_t)(b->data_bytes >> CHUNK_SHIFT), type = UINT32_MAX;
 	double all_us, one_us[3][9], un_us[3][9];
 	static const uint32_t batch[3] = { 1, 16, 256 };
