@@ -58,6 +58,11 @@ void hmd_client_refresh_estats(struct hmd_client *c)
  */
 struct hmd_worker {
 	bool spin;			/* look for the next job before sleeping */
+	/* never the same client twice in a row while another's job waits
+	 * (the compile thread: one client's compiles, seconds each, cannot
+	 * hold up another's); else strictly in submission order */
+	bool fair;
+	struct hmd_client *last;	/* whose job ran last (never dereferenced) */
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -75,6 +80,7 @@ static struct hmd_worker dev_worker = {
 	.efd = -1,
 };
 static struct hmd_worker compile_worker = {
+	.fair = true,
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 	.queue_tail = &compile_worker.queue_head, .done_tail = &compile_worker.done_head,
 	.efd = -1,
@@ -86,6 +92,28 @@ uint64_t hmd_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* the next job off w's queue (w->lock held, the queue not empty) */
+static struct hmd_job *take_next(struct hmd_worker *w)
+{
+	struct hmd_job **pp = &w->queue_head, *j;
+
+	if (w->fair && w->last && (*pp)->client == w->last) {
+		/* the earliest job of another client, if one waits */
+		struct hmd_job **q = &(*pp)->next;
+
+		while (*q && (*q)->client == w->last)
+			q = &(*q)->next;
+		if (*q)
+			pp = q;
+	}
+	j = *pp;
+	*pp = j->next;
+	if (w->queue_tail == &j->next)
+		w->queue_tail = pp;
+	w->last = j->client;
+	return j;
 }
 
 static void *worker_main(void *arg)
@@ -116,10 +144,7 @@ static void *worker_main(void *arg)
 			pthread_cond_wait(&w->cond, &w->lock);
 		if (!w->queue_head)
 			break;
-		j = w->queue_head;
-		w->queue_head = j->next;
-		if (!w->queue_head)
-			w->queue_tail = &w->queue_head;
+		j = take_next(w);
 		w->running_job = true;
 		pthread_mutex_unlock(&w->lock);
 

@@ -618,6 +618,52 @@ TEST_F(daemon, compiles_in_flight_are_limited)
 	hm_client_free(c);
 }
 
+/*
+ * One client's compiles do not hold up another's: with four heavy modules
+ * of client A queued, client B's small one is compiled after A's current
+ * one, not after all four.
+ */
+TEST_F(daemon, compiles_are_fair_between_clients)
+{
+	struct hm_msg_pipeline_new m = {
+		.nr_words = sizeof(hm_test_heavy_spv) / 4, .user_push_words = 2,
+		.flags = HM_PIPEF_MEMFD,
+	};
+	uint8_t buf[HM_PROTO_MAX_MSG];
+	struct hm_msg_hdr rh;
+	struct hm_client *a, *b;
+	int before = 0, after = 0;
+	uint64_t t0, ms;
+	uint32_t h;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &a));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &b));
+	strcpy(m.entry, "main");
+	for (int i = 0; i < 4; i++) {
+		int fd = heavy_memfd();
+		int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 200 + i, sizeof(m));
+
+		ASSERT_GE(fd, 0);
+		memcpy(buf + sizeof(rh), &m, sizeof(m));
+		ASSERT_EQ(len, hm_client_send_raw(a, buf, len, &fd, 1));
+		close(fd);
+	}
+	t0 = now_ms();
+	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &h));
+	ms = now_ms() - t0;
+	/* A's answers already there when B had its own */
+	while (hm_client_recv_raw(a, buf, sizeof(buf), 0) > 0)
+		before++;
+	while (before + after < 4 && hm_client_recv_raw(a, buf, sizeof(buf), 10000) > 0)
+		after++;
+	TH_LOG("B's pipeline after %llu ms, when %d of A's 4 compiles had answered",
+	       (unsigned long long)ms, before);
+	EXPECT_EQ(4, before + after);
+	EXPECT_LE(before, 2);
+	hm_client_free(a);
+	hm_client_free(b);
+}
+
 TEST_F(daemon, other_clients_handles)
 {
 	struct hm_client *a, *b;
