@@ -556,17 +556,35 @@ TEST_F(daemon, a_long_compile_stalls_no_other_client)
 	hm_client_free(b);
 }
 
-/* a sealed memfd holding the heavy module, as hm_client_pipeline_new()
- * sends a large one */
-static int heavy_memfd(void)
+/* n PIPELINE_NEWs of the heavy module (sequence numbers from seq), each
+ * in a sealed memfd as hm_client_pipeline_new() sends a large module,
+ * sent without waiting for any answer; 0 or -1 */
+static int send_heavy(struct hm_client *c, int n, uint32_t seq)
 {
-	int fd = memfd_create("heavy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	struct hm_msg_pipeline_new m = {
+		.nr_words = sizeof(hm_test_heavy_spv) / 4, .user_push_words = 2,
+		.flags = HM_PIPEF_MEMFD,
+	};
+	uint8_t buf[256];
 
-	if (fd < 0 || write(fd, hm_test_heavy_spv, sizeof(hm_test_heavy_spv)) !=
-		      (ssize_t)sizeof(hm_test_heavy_spv) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
-		return -1;
-	return fd;
+	strcpy(m.entry, "main");
+	for (int i = 0; i < n; i++) {
+		int fd = memfd_create("heavy", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, seq + i, sizeof(m));
+
+		memcpy(buf + sizeof(struct hm_msg_hdr), &m, sizeof(m));
+		if (fd < 0 || write(fd, hm_test_heavy_spv, sizeof(hm_test_heavy_spv)) !=
+			      (ssize_t)sizeof(hm_test_heavy_spv) ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
+			  F_SEAL_SEAL) < 0 ||
+		    hm_client_send_raw(c, buf, len, &fd, 1) != len) {
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		close(fd);
+	}
+	return 0;
 }
 
 /*
@@ -576,27 +594,13 @@ static int heavy_memfd(void)
  */
 TEST_F(daemon, compiles_in_flight_are_limited)
 {
-	struct hm_msg_pipeline_new m = {
-		.nr_words = sizeof(hm_test_heavy_spv) / 4, .user_push_words = 2,
-		.flags = HM_PIPEF_MEMFD,
-	};
-	uint8_t buf[256];
 	struct hm_msg_hdr rh;
 	struct hm_client *c;
 	int ok = 0, busy = 0, other = 0;
 	uint32_t h;
 
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
-	strcpy(m.entry, "main");
-	for (int i = 0; i < 6; i++) {
-		int fd = heavy_memfd();
-		int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 100 + i, sizeof(m));
-
-		ASSERT_GE(fd, 0);
-		memcpy(buf + sizeof(rh), &m, sizeof(m));
-		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, &fd, 1));
-		close(fd);
-	}
+	ASSERT_EQ(0, send_heavy(c, 6, 100));
 	for (int i = 0; i < 6; i++) {
 		int r = raw_reply(c, &rh);
 
@@ -625,12 +629,7 @@ TEST_F(daemon, compiles_in_flight_are_limited)
  */
 TEST_F(daemon, compiles_are_fair_between_clients)
 {
-	struct hm_msg_pipeline_new m = {
-		.nr_words = sizeof(hm_test_heavy_spv) / 4, .user_push_words = 2,
-		.flags = HM_PIPEF_MEMFD,
-	};
 	uint8_t buf[HM_PROTO_MAX_MSG];
-	struct hm_msg_hdr rh;
 	struct hm_client *a, *b;
 	int before = 0, after = 0;
 	uint64_t t0, ms;
@@ -638,16 +637,7 @@ TEST_F(daemon, compiles_are_fair_between_clients)
 
 	ASSERT_EQ(0, hm_client_connect(self->sock, &a));
 	ASSERT_EQ(0, hm_client_connect(self->sock, &b));
-	strcpy(m.entry, "main");
-	for (int i = 0; i < 4; i++) {
-		int fd = heavy_memfd();
-		int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 200 + i, sizeof(m));
-
-		ASSERT_GE(fd, 0);
-		memcpy(buf + sizeof(rh), &m, sizeof(m));
-		ASSERT_EQ(len, hm_client_send_raw(a, buf, len, &fd, 1));
-		close(fd);
-	}
+	ASSERT_EQ(0, send_heavy(a, 4, 200));
 	t0 = now_ms();
 	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &h));
 	ms = now_ms() - t0;

@@ -514,6 +514,51 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 }
 
 /*
+ * What every chain program starts with: the helper's form, the scalar
+ * types, the entry point with its push words (push[]), the table's ids
+ * (*t), the lane index, the chain's base and the output array (u64 ids).
+ * -EINVAL for a path without that op.
+ */
+static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t variant,
+			  uint32_t push[PUSH_WORDS], struct hm_spirv_table_ids *t,
+			  uint32_t *ret_gidx, uint32_t *ret_base, uint32_t *ret_out)
+{
+	struct hm_spirv_module *m = k->m;
+	int r = path_has_op(path, op) ? hm_spirv_set_lookup_variant(m, variant) : -EINVAL;
+
+	if (r)
+		return r;
+	k->u32 = hm_spirv_type_int(m, 32, false);
+	k->u64 = hm_spirv_type_int(m, 64, false);
+	k->bl = hm_spirv_type_bool(m);
+	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
+	*ret_gidx = kb_main(k, push);
+	t->table = kb_join(k, push[0], push[1]);
+	t->nr_home = push[2];
+	t->chunk_shift = push[3];
+	t->marks = kb_join(k, push[4], push[5]);
+	*ret_base = kb_join(k, push[6], push[7]);
+	*ret_out = kb_join(k, push[8], push[9]);
+	return 0;
+}
+
+/* ... and what it ends with: the lane's last offset stored to out[lane],
+ * the function closed, the module serialised. */
+static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t off,
+			  uint32_t **ret_w, size_t *ret_n)
+{
+	struct hm_spirv_module *m = k->m;
+
+	kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, out,
+				HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
+					  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u64, gidx),
+					  hm_spirv_const_u32(m, 2))), off);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	return hm_spirv_module_finish(m, ret_w, ret_n);
+}
+
+/*
  * Push: 6 table words, base lo/hi (device base for raw, guest base for the
  * helper), out lo/hi, steps, slot mask.  Lane l starts at offset
  * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
@@ -531,24 +576,9 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	if (r)
 		return r;
 	m = k.m;
-	if (!path_has_op(path, op)) {
-		r = -EINVAL;
-		goto out_free;
-	}
-	r = hm_spirv_set_lookup_variant(m, variant);
+	r = chain_prologue(&k, path, op, variant, push, &t, &gidx, &base, &out);
 	if (r)
 		goto out_free;
-	k.u32 = hm_spirv_type_int(m, 32, false);
-	k.u64 = hm_spirv_type_int(m, 64, false);
-	k.bl = hm_spirv_type_bool(m);
-	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
-	gidx = kb_main(&k, push);
-	t.table = kb_join(&k, push[0], push[1]);
-	t.nr_home = push[2];
-	t.chunk_shift = push[3];
-	t.marks = kb_join(&k, push[4], push[5]);
-	base = kb_join(&k, push[6], push[7]);
-	out = kb_join(&k, push[8], push[9]);
 	steps = push[10];
 	/* off0 = scatter(l) * 8 = ((l * 0x9e3779b1) & mask) * 8: distinct
 	 * for every lane (odd multiplier), spread over the first step */
@@ -591,13 +621,7 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	HM_SPV(m, FN, HM_SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
 	HM_SPV(m, FN, HM_SpvOpBranch, header);
 	kb_label(&k, merge);
-	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
-				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
-					   hm_spirv_const_u32(m, 2))), off);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
-	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	r = chain_epilogue(&k, out, gidx, off, ret_w, ret_n);
 out_free:
 	hm_spirv_module_free(m);
 	return r;
@@ -622,20 +646,9 @@ static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint
 	if (r)
 		return r;
 	m = k.m;
-	r = path_has_op(path, OP_LOAD) ? hm_spirv_set_lookup_variant(m, variant) : -EINVAL;
+	r = chain_prologue(&k, path, OP_LOAD, variant, push, &t, &gidx, &base, &out);
 	if (r)
 		goto out_free;
-	k.u32 = hm_spirv_type_int(m, 32, false);
-	k.u64 = hm_spirv_type_int(m, 64, false);
-	k.bl = hm_spirv_type_bool(m);
-	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
-	gidx = kb_main(&k, push);
-	t.table = kb_join(&k, push[0], push[1]);
-	t.nr_home = push[2];
-	t.chunk_shift = push[3];
-	t.marks = kb_join(&k, push[4], push[5]);
-	base = kb_join(&k, push[6], push[7]);
-	out = kb_join(&k, push[8], push[9]);
 	off = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32, gidx, hm_spirv_const_u32(m, 3));
 	for (uint32_t i = 0; i < nr_sites && !r; i++) {
 		uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
@@ -647,15 +660,8 @@ static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint
 			off = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u32, val,
 					hm_spirv_const_u32(m, salt + i));
 	}
-	if (r)
-		goto out_free;
-	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
-				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, gidx),
-					   hm_spirv_const_u32(m, 2))), off);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
-	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	if (!r)
+		r = chain_epilogue(&k, out, gidx, off, ret_w, ret_n);
 out_free:
 	hm_spirv_module_free(m);
 	return r;
