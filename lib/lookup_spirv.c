@@ -150,6 +150,61 @@ size_t hm_spirv_put_string(uint32_t *dst, const char *s)
 	return n;
 }
 
+uint32_t hm_spirv_compute_main(struct hm_spirv_module *m, uint32_t nr_push, uint32_t local_x,
+			       uint32_t *push, uint32_t *ret_gidx)
+{
+	uint32_t mem[HM_SPIRV_MAX_PUSH_WORDS], u32, pt, pv, pcu, v3, gid, voidt, fnt, main_fn;
+	uint32_t ep[16], label;
+	size_t n;
+
+	if (!m || m->err)
+		return 0;
+	if (!nr_push || nr_push > HM_SPIRV_MAX_PUSH_WORDS || !push) {
+		m->err = -EINVAL;
+		return 0;
+	}
+	u32 = hm_spirv_type_int(m, 32, false);
+	v3 = hm_spirv_type_vector(m, u32, 3);
+	voidt = hm_spirv_type_void(m);
+	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
+	for (uint32_t i = 0; i < nr_push; i++)
+		mem[i] = u32;
+	pt = hm_spirv_type_struct_unique(m, mem, nr_push);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
+	for (uint32_t i = 0; i < nr_push; i++)
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
+		       HM_SpvDecorationOffset, 4 * i);
+	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
+		       HM_SpvStoragePushConstant);
+	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, u32);
+	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
+			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
+	       HM_SpvBuiltInGlobalInvocationId);
+	main_fn = hm_spirv_id(m);
+	ep[0] = HM_SpvExecModelGLCompute;
+	ep[1] = main_fn;
+	n = 2 + hm_spirv_put_string(ep + 2, "main");
+	ep[n++] = gid;
+	ep[n++] = pv;
+	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
+	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
+	       HM_SpvExecModeLocalSize, local_x, 1, 1);
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpFunction, voidt, main_fn,
+	       HM_SpvFunctionControlNone, fnt);
+	label = hm_spirv_id(m);
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLabel, label);
+	for (uint32_t i = 0; i < nr_push; i++)
+		push[i] = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLoad, u32,
+				    HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpAccessChain, pcu, pv,
+					      hm_spirv_const_u32(m, i)));
+	if (ret_gidx)
+		*ret_gidx = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpCompositeExtract, u32,
+				      HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLoad, v3, gid), 0);
+	return m->err ? 0 : label;
+}
+
 /* Find or declare a deduplicated global instruction.  with_type: operand 0
  * is a result type, the result id goes after it. */
 static uint32_t dedup(struct hm_spirv_module *m, enum hm_spv_section sec, uint16_t op,

@@ -470,8 +470,6 @@ static void kb_store32(struct kb *k, uint32_t addr64, uint32_t val)
 static int kb_begin(struct kb *k)
 {
 	struct hm_spirv_module *m;
-	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16], gv;
-	size_t n;
 	int r = hm_spirv_module_new(&k->m);
 
 	if (r)
@@ -484,39 +482,7 @@ static int kb_begin(struct kb *k)
 	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
 	k->psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u64);
 	k->psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->v4);
-	v3 = hm_spirv_type_vector(m, k->u32, 3);
-	voidt = hm_spirv_type_void(m);
-	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
-	for (int i = 0; i < PUSH_WORDS; i++)
-		mem[i] = k->u32;
-	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
-	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
-		       HM_SpvDecorationOffset, 4 * i);
-	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
-		       HM_SpvStoragePushConstant);
-	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k->u32);
-	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
-	       HM_SpvBuiltInGlobalInvocationId);
-	main_fn = hm_spirv_id(m);
-	ep[0] = HM_SpvExecModelGLCompute;
-	ep[1] = main_fn;
-	n = 2 + hm_spirv_put_string(ep + 2, "main");
-	ep[n++] = gid;
-	ep[n++] = pv;
-	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
-	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
-	       HM_SpvExecModeLocalSize, 64, 1, 1);
-	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
-	kb_label(k, hm_spirv_id(m));
-	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		k->push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				       HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
-						 hm_spirv_const_u32(m, i)));
+	k->label = hm_spirv_compute_main(m, PUSH_WORDS, 64, k->push, &k->gidx);
 	k->t.table = kb_join(k, k->push[0], k->push[1]);
 	k->t.nr_home = k->push[2];
 	k->t.chunk_shift = k->push[3];
@@ -525,8 +491,6 @@ static int kb_begin(struct kb *k)
 	k->out = kb_join(k, k->push[8], k->push[9]);
 	k->count = k->push[10];
 	k->op = k->push[11];
-	gv = HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid);
-	k->gidx = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k->u32, gv, 0);
 	return hm_spirv_error(m);
 }
 

@@ -559,48 +559,16 @@ TEST(every_variant_library_is_valid)
 TEST(append_api_module_is_valid_and_deduplicated)
 {
 	struct hm_spirv_module *m;
-	uint32_t u32, u64, v3, pin, gid, push_t, push_p, pcu, voidt, fnt, main_fn;
-	uint32_t ld[6], mem[6], *w, ep[16];
+	uint32_t u64, ld[6], *w;
 	struct hm_spirv_table_ids t;
 	uint32_t dev[16], mark[16];
-	size_t n, k;
+	size_t n;
 
 	if (!spv_have_val())
 		SKIP(return, "spirv-val not installed");
 	ASSERT_EQ(0, hm_spirv_module_new(&m));
-	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
-	v3 = hm_spirv_type_vector(m, u32, 3);
-	voidt = hm_spirv_type_void(m);
-	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
-	for (int i = 0; i < 6; i++)
-		mem[i] = u32;
-	push_t = hm_spirv_type_struct_unique(m, mem, 6);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, push_t, HM_SpvDecorationBlock);
-	for (uint32_t i = 0; i < 6; i++)
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, push_t, i,
-		       HM_SpvDecorationOffset, 4 * i);
-	push_p = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, push_t);
-	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, u32);
-	pin = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable, push_p, HM_SpvStoragePushConstant);
-	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
-	       HM_SpvBuiltInGlobalInvocationId);
-	main_fn = hm_spirv_id(m);
-	ep[0] = HM_SpvExecModelGLCompute;
-	ep[1] = main_fn;
-	k = 2 + hm_spirv_put_string(ep + 2, "main");
-	ep[k++] = gid;
-	ep[k++] = pin;
-	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, k);
-	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn, HM_SpvExecModeLocalSize, 64, 1, 1);
-	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpFunction, voidt, main_fn, 0, fnt);
-	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLabel, hm_spirv_id(m));
-	for (uint32_t i = 0; i < 6; i++)
-		ld[i] = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLoad, u32,
-				  HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpAccessChain, pcu, pin,
-					    hm_spirv_const_u32(m, i)));
+	ASSERT_NE(0, hm_spirv_compute_main(m, 6, 64, ld, NULL));
 	t.table = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, ld[0]);
 	t.nr_home = ld[2];
 	t.chunk_shift = ld[3];
@@ -652,6 +620,15 @@ TEST(builder_errors_are_sticky)
 	ASSERT_EQ(NULL, w);
 	hm_spirv_module_free(m);
 	hm_spirv_module_free(NULL);
+	/* a compute entry point without push words, or with too many */
+	for (uint32_t nr = 0; nr <= HM_SPIRV_MAX_PUSH_WORDS + 1; nr += HM_SPIRV_MAX_PUSH_WORDS + 1) {
+		uint32_t push[HM_SPIRV_MAX_PUSH_WORDS + 1];
+
+		ASSERT_EQ(0, hm_spirv_module_new(&m));
+		ASSERT_EQ(0, hm_spirv_compute_main(m, nr, 64, push, NULL));
+		ASSERT_EQ(-EINVAL, hm_spirv_error(m));
+		hm_spirv_module_free(m);
+	}
 }
 
 TEST_HARNESS_MAIN

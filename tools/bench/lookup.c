@@ -185,52 +185,16 @@ static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
 }
 
 /*
- * The compute entry point both benchmark programs share: a push block of
- * PUSH_WORDS u32, GlobalInvocationId, "main" with LANES lanes; opens the
- * function, loads every push word into push[] and answers the lane index.
- * k's scalar types must be declared.
+ * The compute entry point both benchmark programs share (a push block of
+ * PUSH_WORDS u32, LANES lanes): hm_spirv_compute_main(), with the open
+ * block recorded in k; answers the lane index.
  */
 static uint32_t kb_main(struct kb *k, uint32_t push[PUSH_WORDS])
 {
-	struct hm_spirv_module *m = k->m;
-	uint32_t mem[PUSH_WORDS], pt, pv, pcu, v3, gid, voidt, fnt, main_fn, ep[16];
-	size_t n;
+	uint32_t gidx = 0;
 
-	v3 = hm_spirv_type_vector(m, k->u32, 3);
-	voidt = hm_spirv_type_void(m);
-	fnt = hm_spirv_type_function(m, voidt, NULL, 0);
-	for (int i = 0; i < PUSH_WORDS; i++)
-		mem[i] = k->u32;
-	pt = hm_spirv_type_struct_unique(m, mem, PUSH_WORDS);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
-	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
-		       HM_SpvDecorationOffset, 4 * i);
-	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
-		       HM_SpvStoragePushConstant);
-	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, k->u32);
-	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
-	       HM_SpvBuiltInGlobalInvocationId);
-	main_fn = hm_spirv_id(m);
-	ep[0] = HM_SpvExecModelGLCompute;
-	ep[1] = main_fn;
-	n = 2 + hm_spirv_put_string(ep + 2, "main");
-	ep[n++] = gid;
-	ep[n++] = pv;
-	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
-	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
-	       HM_SpvExecModeLocalSize, LANES, 1, 1);
-	HM_SPV(m, FN, HM_SpvOpFunction, voidt, main_fn, HM_SpvFunctionControlNone, fnt);
-	kb_label(k, hm_spirv_id(m));
-	for (uint32_t i = 0; i < PUSH_WORDS; i++)
-		push[i] = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				    HM_SPV_OP(m, FN, HM_SpvOpAccessChain, pcu, pv,
-					      hm_spirv_const_u32(m, i)));
-	return HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k->u32,
-			 HM_SPV_OP(m, FN, HM_SpvOpLoad, v3, gid), 0);
+	k->label = hm_spirv_compute_main(k->m, PUSH_WORDS, LANES, push, &gidx);
+	return gidx;
 }
 
 /* The speculative address (PATH_SPEC and after): sdev + min(guest - sbase,

@@ -132,6 +132,19 @@ uint32_t hm_spirv_const_u32(struct hm_spirv_module *m, uint32_t v);
 uint32_t hm_spirv_const_u64(struct hm_spirv_module *m, uint64_t v);
 uint32_t hm_spirv_const_bool(struct hm_spirv_module *m, bool v);
 
+/*
+ * The compute entry point of a module: "main", GLCompute, local size
+ * (local_x, 1, 1), reading GlobalInvocationId and a push block of nr_push
+ * u32 words (Block, Offset 4i: the device table's words first, then the
+ * user's).  Opens the function and its first block in HM_SPV_SEC_FUNCTION,
+ * loads every push word into push[i] and, where ret_gidx is not NULL, the
+ * invocation's x into *ret_gidx.  Answers the first block's label id (0
+ * on error, the module's sticky error; -EINVAL for nr_push 0 or > 64).
+ */
+#define HM_SPIRV_MAX_PUSH_WORDS 64
+uint32_t hm_spirv_compute_main(struct hm_spirv_module *m, uint32_t nr_push, uint32_t local_x,
+			       uint32_t *push, uint32_t *ret_gidx);
+
 /* The helper's result struct type {u32 x4} and function type. */
 uint32_t hm_spirv_lookup_result_type(struct hm_spirv_module *m);
 uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m);
