@@ -352,6 +352,7 @@ static int feats_select(struct hm_vk *vk, struct feats *have)
 			f->vulkanMemoryModel = h.vulkanMemoryModel;
 			f->vulkanMemoryModelDeviceScope = h.vulkanMemoryModelDeviceScope;
 			vk->has_8bit_storage = h.storageBuffer8BitAccess;
+			vk->has_int8 = h.shaderInt8;
 			break;
 		}
 		default:
@@ -493,42 +494,130 @@ out_free_ext:
 	return err;
 }
 
-/* Wrapped device: learn what the caller's device offers. */
+static bool names_ext(const VkDeviceCreateInfo *ci, const char *name)
+{
+	for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+		if (ci->ppEnabledExtensionNames[i] &&
+		    !strcmp(ci->ppEnabledExtensionNames[i], name))
+			return true;
+	return false;
+}
+
+/*
+ * What the caller's VkDeviceCreateInfo enabled, folded into one struct
+ * feats: pEnabledFeatures or a VkPhysicalDeviceFeatures2, the core 1.1
+ * and 1.2 feature structs, and the extension-era structs they replaced.
+ * Unknown chain entries are skipped.
+ */
+static void feats_enabled(const VkDeviceCreateInfo *ci, struct feats *f)
+{
+	feats_chain(f);
+	if (ci->pEnabledFeatures)
+		f->f2.features = *ci->pEnabledFeatures;
+	for (const VkBaseInStructure *s = ci->pNext; s; s = s->pNext) {
+		switch (s->sType) {
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2:
+			f->f2.features = ((const VkPhysicalDeviceFeatures2 *)s)->features;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
+			f->v11.storageBuffer16BitAccess |=
+				((const VkPhysicalDeviceVulkan11Features *)s)->storageBuffer16BitAccess;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+			f->v11.storageBuffer16BitAccess |=
+				((const VkPhysicalDevice16BitStorageFeatures *)s)->storageBuffer16BitAccess;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES: {
+			const VkPhysicalDeviceVulkan12Features *v = (const void *)s;
+
+			f->v12.bufferDeviceAddress |= v->bufferDeviceAddress;
+			f->v12.timelineSemaphore |= v->timelineSemaphore;
+			f->v12.storageBuffer8BitAccess |= v->storageBuffer8BitAccess;
+			f->v12.shaderInt8 |= v->shaderInt8;
+			f->v12.vulkanMemoryModel |= v->vulkanMemoryModel;
+			f->v12.vulkanMemoryModelDeviceScope |= v->vulkanMemoryModelDeviceScope;
+			break;
+		}
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES:
+			f->v12.storageBuffer8BitAccess |=
+				((const VkPhysicalDevice8BitStorageFeatures *)s)->storageBuffer8BitAccess;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES:
+			f->v12.shaderInt8 |=
+				((const VkPhysicalDeviceShaderFloat16Int8Features *)s)->shaderInt8;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_BUFFER_DEVICE_ADDRESS_FEATURES:
+			f->v12.bufferDeviceAddress |=
+				((const VkPhysicalDeviceBufferDeviceAddressFeatures *)s)->bufferDeviceAddress;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
+			f->v12.timelineSemaphore |=
+				((const VkPhysicalDeviceTimelineSemaphoreFeatures *)s)->timelineSemaphore;
+			break;
+		case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES: {
+			const VkPhysicalDeviceVulkanMemoryModelFeatures *v = (const void *)s;
+
+			f->v12.vulkanMemoryModel |= v->vulkanMemoryModel;
+			f->v12.vulkanMemoryModelDeviceScope |= v->vulkanMemoryModelDeviceScope;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+}
+
+/*
+ * Wrapped device: hmirror uses exactly what the caller's device creation
+ * enabled (p->device_info), never what the physical device merely
+ * supports; a shader that declares a capability the device was created
+ * without is invalid (VUID-VkShaderModuleCreateInfo-pCode-01091).
+ */
 static int wrap_device(struct hm_vk *vk, const struct hm_vk_params *p)
 {
-	VkExtensionProperties *ext;
-	uint32_t n = 0;
-	VkResult r;
+	const VkDeviceCreateInfo *ci = p->device_info;
+	struct feats f;
 
 	vk->inst = p->inst;
 	vk->phys = p->phys;
 	vk->dev = p->dev;
 	vk->queue = p->queue;
 	vk->queue_family = p->queue_family;
-	r = vkEnumerateDeviceExtensionProperties(vk->phys, NULL, &n, NULL);
-	if (r < 0)
-		return hm_vk_errno(r);
-	ext = calloc(n ? n : 1, sizeof(*ext));
-	if (!ext)
-		return -ENOMEM;
-	r = vkEnumerateDeviceExtensionProperties(vk->phys, NULL, &n, ext);
-	if (r >= 0) {
-		/* the caller says what it enabled by its flags; assume the
-		 * extensions are enabled where present */
-		vk->has_host_import = has_ext(ext, n, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
-		vk->has_dmabuf_import = has_ext(ext, n, VK_EXT_EXTERNAL_MEMORY_DMA_BUF_EXTENSION_NAME);
-	}
-	free(ext);
-	if (r >= 0) {
-		/* the caller must have enabled what is supported (vkctx.h) */
-		struct feats f;
+	vk->has_host_import = names_ext(ci, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+	vk->has_dmabuf_import = names_ext(ci, VK_EXT_EXTERNAL_MEMORY_DMA_BUF_EXTENSION_NAME) &&
+				names_ext(ci, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+	feats_enabled(ci, &f);
+	vk->sparse = (p->flags & HM_VK_SPARSE) && f.f2.features.sparseBinding &&
+		     f.f2.features.sparseResidencyBuffer;
+	return feats_select(vk, &f);
+}
 
-		feats_chain(&f);
-		vkGetPhysicalDeviceFeatures2(vk->phys, &f.f2);
-		if (feats_select(vk, &f))
-			return -EOPNOTSUPP;
-	}
-	return hm_vk_errno(r);
+/*
+ * Validation messages of a wrapped device: a messenger on the caller's
+ * instance, which must have enabled VK_EXT_debug_utils (and, to see
+ * anything, the validation layer).
+ */
+static int wrap_messenger(struct hm_vk *vk)
+{
+	VkDebugUtilsMessengerCreateInfoEXT mci = {
+		.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+		.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+				   VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+		.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+			       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+			       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+		.pfnUserCallback = debug_cb,
+		.pUserData = vk,
+	};
+	PFN_vkCreateDebugUtilsMessengerEXT create_messenger;
+
+	create_messenger = (PFN_vkCreateDebugUtilsMessengerEXT)
+		vkGetInstanceProcAddr(vk->inst, "vkCreateDebugUtilsMessengerEXT");
+	vk->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)
+		vkGetInstanceProcAddr(vk->inst, "vkDestroyDebugUtilsMessengerEXT");
+	if (!create_messenger || !vk->destroy_messenger)
+		return -EOPNOTSUPP;
+	return hm_vk_errno(create_messenger(vk->inst, &mci, NULL, &vk->messenger));
 }
 
 int hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret)
@@ -548,7 +637,8 @@ int hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret)
 	*ret = NULL;
 	if (!p)
 		p = &defaults;
-	if (p->dev && (!p->inst || !p->phys || !p->queue))
+	if (p->dev && (!p->inst || !p->phys || !p->queue || !p->device_info ||
+		       p->device_info->sType != VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO))
 		return -EINVAL;
 	vk = calloc(1, sizeof(*vk));
 	if (!vk)
@@ -562,6 +652,13 @@ int hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret)
 		if (!vk->has_host_import && !(p->flags & HM_VK_NO_HOST_IMPORT)) {
 			err = -EOPNOTSUPP;
 			goto out_free;
+		}
+		vk->validation = p->validation < 0 ? env_true("HMIRROR_VALIDATION")
+						   : p->validation > 0;
+		if (vk->validation) {
+			err = wrap_messenger(vk);
+			if (err)
+				goto out_free;
 		}
 		vkGetPhysicalDeviceProperties(vk->phys, &vk->props);
 	} else {
@@ -613,14 +710,12 @@ void hm_vk_free(struct hm_vk *vk)
 		return;
 	if (vk->dev && vk->pool)
 		vkDestroyCommandPool(vk->dev, vk->pool, NULL);
-	if (vk->owns) {
-		if (vk->dev)
-			vkDestroyDevice(vk->dev, NULL);
-		if (vk->messenger && vk->destroy_messenger)
-			vk->destroy_messenger(vk->inst, vk->messenger, NULL);
-		if (vk->inst)
-			vkDestroyInstance(vk->inst, NULL);
-	}
+	if (vk->owns && vk->dev)
+		vkDestroyDevice(vk->dev, NULL);
+	if (vk->messenger && vk->destroy_messenger)
+		vk->destroy_messenger(vk->inst, vk->messenger, NULL);
+	if (vk->owns && vk->inst)
+		vkDestroyInstance(vk->inst, NULL);
 	pthread_mutex_destroy(&vk->lock);
 	free(vk);
 }

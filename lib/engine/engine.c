@@ -72,8 +72,8 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 		e->p.max_chunks = HM_ENGINE_MAX_CHUNKS;
 	e->p.twin_mode = twin_mode(vk, p->twin_mode);
 	e->mirrors = !(p->flags & HM_ENGINE_NO_MIRRORS);
-	if (e->mirrors && !vk->has_8bit_storage) {
-		/* the copy-back stores single bytes home */
+	if (e->mirrors && (!vk->has_8bit_storage || !vk->has_int8)) {
+		/* the copy-back stores single bytes home (diff.comp) */
 		err = -EOPNOTSUPP;
 		goto out_free;
 	}

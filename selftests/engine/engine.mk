@@ -8,11 +8,6 @@ $(B)/include/engine/test-%.spv.h: selftests/engine/%.comp | $(DEPS)
 
 $(O)/selftests/engine/vkctx_test.o: $(B)/include/engine/test-fill.spv.h
 
-$(B)/bin/test-vkctx: $(O)/selftests/engine/vkctx_test.o $(VKCTX_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
-
-NATIVE_TESTS += $(B)/bin/test-vkctx
 $(O)/selftests/engine/%.o: CFLAGS += -Wno-sign-compare
 
 # Test programs: SPIR-V assembly importing hm_lookup, linked with the
@@ -27,6 +22,13 @@ $(B)/gen/engine/%_linked.c: $(B)/gen/engine/%_linked.spv $(HM_LOOKUP_GEN)
 	$(HM_LOOKUP_GEN) -e hm_test_$*_spv $< $@
 
 ENGINE_TEST_DEPS := $(ENGINE_OBJS) $(VKCTX_OBJS) $(O)/lib/table.o $(O)/lib/marks.o $(WATCH_OBJS)
+
+# the vkctx test wraps devices and checks what the engine makes of them
+$(B)/bin/test-vkctx: $(O)/selftests/engine/vkctx_test.o $(ENGINE_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
+
+NATIVE_TESTS += $(B)/bin/test-vkctx
 
 $(B)/bin/test-engine: $(O)/selftests/engine/engine_test.o $(O)/$(B)/gen/engine/rw_linked.o \
 		$(ENGINE_TEST_DEPS)

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
+#include "hmirror/engine.h"
 #include "hmirror/vkctx.h"
 #include "engine/test-fill.spv.h"
 
@@ -173,19 +174,125 @@ TEST_F(vk, reusable_submitter)
 	hm_vk_buffer_free(self->vk, &host);
 }
 
+/*
+ * An emulator's own instance and device, made without hmirror: the
+ * validation layer and debug utils on the instance, the required features
+ * on the device and, when full, 8-bit storage and int8 as well.
+ */
+struct own {
+	VkInstance inst;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	VkPhysicalDeviceVulkan12Features v12;
+	VkPhysicalDeviceFeatures2 f2;
+	const char *dev_ext[1];
+	VkDeviceQueueCreateInfo qci;
+	float prio;
+	VkDeviceCreateInfo dci;
+};
+
+static int own_new(struct own *o, const struct hm_vk *like, bool full)
+{
+	static const char *layer = "VK_LAYER_KHRONOS_validation";
+	static const char *inst_ext[1] = { VK_EXT_DEBUG_UTILS_EXTENSION_NAME };
+	VkApplicationInfo app = {
+		.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+		.apiVersion = VK_API_VERSION_1_2,
+	};
+	VkInstanceCreateInfo ici = {
+		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+		.pApplicationInfo = &app,
+		.enabledLayerCount = 1,
+		.ppEnabledLayerNames = &layer,
+		.enabledExtensionCount = 1,
+		.ppEnabledExtensionNames = inst_ext,
+	};
+	VkPhysicalDevice phys[16];
+	uint32_t n = 16;
+
+	memset(o, 0, sizeof(*o));
+	if (vkCreateInstance(&ici, NULL, &o->inst))
+		return -1;
+	if (vkEnumeratePhysicalDevices(o->inst, &n, phys) < 0)
+		return -1;
+	/* the device hm_vk_new() picked for the fixture */
+	for (uint32_t i = 0; i < n; i++) {
+		VkPhysicalDeviceProperties pp;
+
+		vkGetPhysicalDeviceProperties(phys[i], &pp);
+		if (!strcmp(pp.deviceName, like->props.deviceName))
+			o->phys = phys[i];
+	}
+	if (!o->phys)
+		return -1;
+	o->v12 = (VkPhysicalDeviceVulkan12Features) {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+		.bufferDeviceAddress = VK_TRUE,
+		.timelineSemaphore = VK_TRUE,
+		.storageBuffer8BitAccess = full,
+		.shaderInt8 = full,
+	};
+	o->f2 = (VkPhysicalDeviceFeatures2) {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+		.pNext = &o->v12,
+		.features.shaderInt64 = VK_TRUE,
+	};
+	o->dev_ext[0] = VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME;
+	o->prio = 1.0f;
+	o->qci = (VkDeviceQueueCreateInfo) {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+		.queueFamilyIndex = like->queue_family,
+		.queueCount = 1,
+		.pQueuePriorities = &o->prio,
+	};
+	o->dci = (VkDeviceCreateInfo) {
+		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+		.pNext = &o->f2,
+		.queueCreateInfoCount = 1,
+		.pQueueCreateInfos = &o->qci,
+		.enabledExtensionCount = 1,
+		.ppEnabledExtensionNames = o->dev_ext,
+	};
+	if (vkCreateDevice(o->phys, &o->dci, NULL, &o->dev))
+		return -1;
+	vkGetDeviceQueue(o->dev, like->queue_family, 0, &o->queue);
+	return 0;
+}
+
+static void own_free(struct own *o)
+{
+	if (o->dev)
+		vkDestroyDevice(o->dev, NULL);
+	if (o->inst)
+		vkDestroyInstance(o->inst, NULL);
+}
+
+static struct hm_vk_params own_params(const struct own *o, const struct hm_vk *like)
+{
+	return (struct hm_vk_params) {
+		.validation = 1, .inst = o->inst, .phys = o->phys, .dev = o->dev,
+		.queue = o->queue, .queue_family = like->queue_family,
+		.device_info = &o->dci,
+	};
+}
+
 /* the caller's own device, wrapped: usable, and not destroyed by free */
 TEST_F(vk, wrap_callers_device)
 {
-	struct hm_vk_params p = { .inst = self->vk->inst, .phys = self->vk->phys,
-				  .dev = self->vk->dev, .queue = self->vk->queue,
-				  .queue_family = self->vk->queue_family };
+	struct own o;
+	struct hm_vk_params p;
 	struct hm_vk_buffer a, b;
 	struct hm_vk *w;
 
+	ASSERT_EQ(0, own_new(&o, self->vk, true));
+	p = own_params(&o, self->vk);
 	ASSERT_EQ(0, hm_vk_new(&p, &w));
 	ASSERT_FALSE(w->owns);
+	ASSERT_TRUE(w->validation);
 	ASSERT_TRUE(w->has_host_import);
 	ASSERT_TRUE(w->has_8bit_storage);
+	ASSERT_TRUE(w->has_int8);
 	ASSERT_EQ(0, hm_vk_buffer_new(w, 4096, HM_VK_MEM_HOST, &a));
 	ASSERT_EQ(0, hm_vk_buffer_new(w, 4096, HM_VK_MEM_HOST, &b));
 	memset(a.map, 0x3c, 4096);
@@ -193,12 +300,75 @@ TEST_F(vk, wrap_callers_device)
 	ASSERT_EQ(0, memcmp(a.map, b.map, 4096));
 	hm_vk_buffer_free(w, &a);
 	hm_vk_buffer_free(w, &b);
+	EXPECT_EQ(0, hm_vk_validation_count(w));
 	hm_vk_free(w);
 	/* the original device still works */
-	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, 4096, HM_VK_MEM_HOST, &a));
-	hm_vk_buffer_free(self->vk, &a);
+	ASSERT_EQ(0, vkDeviceWaitIdle(o.dev));
+	/* every handle and the create info are required */
 	p.queue = VK_NULL_HANDLE;
 	ASSERT_EQ(-EINVAL, hm_vk_new(&p, &w));
+	p = own_params(&o, self->vk);
+	p.device_info = NULL;
+	ASSERT_EQ(-EINVAL, hm_vk_new(&p, &w));
+	own_free(&o);
+}
+
+/*
+ * A device created without storageBuffer8BitAccess and shaderInt8, on a
+ * physical device that supports both: hmirror goes by what was enabled.
+ * The engine's mirrors (byte stores) are refused, a mirrorless engine and
+ * a plain pipeline run without a validation message, and the messenger
+ * hmirror hangs on the caller's instance does count a real one.
+ */
+TEST_F(vk, wrap_enabled_features_only)
+{
+	struct hm_engine_params ep = { 0 };
+	struct hm_vk_buffer host;
+	struct hm_vk_pipeline pipe;
+	struct hm_engine *e;
+	struct { uint64_t a; uint32_t n, pad; } push;
+	struct hm_vk_params p;
+	struct own o;
+	struct hm_vk *w;
+	VkBufferCreateInfo bad = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.size = 0,      /* VUID-VkBufferCreateInfo-size-00912 */
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+	};
+	VkBuffer b = VK_NULL_HANDLE;
+
+	if (!self->vk->has_8bit_storage || !self->vk->has_int8)
+		SKIP(return, "the device cannot show it: no 8-bit storage at all");
+	ASSERT_EQ(0, own_new(&o, self->vk, false));
+	p = own_params(&o, self->vk);
+	ASSERT_EQ(0, hm_vk_new(&p, &w));
+	ASSERT_FALSE(w->has_8bit_storage);
+	ASSERT_FALSE(w->has_int8);
+	ASSERT_EQ(-EOPNOTSUPP, hm_engine_new(w, &ep, &e));
+	ep.flags = HM_ENGINE_NO_MIRRORS;
+	ASSERT_EQ(0, hm_engine_new(w, &ep, &e));
+	hm_engine_free(e);
+
+	ASSERT_EQ(0, hm_vk_buffer_new(w, 4096, HM_VK_MEM_HOST, &host));
+	ASSERT_EQ(0, hm_vk_pipeline_new(w, test_fill_spv, sizeof(test_fill_spv) / 4, "main",
+					sizeof(push), &pipe));
+	push.a = host.addr;
+	push.n = 1000;
+	ASSERT_EQ(0, hm_vk_dispatch_sync(w, &pipe, &push, sizeof(push), 1000 / 64 + 1, 1, 1));
+	ASSERT_EQ(999u * 3, ((uint32_t *)host.map)[999]);
+	hm_vk_pipeline_free(w, &pipe);
+	hm_vk_buffer_free(w, &host);
+	if (hm_vk_validation_count(w))
+		TH_LOG("validation: %s", w->last_message);
+	EXPECT_EQ(0, hm_vk_validation_count(w));
+
+	/* negative control: the wrapped device's messages are counted */
+	vkCreateBuffer(w->dev, &bad, NULL, &b);
+	EXPECT_LT(0, hm_vk_validation_count(w));
+	if (b)
+		vkDestroyBuffer(w->dev, b, NULL);
+	hm_vk_free(w);
+	own_free(&o);
 }
 
 TEST(errno_mapping)

@@ -6,9 +6,13 @@
  *
  * Either hm_vk_new() creates the instance and device itself (lavapipe
  * where there is no GPU), or it wraps the caller's handles (params.dev
- * set), the way the Vulkan Memory Allocator takes yours; a wrapped device
- * must have enabled the required features below and, for the engine's
- * mirrors, storageBuffer8BitAccess (and the extensions it wants used).
+ * set), the way the Vulkan Memory Allocator takes yours.  A wrapped device
+ * comes with the VkDeviceCreateInfo it was created with
+ * (params.device_info): hmirror uses exactly the features and extensions
+ * that names, never what the device merely supports.  It must have
+ * enabled the required features below; the engine's mirrors also need
+ * storageBuffer8BitAccess and shaderInt8 (their copy-back stores single
+ * bytes), host-pointer import needs VK_EXT_external_memory_host.
  *
  * Every function returns 0 or a negative errno; Vulkan results are mapped
  * by hm_vk_errno() alone.  Nothing here logs.
@@ -52,13 +56,19 @@ struct hm_vk_params {
 	 * message in hm_vk.validation_errors (tests assert it stays 0). */
 	int validation;
 	uint32_t flags;         /* enum hm_vk_flags */
-	/* Wrap the caller's objects instead of creating them (all four set;
-	 * hm_vk_free() then destroys only what hmirror created). */
+	/* Wrap the caller's objects instead of creating them (inst, phys,
+	 * dev, queue and device_info set, else -EINVAL; hm_vk_free() then
+	 * destroys only what hmirror created).  device_info is what dev was
+	 * created with; it is read during hm_vk_new() only.  Validation
+	 * (above) on a wrapped device counts the messages of a messenger
+	 * on inst, which must have enabled VK_EXT_debug_utils
+	 * (-EOPNOTSUPP otherwise); enabling the layer is the caller's. */
 	VkInstance inst;
 	VkPhysicalDevice phys;
 	VkDevice dev;
 	VkQueue queue;
 	uint32_t queue_family;
+	const VkDeviceCreateInfo *device_info;
 };
 
 struct hm_vk {
@@ -77,7 +87,8 @@ struct hm_vk {
 	char last_message[512];         /* text of the last one, for test output */
 	bool has_host_import;
 	bool has_dmabuf_import;
-	bool has_8bit_storage;
+	bool has_8bit_storage;          /* storageBuffer8BitAccess enabled */
+	bool has_int8;                  /* shaderInt8 enabled */
 	bool sparse;                    /* HM_VK_SPARSE asked and enabled */
 	bool owns;                      /* instance/device created by hm_vk_new() */
 	bool lost;                      /* a submission returned VK_ERROR_DEVICE_LOST */
