@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <linux/hmirror_table.h>
+#include "hmirror/advice.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
@@ -84,13 +85,6 @@ enum hm_twin_mode {
 	HM_TWIN_AUTO = 0,       /* SHADER on a GPU, COPY on a CPU device (lavapipe) */
 	HM_TWIN_SHADER,         /* a copy shader per batch, overlapping the next batch's upload */
 	HM_TWIN_COPY,           /* vkCmdCopyBuffer mirror -> twin after all uploads */
-};
-
-enum hm_advice {
-	HM_ADVICE_DEFAULT = 0,          /* mirror when measured hot */
-	HM_ADVICE_READ_MOSTLY,          /* read duplicate: mirror, drop on CPU write, re-upload */
-	HM_ADVICE_PREFER_DEVICE,        /* mirror, evicted last */
-	HM_ADVICE_NEVER_MIRROR,         /* always home */
 };
 
 /* hm_engine_dispatch() flags */

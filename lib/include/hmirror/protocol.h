@@ -23,6 +23,7 @@
 
 #include <endian.h>
 #include <stdint.h>
+#include <hmirror/advice.h>
 
 #define HM_PROTO_MAGIC		0x524d4d48u	/* "HMMR" */
 #define HM_PROTO_VERSION	1u
@@ -112,7 +113,7 @@ struct hm_msg_handle {
 struct hm_msg_advise {
 	uint64_t guest_addr;
 	uint64_t size;
-	uint32_t advice;	/* HM_ADVICE_* of engine.h (0..3) */
+	uint32_t advice;	/* enum hm_advice (advice.h) */
 	uint32_t pad;
 };
 

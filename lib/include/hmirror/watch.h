@@ -75,7 +75,11 @@ struct hm_space_params {
 	uint32_t chunk_shift;   /* >= page shift; 0 = default 16 (64 KiB) */
 	uint32_t flags;         /* HM_SPACE_POPULATE, ... */
 	enum hm_backend backend;/* AUTO = best available */
-	void *addr;             /* optional fixed guest address (MAP_FIXED_NOREPLACE) */
+	/* optional host virtual address for the watched CPU mapping
+	 * (MAP_FIXED_NOREPLACE); not a guest address: where the space lies
+	 * in the guest's GPU address space is the engine's
+	 * (hm_engine_add_space()) or the daemon's (hm_client_space_add()) */
+	void *addr;
 };
 
 struct hm_space;
