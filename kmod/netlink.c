@@ -72,7 +72,7 @@ enum hmirror_nl_group { HMIRROR_NL_GRP_EVENTS };
 #error "kmod/configure.sh missed GENL_MCAST_CAP_NET_ADMIN in net/genetlink.h"
 #endif
 #ifndef GENL_MCAST_CAP_NET_ADMIN
-#error "hmirror needs GENL_MCAST_CAP_NET_ADMIN (Linux 6.7, 6.6.3, 6.1.64)"
+#error "hmirror needs GENL_MCAST_CAP_NET_ADMIN (Linux 6.7, stable 6.1 and 6.6)"
 #endif
 
 static const struct genl_multicast_group hmirror_nl_mcgrps[] = {
