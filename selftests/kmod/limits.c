@@ -353,7 +353,9 @@ TEST_F(limits, one_user_cannot_refuse_another)
 /* ---- hostile ioctl sequences ------------------------------------------- */
 
 #define HOSTILE_FDS	48
-#define HOSTILE_SECS	15
+#define HOSTILE_SECS	10
+/* a hostile process not gone this long after its time is up is stuck */
+#define HOSTILE_GRACE_SECS	60
 
 struct hostile {
 	int fd[HOSTILE_FDS];
@@ -520,12 +522,44 @@ static long long module_refcnt(void)
 }
 
 /*
- * Two processes of one user, each a random mix of creates (up to all of
- * RAM, half of them populated), faults, exports, pins, arms, harvests,
- * garbage ioctls and closes, at default limits: no OOM kill, both live to
- * exit, everything is given back, and the module unloads afterwards.
+ * Reap a hostile process within its grace time; past it, show where it
+ * is stuck in the kernel, kill it and return -1.
  */
-TEST_F(limits, hostile_two_processes_then_unload)
+static int reap_hostile(pid_t pid, struct __test_metadata *_metadata)
+{
+	uint64_t end = hmt_now_ns() +
+		       (HOSTILE_SECS + HOSTILE_GRACE_SECS) * 1000000000ull;
+	char path[64], line[256];
+	int status;
+	FILE *f;
+
+	while (hmt_now_ns() < end) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			return WIFSIGNALED(status) ? 128 + WTERMSIG(status) :
+						     WEXITSTATUS(status);
+		usleep(20000);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stack", pid);
+	f = fopen(path, "r");
+	TH_LOG("hostile process %d stuck; kernel stack:", pid);
+	while (f && fgets(line, sizeof(line), f))
+		TH_LOG("  %s", line);
+	if (f)
+		fclose(f);
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+/*
+ * Two processes of one user, each a random mix of creates (up to all of
+ * RAM, three in four up to RAM / 8, half populated), faults,
+ * exports, pins, arms, harvests, garbage ioctls and closes, at default
+ * limits: no OOM kill, both live to exit, everything is given back, and
+ * the module unloads afterwards.
+ */
+TEST_F_TIMEOUT(limits, hostile_two_processes_then_unload,
+	       2 * (HOSTILE_SECS + HOSTILE_GRACE_SECS))
 {
 	long long oom0 = vmstat("oom_kill"), spaces0 = hmt_stat("spaces");
 	pid_t pid[2];
@@ -542,8 +576,8 @@ TEST_F(limits, hostile_two_processes_then_unload)
 			_exit(hostile_run(self->dev, 12345 + k));
 		}
 	}
-	EXPECT_EQ(0, reap(pid[0]));
-	EXPECT_EQ(0, reap(pid[1]));
+	EXPECT_EQ(0, reap_hostile(pid[0], _metadata));
+	EXPECT_EQ(0, reap_hostile(pid[1], _metadata));
 	EXPECT_EQ(oom0, vmstat("oom_kill"));
 	EXPECT_TRUE(hmt_wait_dev_idle(5000));
 	for (int i = 0; i < 500 && user_stat(40006, "bytes"); i++)
