@@ -142,7 +142,6 @@ BINDIR ?= $(PREFIX)/bin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
-UDEVRULESDIR ?= /etc/udev/rules.d
 RUNNING_KVER := $(shell uname -r)
 RUNNING_KDIR := $(wildcard /lib/modules/$(RUNNING_KVER)/build/Makefile)
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf 2>/dev/null)
@@ -157,9 +156,9 @@ ifneq ($(and $(RUNNING_KDIR),$(wildcard Kbuild)),)
 else
 	@echo "install: no build tree for the running kernel $(RUNNING_KVER): module not installed"
 endif
-	install -d $(DESTDIR)$(UDEVRULESDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+	tools/udev/install.sh $(DESTDIR)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/hmirror $(DESTDIR)$(INCLUDEDIR)/linux
-	install -m 644 tools/udev/60-hmirror.rules $(DESTDIR)$(UDEVRULESDIR)/
 	install -m 644 $(B)/lib/libhmirror.a $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(B)/lib/libhmirror.so $(DESTDIR)$(LIBDIR)/libhmirror.so.0
 	ln -sf libhmirror.so.0 $(DESTDIR)$(LIBDIR)/libhmirror.so
@@ -172,11 +171,16 @@ endif
 	$(if $(strip $(BIN)),install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/)
 
 # DKMS: the module's sources and dkms.conf under /usr/src/hmirror-VERSION;
-# then "dkms install hmirror/VERSION" builds it for each kernel.
+# then "dkms install hmirror/VERSION" builds it for each kernel (and its
+# POST_INSTALL runs tools/udev/install.sh again).
 install-dkms:
-	install -d $(DESTDIR)/usr/src/hmirror-$(VERSION)/tools
+	install -d $(DESTDIR)/usr/src/hmirror-$(VERSION)/tools/udev
 	cp -r Kbuild kmod uapi dkms.conf $(DESTDIR)/usr/src/hmirror-$(VERSION)/
 	install -m 755 tools/build-kmod.sh $(DESTDIR)/usr/src/hmirror-$(VERSION)/tools/
+	install -m 644 tools/udev/60-hmirror.rules tools/udev/hmirror.sysusers \
+		$(DESTDIR)/usr/src/hmirror-$(VERSION)/tools/udev/
+	install -m 755 tools/udev/install.sh $(DESTDIR)/usr/src/hmirror-$(VERSION)/tools/udev/
+	tools/udev/install.sh $(DESTDIR)
 	$(if $(DESTDIR),,dkms add hmirror/$(VERSION))
 
 clean:

@@ -66,6 +66,7 @@ void hmirror_pin_exit(void);
 struct hmirror_page_vec {
 	struct page ***chunks;		/* HMIRROR_PV_PER_CHUNK pages each */
 	unsigned long nr_pages;
+	struct hmirror_user *user;	/* charged for the array; reference */
 };
 
 #define HMIRROR_PV_PER_CHUNK	(PAGE_SIZE / sizeof(struct page *))
@@ -82,7 +83,10 @@ static inline struct page **hmirror_pv_slot(struct hmirror_page_vec *pv,
 	return &pv->chunks[i / HMIRROR_PV_PER_CHUNK][i % HMIRROR_PV_PER_CHUNK];
 }
 
-int hmirror_pv_alloc(struct hmirror_page_vec *pv, unsigned long nr_pages);
+struct hmirror_user;
+/* charged to @user (a reference taken) against max_user_bytes */
+int hmirror_pv_alloc(struct hmirror_page_vec *pv, unsigned long nr_pages,
+		     struct hmirror_user *user);
 void hmirror_pv_free(struct hmirror_page_vec *pv);	/* puts no page */
 
 int hmirror_dmabuf_export(struct hmirror_page_vec *pv, u32 flags,

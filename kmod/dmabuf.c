@@ -38,24 +38,52 @@ static unsigned long max_dmabuf_mib = 1024 * 1024;	/* 1 TiB */
 module_param(max_dmabuf_mib, ulong, 0644);
 MODULE_PARM_DESC(max_dmabuf_mib, "Largest dma-buf export, in MiB (default 1 TiB)");
 
-int hmirror_pv_alloc(struct hmirror_page_vec *pv, unsigned long nr_pages)
+static unsigned long hmirror_pv_bytes(unsigned long nr_pages)
+{
+	unsigned long nr_chunks = DIV_ROUND_UP(nr_pages, HMIRROR_PV_PER_CHUNK);
+
+	return nr_chunks * (sizeof(struct page **) + PAGE_SIZE);
+}
+
+/*
+ * A page array the user pays for: one byte in 512 of what it maps, which
+ * at max_dmabuf_mib is 2 GiB of kernel memory, so it counts.
+ */
+int hmirror_pv_alloc(struct hmirror_page_vec *pv, unsigned long nr_pages,
+		     struct hmirror_user *user)
 {
 	unsigned long nr_chunks = DIV_ROUND_UP(nr_pages, HMIRROR_PV_PER_CHUNK);
 	unsigned long i;
+	int ret;
 
 	pv->nr_pages = nr_pages;
-	pv->chunks = kvcalloc(nr_chunks, sizeof(*pv->chunks), GFP_KERNEL);
+	pv->chunks = NULL;
+	pv->user = NULL;
+	ret = hmirror_user_charge(user, hmirror_pv_bytes(nr_pages));
+	if (ret)
+		return ret;
+	hmirror_user_hold(user);
+	pv->user = user;
+	ret = -ENOMEM;
+	pv->chunks = kvcalloc(nr_chunks, sizeof(*pv->chunks),
+			      GFP_KERNEL_ACCOUNT);
 	if (!pv->chunks)
-		return -ENOMEM;
+		goto err_free;
 	for (i = 0; i < nr_chunks; i++) {
-		pv->chunks[i] = kzalloc(PAGE_SIZE, GFP_KERNEL);
-		if (!pv->chunks[i]) {
-			hmirror_pv_free(pv);
-			return -ENOMEM;
+		pv->chunks[i] = kzalloc(PAGE_SIZE, GFP_KERNEL_ACCOUNT);
+		if (!pv->chunks[i])
+			goto err_free;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			goto err_free;
 		}
 		cond_resched();
 	}
 	return 0;
+
+err_free:
+	hmirror_pv_free(pv);
+	return ret;
 }
 
 void hmirror_pv_free(struct hmirror_page_vec *pv)
@@ -63,12 +91,17 @@ void hmirror_pv_free(struct hmirror_page_vec *pv)
 	unsigned long i, nr_chunks = DIV_ROUND_UP(pv->nr_pages,
 						  HMIRROR_PV_PER_CHUNK);
 
-	if (!pv->chunks)
-		return;
-	for (i = 0; i < nr_chunks; i++)
-		kfree(pv->chunks[i]);
-	kvfree(pv->chunks);
-	pv->chunks = NULL;
+	if (pv->chunks) {
+		for (i = 0; i < nr_chunks; i++)
+			kfree(pv->chunks[i]);
+		kvfree(pv->chunks);
+		pv->chunks = NULL;
+	}
+	if (pv->user) {
+		hmirror_user_uncharge(pv->user, hmirror_pv_bytes(pv->nr_pages));
+		hmirror_user_put(pv->user);
+		pv->user = NULL;
+	}
 }
 
 static void hmirror_pv_put_pages(struct hmirror_page_vec *pv)
@@ -363,7 +396,10 @@ int hmirror_dmabuf_check(struct hmirror_dmabuf_export *ex, u64 bytes,
 
 static void hmirror_dmabuf_space_release(void *owner)
 {
-	hmirror_space_put(owner);
+	struct hmirror_space *s = owner;
+
+	atomic_dec(&s->nr_dmabufs);
+	hmirror_space_put(s);
 }
 
 /* HMIRROR_IOC_EXPORT_DMABUF on a space fd; the dispatcher copies @data */
@@ -379,18 +415,20 @@ long hmirror_ioctl_export_dmabuf(struct file *file, void *data)
 	ret = hmirror_dmabuf_check(ex, s->size, &first, &count);
 	if (ret)
 		return ret;
-	ret = hmirror_pv_alloc(&pv, count);
+	ret = hmirror_user_count_inc(&s->nr_dmabufs,
+				     hmirror_max_dmabufs_per_space);
 	if (ret)
 		return ret;
+	/* the space's creator pays for the array, as for the pages */
+	ret = hmirror_pv_alloc(&pv, count, s->user);
+	if (ret)
+		goto err_count;
 	for (i = 0; i < count; i++) {
 		page = fatal_signal_pending(current) ? ERR_PTR(-EINTR) :
 			hmirror_space_page(s, first + i);
 		if (IS_ERR(page)) {
-			pv.nr_pages = i;
-			hmirror_pv_put_pages(&pv);
-			pv.nr_pages = count;
-			hmirror_pv_free(&pv);
-			return PTR_ERR(page);
+			ret = PTR_ERR(page);
+			goto err_pages;
 		}
 		get_page(page);
 		*hmirror_pv_slot(&pv, i) = page;
@@ -402,7 +440,16 @@ long hmirror_ioctl_export_dmabuf(struct file *file, void *data)
 	ret = hmirror_dmabuf_export(&pv, ex->flags,
 				    hmirror_dmabuf_space_release, s);
 	if (ret < 0)
-		return ret;	/* the export put the pages and the space */
+		return ret;	/* the export put the pages, space and count */
 	ex->fd = ret;
 	return 0;
+
+err_pages:
+	pv.nr_pages = i;
+	hmirror_pv_put_pages(&pv);
+	pv.nr_pages = count;
+	hmirror_pv_free(&pv);
+err_count:
+	atomic_dec(&s->nr_dmabufs);
+	return ret;
 }

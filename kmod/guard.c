@@ -18,8 +18,6 @@
 
 #include "hmirror.h"
 
-/* chunks per harvest bounce (s->batch) */
-#define HMIRROR_BATCH		2048
 /* chunks an arm handles per s->lock hold */
 #define HMIRROR_ARM_WINDOW	32768
 
@@ -32,7 +30,7 @@ int hmirror_guard_alloc(struct hmirror_space *s)
 	s->written = kvcalloc(words, sizeof(long), GFP_KERNEL_ACCOUNT);
 	s->summary = kvcalloc(BITS_TO_LONGS(words), sizeof(long),
 			      GFP_KERNEL_ACCOUNT);
-	s->batch = kmalloc_array(HMIRROR_BATCH, sizeof(u64), GFP_KERNEL);
+	s->batch = kmalloc_array(HMIRROR_BATCH, sizeof(u64), GFP_KERNEL_ACCOUNT);
 	s->gens_bytes = PAGE_ALIGN(s->nr_chunks * sizeof(u64));
 	s->gens = vmalloc_user(s->gens_bytes);
 	if (!s->armed || !s->written || !s->summary || !s->batch || !s->gens) {

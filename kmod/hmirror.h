@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
+#include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -67,12 +68,44 @@ extern const char *const hmirror_stat_names[HMIRROR_NR_STATS];
 /* ---- limits (module parameters, main.c) --------------------------------- */
 
 extern unsigned long hmirror_max_space_bytes;
-extern unsigned long hmirror_max_total_bytes;
 extern unsigned int hmirror_max_spaces_per_process;
+extern unsigned int hmirror_max_spaces_per_user;
+extern unsigned long hmirror_max_user_bytes;
+extern unsigned int hmirror_max_dmabufs_per_space;
 extern unsigned long hmirror_max_space_chunks;
 extern unsigned long hmirror_rearm_merge_pages;
 
+/* ---- accounting (account.c) --------------------------------------------- */
+
+/*
+ * What one user (real uid) holds.  A reference per space, pin and dma-buf
+ * charged to it; the entry goes with the last.
+ */
+struct hmirror_user {
+	struct list_head node;		/* in hmirror_users, its lock */
+	kuid_t uid;
+	refcount_t ref;
+	atomic_long_t bytes;		/* charged, against max_user_bytes */
+	atomic_t nr_spaces;		/* live spaces it created */
+	atomic_t nr_pins;		/* live pins it made */
+};
+
+struct user_struct;
+
+struct hmirror_user *hmirror_user_get(void);
+void hmirror_user_hold(struct hmirror_user *u);
+void hmirror_user_put(struct hmirror_user *u);
+int hmirror_user_charge(struct hmirror_user *u, unsigned long bytes);
+void hmirror_user_uncharge(struct hmirror_user *u, unsigned long bytes);
+int hmirror_user_count_inc(atomic_t *count, unsigned int max);
+struct user_struct *hmirror_memlock_charge(unsigned long nr_pages);
+void hmirror_memlock_uncharge(struct user_struct *user, unsigned long nr_pages);
+void hmirror_account_init(void);
+
 /* ---- spaces ------------------------------------------------------------- */
+
+/* chunks per harvest bounce (s->batch); space.c charges it to the user */
+#define HMIRROR_BATCH		2048
 
 /* spaces created by one process (thread group), for the per-process limit */
 struct hmirror_owner {
@@ -91,7 +124,7 @@ struct hmirror_owner {
  */
 struct hmirror_space {
 	struct kref kref;
-	u32 id;				/* > 0; ida in main.c */
+	u32 id;				/* > 0, cyclic: not reused soon (space.c) */
 	u64 size;			/* bytes */
 	unsigned int chunk_shift;
 	unsigned int chunk_page_shift;	/* chunk_shift - PAGE_SHIFT */
@@ -130,6 +163,9 @@ struct hmirror_space {
 	wait_queue_head_t wq;		/* poll: nr_written != 0 */
 
 	struct mem_cgroup *memcg;	/* charged for pages; reference held */
+	struct hmirror_user *user;	/* charged for pages, metadata, dma-bufs */
+	unsigned long meta_bytes;	/* metadata charged to @user */
+	atomic_t nr_dmabufs;		/* live dma-bufs of the space */
 	struct hmirror_owner *owner;	/* hmirror_lock */
 	struct list_head node;		/* in hmirror_spaces, hmirror_lock */
 
@@ -137,7 +173,6 @@ struct hmirror_space {
 
 	/* ---- kmod-device fields (dma-buf, netlink) below ---- */
 	kuid_t dev_owner_uid;		/* creator's euid (netlink.c) */
-	pid_t dev_owner_tgid;		/* creator's tgid, init pid ns */
 };
 
 /* global registry: every live space, every owner; protects the totals */

@@ -21,16 +21,29 @@ unsigned long hmirror_max_space_bytes = 64UL << 30;
 module_param_named(max_space_bytes, hmirror_max_space_bytes, ulong, 0644);
 MODULE_PARM_DESC(max_space_bytes, "Largest space, bytes (default 64 GiB)");
 
-unsigned long hmirror_max_total_bytes = 1UL << 40;
-module_param_named(max_total_bytes, hmirror_max_total_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_total_bytes,
-		 "Sum of the sizes of all spaces, bytes (default 1 TiB)");
-
 unsigned int hmirror_max_spaces_per_process = 64;
 module_param_named(max_spaces_per_process, hmirror_max_spaces_per_process,
 		   uint, 0644);
 MODULE_PARM_DESC(max_spaces_per_process,
 		 "Live spaces one process may have created (default 64)");
+
+/* the limits that hold: a forked child or another process is the same user */
+unsigned int hmirror_max_spaces_per_user = 256;
+module_param_named(max_spaces_per_user, hmirror_max_spaces_per_user,
+		   uint, 0644);
+MODULE_PARM_DESC(max_spaces_per_user,
+		 "Live spaces the processes of one user may have created (default 256)");
+
+unsigned long hmirror_max_user_bytes;
+module_param_named(max_user_bytes, hmirror_max_user_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_user_bytes,
+		 "Memory charged to one user: space pages, metadata, page arrays, bytes (default 0: half of RAM at load)");
+
+unsigned int hmirror_max_dmabufs_per_space = 64;
+module_param_named(max_dmabufs_per_space, hmirror_max_dmabufs_per_space,
+		   uint, 0644);
+MODULE_PARM_DESC(max_dmabufs_per_space,
+		 "Live dma-bufs exported from one space or one pin (default 64)");
 
 unsigned long hmirror_max_space_chunks = 1UL << 22;
 module_param_named(max_space_chunks, hmirror_max_space_chunks, ulong, 0644);
@@ -42,7 +55,7 @@ module_param_named(rearm_merge_pages, hmirror_rearm_merge_pages, ulong, 0644);
 MODULE_PARM_DESC(rearm_merge_pages,
 		 "Harvest re-arms written runs up to this many pages apart with one write-protect (default 64)");
 
-/* protects hmirror_spaces, the owners and the byte total (space.c) */
+/* protects hmirror_spaces and the owners (space.c) */
 DEFINE_MUTEX(hmirror_lock);
 LIST_HEAD(hmirror_spaces);
 struct hmirror_stats hmirror_global_stats;
@@ -315,7 +328,8 @@ static struct miscdevice hmirror_misc = {
 	.minor = MISC_DYNAMIC_MINOR,
 	.name = "hmirror",
 	.fops = &hmirror_dev_fops,
-	.mode = 0666,
+	/* tools/udev/60-hmirror.rules gives the group "hmirror" */
+	.mode = 0660,
 };
 
 static int __init hmirror_init(void)
@@ -333,6 +347,7 @@ static int __init hmirror_init(void)
 	if (ret)
 		return ret;
 	hmirror_debugfs_init();
+	hmirror_account_init();
 	/* ---- kmod-device init (netlink, ...) here ---- */
 	ret = hmirror_devpath_init();
 	if (ret)

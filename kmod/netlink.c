@@ -3,12 +3,15 @@
  * hmirror: the generic netlink family "hmirror"
  * (Documentation/netlink/specs/hmirror.yaml).
  *
- * Requests: STATS_GET (global counters) and SPACE_GET (one space, or a dump
- * of every space the caller may see: all with CAP_SYS_ADMIN, else those its
- * uid created).  Every operation is validated strictly (resv_start_op is
- * 0) against its own policy; one without a policy takes no attributes.
+ * Requests: STATS_GET (global counters: every user's activity, so
+ * CAP_NET_ADMIN, GENL_ADMIN_PERM) and SPACE_GET (one space, or a dump of
+ * every space the caller may see: all with CAP_SYS_ADMIN, else those its
+ * uid created), with pids and uids as the caller's namespaces see them.
+ * Every operation is validated strictly (resv_start_op is 0) against its
+ * own policy; one without a policy takes no attributes.
  *
- * Events, multicast to the "events" group (CAP_NET_ADMIN to join): space
+ * Events, multicast to the "events" group (CAP_NET_ADMIN to join, pids of
+ * the initial pid namespace, as the proc connector's): space
  * created and destroyed, pin range invalidated, and chunks written.  The
  * last come from the guard's fault path: records are appended to a bounded
  * batch under a spinlock, only while someone listens, and a delayed work
@@ -21,6 +24,8 @@
 #include <linux/cred.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 #include <net/genetlink.h>
@@ -58,12 +63,22 @@ static DECLARE_DELAYED_WORK(hmirror_nl_work, hmirror_nl_flush);
 
 enum hmirror_nl_group { HMIRROR_NL_GRP_EVENTS };
 
+/*
+ * Without the flag any user could join the events group and watch every
+ * user's spaces; kmod/configure.sh probes for it, and a probe that misses
+ * it must fail the build rather than drop it.
+ */
+#if defined(GENL_MCAST_CAP_NET_ADMIN) && !defined(HAVE_GENL_MCAST_CAP_NET_ADMIN)
+#error "kmod/configure.sh missed GENL_MCAST_CAP_NET_ADMIN in net/genetlink.h"
+#endif
+#ifndef GENL_MCAST_CAP_NET_ADMIN
+#error "hmirror needs GENL_MCAST_CAP_NET_ADMIN (Linux 6.7, stable 6.1 and 6.6)"
+#endif
+
 static const struct genl_multicast_group hmirror_nl_mcgrps[] = {
 	[HMIRROR_NL_GRP_EVENTS] = {
 		.name = HMIRROR_GENL_MCGRP_EVENTS,
-#ifdef HAVE_GENL_MCAST_CAP_NET_ADMIN
 		.flags = GENL_MCAST_CAP_NET_ADMIN,
-#endif
 	},
 };
 
@@ -140,18 +155,26 @@ static bool hmirror_nl_visible(const struct sk_buff *skb,
 	return uid_eq(sock_i_uid(NETLINK_CB(skb).sk), s->dev_owner_uid);
 }
 
+/*
+ * A space's attributes; the owner's pid and uid as @pid_ns and @user_ns
+ * see them (pid 0: not in that namespace).  hmirror_lock (s->owner).
+ */
 static int hmirror_nl_fill_space(struct sk_buff *skb, struct hmirror_space *s,
-				 u32 portid, u32 seq, int flags, u8 cmd)
+				 u32 portid, u32 seq, int flags, u8 cmd,
+				 struct pid_namespace *pid_ns,
+				 struct user_namespace *user_ns)
 {
 	void *hdr;
 
+	lockdep_assert_held(&hmirror_lock);
 	hdr = genlmsg_put(skb, portid, seq, &hmirror_nl_family, flags, cmd);
 	if (!hdr)
 		return -EMSGSIZE;
 	if (nla_put_u32(skb, HMIRROR_A_SPACE_ID, s->id) ||
-	    nla_put_u32(skb, HMIRROR_A_OWNER_PID, s->dev_owner_tgid) ||
+	    nla_put_u32(skb, HMIRROR_A_OWNER_PID,
+			pid_nr_ns(s->owner->tgid, pid_ns)) ||
 	    nla_put_u32(skb, HMIRROR_A_OWNER_UID,
-			from_kuid_munged(&init_user_ns, s->dev_owner_uid)) ||
+			from_kuid_munged(user_ns, s->dev_owner_uid)) ||
 	    nla_put_u64_64bit(skb, HMIRROR_A_SPACE_SIZE, s->size,
 			      HMIRROR_A_PAD) ||
 	    nla_put_u32(skb, HMIRROR_A_CHUNK_SHIFT, s->chunk_shift))
@@ -190,9 +213,12 @@ static int hmirror_nl_space_get(struct sk_buff *skb, struct genl_info *info)
 			break;
 		}
 	}
+	/* a request is handled in the sender's context: its namespaces */
 	ret = found ? hmirror_nl_fill_space(msg, found, info->snd_portid,
 					    info->snd_seq, 0,
-					    HMIRROR_CMD_SPACE_GET) : -ENOENT;
+					    HMIRROR_CMD_SPACE_GET,
+					    task_active_pid_ns(current),
+					    current_user_ns()) : -ENOENT;
 	mutex_unlock(&hmirror_lock);
 	if (ret) {
 		if (ret == -ENOENT)
@@ -219,10 +245,13 @@ static int hmirror_nl_space_dump(struct sk_buff *skb,
 			continue;
 		if (idx++ < start)
 			continue;
+		/* dumps run in the context of the socket's reader */
 		ret = hmirror_nl_fill_space(skb, s,
 					    NETLINK_CB(cb->skb).portid,
 					    cb->nlh->nlmsg_seq, NLM_F_MULTI,
-					    HMIRROR_CMD_SPACE_GET);
+					    HMIRROR_CMD_SPACE_GET,
+					    task_active_pid_ns(current),
+					    current_user_ns());
 		if (ret) {
 			idx--;
 			break;
@@ -240,6 +269,8 @@ static const struct genl_ops hmirror_nl_ops[] = {
 	{
 		.cmd = HMIRROR_CMD_STATS_GET,
 		.doit = hmirror_nl_stats_get,
+		/* every user's activity: CAP_NET_ADMIN (init_net's user ns) */
+		.flags = GENL_ADMIN_PERM,
 		/* no policy: every attribute is refused */
 	},
 	{
@@ -350,17 +381,16 @@ void hmirror_nl_space_event(struct hmirror_space *s,
 	struct sk_buff *msg;
 	void *hdr;
 
-	if (what == HMIRROR_NL_SPACE_NEW) {
+	lockdep_assert_held(&hmirror_lock);
+	if (what == HMIRROR_NL_SPACE_NEW)
 		s->dev_owner_uid = current_euid();
-		s->dev_owner_tgid = task_tgid_nr(current);
-	}
 	if (!hmirror_nl_listened())
 		return;
 	msg = hmirror_nl_event_new(cmd, GFP_KERNEL, &hdr);
 	if (!msg)
 		return;
 	if (nla_put_u32(msg, HMIRROR_A_SPACE_ID, s->id) ||
-	    nla_put_u32(msg, HMIRROR_A_OWNER_PID, s->dev_owner_tgid) ||
+	    nla_put_u32(msg, HMIRROR_A_OWNER_PID, pid_nr(s->owner->tgid)) ||
 	    nla_put_u32(msg, HMIRROR_A_OWNER_UID,
 			from_kuid_munged(&init_user_ns, s->dev_owner_uid)) ||
 	    nla_put_u64_64bit(msg, HMIRROR_A_SPACE_SIZE, s->size,

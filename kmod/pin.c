@@ -3,8 +3,10 @@
  * hmirror: long-term pins of ordinary process memory for device use.
  *
  * HMIRROR_IOC_PIN pins a range of the caller's anonymous or memfd (shmem)
- * memory with FOLL_LONGTERM, charges it to RLIMIT_MEMLOCK and returns a pin
- * fd; closing the fd (or the process exiting) unpins.  The page array is
+ * memory with FOLL_LONGTERM, charges it to the caller's user against
+ * RLIMIT_MEMLOCK (user_struct->locked_vm, as io_uring does: a forked child
+ * or the receiver of the fd shares the budget) and returns a pin fd;
+ * closing the fd and every dma-buf of it unpins.  The page array is
  * kept in page-sized chunks and filled in batches, so a huge request never
  * needs one giant allocation.
  *
@@ -23,7 +25,6 @@
 #include <linux/compat.h>
 #include <linux/file.h>
 #include <linux/fs.h>
-#include <linux/idr.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
@@ -36,19 +37,19 @@
 #include <linux/uaccess.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#include <linux/xarray.h>
 
 #include <linux/hmirror.h>
 
-#include "hmirror_config.h"
-#include "devpath.h"
+#include "hmirror.h"
 
 static unsigned long max_pin_mib = 1024 * 1024;	/* 1 TiB */
 module_param(max_pin_mib, ulong, 0644);
 MODULE_PARM_DESC(max_pin_mib, "Largest single pin, in MiB (default 1 TiB; RLIMIT_MEMLOCK applies too)");
 
-static unsigned int max_pins = 4096;
-module_param(max_pins, uint, 0644);
-MODULE_PARM_DESC(max_pins, "Most pins alive at once, all processes (default 4096)");
+static unsigned int max_pins_per_user = 4096;
+module_param(max_pins_per_user, uint, 0644);
+MODULE_PARM_DESC(max_pins_per_user, "Most pins the processes of one user may hold at once (default 4096)");
 
 /* pages pinned by one pin_user_pages_fast() call, between signal checks */
 #define HMIRROR_PIN_BATCH	HMIRROR_PV_PER_CHUNK
@@ -64,7 +65,10 @@ enum hmirror_pin_phase {
 struct hmirror_pin {
 	struct kref ref;		/* the pin fd, each dma-buf, event work */
 	struct mmu_interval_notifier notifier;
-	struct mm_struct *mm;		/* mmgrab()ed: locked_vm is charged here */
+	struct mm_struct *mm;		/* mmgrab()ed; pinned_vm shows the pin */
+	struct user_struct *locked_user; /* RLIMIT_MEMLOCK charged; or NULL */
+	struct hmirror_user *user;	/* counts the pin, charged for @pv */
+	atomic_t nr_dmabufs;		/* live dma-bufs of the pin */
 	pid_t tgid;			/* of the pinning process, init pid ns */
 	u32 id;
 	unsigned long start;
@@ -83,8 +87,9 @@ struct hmirror_pin {
 	unsigned long inval_end;
 };
 
-static DEFINE_IDA(hmirror_pin_ida);
-static atomic_t hmirror_nr_pins = ATOMIC_INIT(0);
+/* cyclic, as space ids: an invalidation event never names a newer pin */
+static DEFINE_XARRAY_ALLOC(hmirror_pin_ids);
+static u32 hmirror_pin_next_id;		/* the xarray's lock */
 static struct workqueue_struct *hmirror_pin_wq;
 
 static u32 hmirror_inval_cause(enum mmu_notifier_event event)
@@ -122,7 +127,7 @@ static bool hmirror_range_stales_frames(const struct mmu_notifier_range *range)
 	case MMU_NOTIFY_SOFT_DIRTY:
 		return false;
 	case MMU_NOTIFY_MIGRATE:
-		return range->owner != &hmirror_pin_ida;
+		return range->owner != &hmirror_pin_ids;
 	default:
 		return true;
 	}
@@ -146,6 +151,43 @@ static void hmirror_pin_unpin_pages(struct hmirror_pin *pin)
 	pin->nr_pinned = 0;
 }
 
+/*
+ * Charge the pin to the caller: the per-user count, and RLIMIT_MEMLOCK
+ * for the pages.  The page array is charged when it is allocated.
+ */
+static int hmirror_pin_charge(struct hmirror_pin *pin)
+{
+	int ret;
+
+	pin->user = hmirror_user_get();
+	if (!pin->user)
+		return -ENOMEM;
+	ret = hmirror_user_count_inc(&pin->user->nr_pins, max_pins_per_user);
+	if (ret)
+		goto err_user;
+	pin->locked_user = hmirror_memlock_charge(pin->nr_pages);
+	if (IS_ERR(pin->locked_user)) {
+		ret = PTR_ERR(pin->locked_user);
+		goto err_count;
+	}
+	atomic64_add(pin->nr_pages, &pin->mm->pinned_vm);
+	return 0;
+
+err_count:
+	atomic_dec(&pin->user->nr_pins);
+err_user:
+	hmirror_user_put(pin->user);
+	return ret;
+}
+
+static void hmirror_pin_uncharge(struct hmirror_pin *pin)
+{
+	atomic64_sub(pin->nr_pages, &pin->mm->pinned_vm);
+	hmirror_memlock_uncharge(pin->locked_user, pin->nr_pages);
+	atomic_dec(&pin->user->nr_pins);
+	hmirror_user_put(pin->user);
+}
+
 static void hmirror_pin_release(struct kref *ref)
 {
 	struct hmirror_pin *pin = container_of(ref, struct hmirror_pin, ref);
@@ -153,12 +195,11 @@ static void hmirror_pin_release(struct kref *ref)
 	mmu_interval_notifier_remove(&pin->notifier);
 	hmirror_pin_unpin_pages(pin);
 	hmirror_pv_free(&pin->pv);
-	account_locked_vm(pin->mm, pin->nr_pages, false);
+	hmirror_pin_uncharge(pin);
 	mmdrop(pin->mm);
 	atomic64_dec(&hmirror_dev_stats.pins);
 	atomic64_sub(pin->nr_pages << PAGE_SHIFT, &hmirror_dev_stats.pinned_bytes);
-	atomic_dec(&hmirror_nr_pins);
-	ida_free(&hmirror_pin_ida, pin->id);
+	xa_erase(&hmirror_pin_ids, pin->id);
 	kfree(pin);
 }
 
@@ -343,7 +384,10 @@ static long hmirror_pin_ioctl_state(struct hmirror_pin *pin,
 
 static void hmirror_pin_dmabuf_release(void *owner)
 {
-	hmirror_pin_put(owner);
+	struct hmirror_pin *pin = owner;
+
+	atomic_dec(&pin->nr_dmabufs);
+	hmirror_pin_put(pin);
 }
 
 static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
@@ -363,9 +407,15 @@ static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
 	if (!pin->writable && !(ex.flags & HMIRROR_DMABUF_RDONLY))
 		return -EACCES;
 
-	ret = hmirror_pv_alloc(&pv, count);
+	ret = hmirror_user_count_inc(&pin->nr_dmabufs,
+				     hmirror_max_dmabufs_per_space);
 	if (ret)
 		return ret;
+	ret = hmirror_pv_alloc(&pv, count, pin->user);
+	if (ret) {
+		atomic_dec(&pin->nr_dmabufs);
+		return ret;
+	}
 	for (i = 0; i < count; i++) {
 		*hmirror_pv_slot(&pv, i) = hmirror_pv_page(&pin->pv, first + i);
 		get_page(*hmirror_pv_slot(&pv, i));
@@ -375,7 +425,7 @@ static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
 	ret = hmirror_dmabuf_export(&pv, ex.flags, hmirror_pin_dmabuf_release,
 				    pin);
 	if (ret < 0)
-		return ret;	/* the export put the pages and the pin */
+		return ret;	/* the export put the pages, the pin and the count */
 
 	ex.fd = ret;
 	/* on a fault the fd stays installed: the caller owns it anyway */
@@ -471,19 +521,16 @@ long hmirror_ioctl_pin(struct file *file, void *data)
 	}
 	nr_pages = req->size >> PAGE_SHIFT;
 
-	if (atomic_inc_return(&hmirror_nr_pins) > max_pins) {
-		ret = -ENOSPC;
-		goto fail_nr;
-	}
-	pin = kzalloc(sizeof(*pin), GFP_KERNEL);
+	pin = kzalloc(sizeof(*pin), GFP_KERNEL_ACCOUNT);
 	if (!pin) {
 		ret = -ENOMEM;
-		goto fail_nr;
+		goto fail_count;
 	}
-	ret = ida_alloc_min(&hmirror_pin_ida, 1, GFP_KERNEL);
+	ret = xa_alloc_cyclic(&hmirror_pin_ids, &pin->id, pin,
+			      XA_LIMIT(1, U32_MAX), &hmirror_pin_next_id,
+			      GFP_KERNEL);
 	if (ret < 0)
-		goto fail_ida;
-	pin->id = ret;
+		goto fail_id;
 	kref_init(&pin->ref);
 	spin_lock_init(&pin->lock);
 	init_waitqueue_head(&pin->wq);
@@ -496,11 +543,11 @@ long hmirror_ioctl_pin(struct file *file, void *data)
 	pin->mm = current->mm;
 	mmgrab(pin->mm);
 
-	/* RLIMIT_MEMLOCK first (-ENOMEM past it, CAP_IPC_LOCK exempt). */
-	ret = account_locked_vm(pin->mm, nr_pages, true);
+	/* the limits first: -EMFILE or -ENOMEM past them */
+	ret = hmirror_pin_charge(pin);
 	if (ret)
 		goto fail_account;
-	ret = hmirror_pv_alloc(&pin->pv, nr_pages);
+	ret = hmirror_pv_alloc(&pin->pv, nr_pages, pin->user);
 	if (ret)
 		goto fail_pv;
 	ret = hmirror_pin_establish(pin);
@@ -536,14 +583,12 @@ fail_fd:
 fail_pin:
 	hmirror_pv_free(&pin->pv);
 fail_pv:
-	account_locked_vm(pin->mm, nr_pages, false);
+	hmirror_pin_uncharge(pin);
 fail_account:
 	mmdrop(pin->mm);
-	ida_free(&hmirror_pin_ida, pin->id);
-fail_ida:
+	xa_erase(&hmirror_pin_ids, pin->id);
+fail_id:
 	kfree(pin);
-fail_nr:
-	atomic_dec(&hmirror_nr_pins);
 fail_count:
 	hmirror_dev_inc(&hmirror_dev_stats.pins_failed);
 	return ret;
@@ -559,5 +604,5 @@ void hmirror_pin_exit(void)
 {
 	/* Every pin fd and dma-buf holds a module reference: none is left. */
 	destroy_workqueue(hmirror_pin_wq);
-	ida_destroy(&hmirror_pin_ida);
+	xa_destroy(&hmirror_pin_ids);
 }

@@ -10,7 +10,6 @@
 #include <linux/fs.h>
 #include <linux/gfp.h>
 #include <linux/highmem.h>
-#include <linux/idr.h>
 #include <linux/memcontrol.h>
 #include <linux/mm.h>
 #include <linux/mount.h>
@@ -22,6 +21,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
+#include <linux/xarray.h>
 
 #include "hmirror.h"
 
@@ -30,9 +30,14 @@
 #define HMIRROR_GENS_PGOFF	(HMIRROR_MMAP_GENERATIONS >> PAGE_SHIFT)
 
 static struct vfsmount *hmirror_mnt;
-static DEFINE_IDA(hmirror_space_ida);
 static LIST_HEAD(hmirror_owners);	/* hmirror_lock */
-static u64 hmirror_total_bytes;		/* hmirror_lock */
+/*
+ * Space ids, allocated cyclically (hmirror_lock): an id comes back only
+ * after 2^32 creations, so a batched event naming a destroyed space is
+ * never taken for a newer one.
+ */
+static DEFINE_XARRAY_ALLOC(hmirror_space_ids);
+static u32 hmirror_space_next_id;	/* hmirror_lock */
 
 static const struct file_operations hmirror_space_fops;
 
@@ -48,50 +53,65 @@ static void hmirror_vma_flags_set(struct vm_area_struct *vma, vm_flags_t set,
 
 /* ---- pages -------------------------------------------------------------- */
 
-static struct page *hmirror_alloc_page(struct hmirror_space *s, gfp_t extra)
+/*
+ * Never the OOM killer on a space's behalf: faults and dma-buf exports
+ * reclaim hard and then fail (__GFP_RETRY_MAYFAIL), POPULATE gives up
+ * early (__GFP_NORETRY).  Charged to the creator's memory cgroup.
+ */
+static struct page *hmirror_alloc_page(struct hmirror_space *s, gfp_t how)
 {
 	struct mem_cgroup *old;
 	struct page *page;
 
 	old = set_active_memcg(s->memcg);
 	page = alloc_page(GFP_HIGHUSER | __GFP_ZERO | __GFP_ACCOUNT |
-			  __GFP_NOWARN | extra);
+			  __GFP_NOWARN | how);
 	set_active_memcg(old);
 	return page;
 }
 
 static struct page *__hmirror_space_page(struct hmirror_space *s,
-					 pgoff_t idx, gfp_t extra)
+					 pgoff_t idx, gfp_t how)
 {
 	struct page *page, *cur;
+	int ret;
 
 	page = xa_load(&s->pages, idx);
 	if (page)
 		return page;
 
-	page = hmirror_alloc_page(s, extra);
-	if (!page)
-		return ERR_PTR(-ENOMEM);
-	cur = xa_cmpxchg(&s->pages, idx, NULL, page, GFP_KERNEL_ACCOUNT);
-	if (xa_is_err(cur)) {
-		__free_page(page);
-		return ERR_PTR(xa_err(cur));
+	/* the creator pays, whoever touches the page */
+	ret = hmirror_user_charge(s->user, PAGE_SIZE);
+	if (ret)
+		return ERR_PTR(ret);
+	page = hmirror_alloc_page(s, how);
+	if (!page) {
+		ret = -ENOMEM;
+		goto err_uncharge;
 	}
-	if (cur) {
-		__free_page(page);	/* lost the race */
-		return cur;
+	cur = xa_cmpxchg(&s->pages, idx, NULL, page, GFP_KERNEL_ACCOUNT);
+	if (xa_is_err(cur) || cur) {
+		__free_page(page);
+		hmirror_user_uncharge(s->user, PAGE_SIZE);
+		/* an error, or the page another fault put there first */
+		return xa_is_err(cur) ? ERR_PTR(xa_err(cur)) : cur;
 	}
 	hmirror_stat_inc(s, HMIRROR_STAT_PAGES_RESIDENT);
 	return page;
+
+err_uncharge:
+	hmirror_user_uncharge(s->user, PAGE_SIZE);
+	return ERR_PTR(ret);
 }
 
 /*
- * The page at @idx, allocated on first use.  Returns it without an extra
+ * The page at @idx, allocated on first use; ERR_PTR(-ENOMEM) past the
+ * user's limit or when memory is short.  Returns it without an extra
  * reference: pages live until the space is freed.
  */
 struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx)
 {
-	return __hmirror_space_page(s, idx, 0);
+	return __hmirror_space_page(s, idx, __GFP_RETRY_MAYFAIL);
 }
 
 static int hmirror_space_populate(struct hmirror_space *s)
@@ -102,8 +122,7 @@ static int hmirror_space_populate(struct hmirror_space *s)
 	for (idx = 0; idx < s->nr_pages; idx++) {
 		if (fatal_signal_pending(current))
 			return -EINTR;
-		/* fail with ENOMEM rather than wake the OOM killer */
-		page = __hmirror_space_page(s, idx, __GFP_RETRY_MAYFAIL);
+		page = __hmirror_space_page(s, idx, __GFP_NORETRY);
 		if (IS_ERR(page))
 			return PTR_ERR(page);
 		cond_resched();
@@ -125,9 +144,14 @@ static vm_fault_t hmirror_fault_common(struct vm_fault *vmf, pgoff_t base,
 		return VM_FAULT_SIGBUS;
 	}
 	page = hmirror_space_page(s, idx);
+	/*
+	 * Not VM_FAULT_OOM: no OOM kill is pending for the fault to wait
+	 * on, so the core would retry it in a loop (pagefault_out_of_memory).
+	 * A space out of memory is like a full tmpfs.
+	 */
 	if (IS_ERR(page)) {
 		hmirror_stat_inc(s, HMIRROR_STAT_FAULT_OOM);
-		return VM_FAULT_OOM;
+		return VM_FAULT_SIGBUS;
 	}
 	hmirror_stat_inc(s, kind);
 	get_page(page);
@@ -353,7 +377,7 @@ static void hmirror_space_free(struct kref *kref)
 	list_del(&s->node);
 	hmirror_nl_space_event(s, HMIRROR_NL_SPACE_DEL);	/* kmod-device */
 	hmirror_owner_put(s->owner);
-	hmirror_total_bytes -= s->size;
+	xa_erase(&hmirror_space_ids, s->id);
 	mutex_unlock(&hmirror_lock);
 
 	xa_for_each(&s->pages, idx, page) {
@@ -369,7 +393,9 @@ static void hmirror_space_free(struct kref *kref)
 	hmirror_guard_free(s);
 	if (s->memcg)
 		mem_cgroup_put(s->memcg);
-	ida_free(&hmirror_space_ida, s->id);
+	hmirror_user_uncharge(s->user, nr * PAGE_SIZE + s->meta_bytes);
+	atomic_dec(&s->user->nr_spaces);
+	hmirror_user_put(s->user);
 	kfree(s);
 }
 
@@ -403,29 +429,40 @@ static int hmirror_space_check(const struct hmirror_create *args,
 	return 0;
 }
 
-/* register @s: limits, owner, id; hmirror_lock */
+/* register @s: per-process limit, owner, id; hmirror_lock */
 static int hmirror_space_register(struct hmirror_space *s)
 {
 	int ret;
 
 	lockdep_assert_held(&hmirror_lock);
-	if (hmirror_total_bytes + s->size > hmirror_max_total_bytes)
-		return -ENOSPC;
 	ret = hmirror_owner_get(&s->owner);
 	if (ret)
 		return ret;
-	ret = ida_alloc_min(&hmirror_space_ida, 1, GFP_KERNEL);
+	ret = xa_alloc_cyclic(&hmirror_space_ids, &s->id, s,
+			      XA_LIMIT(1, U32_MAX), &hmirror_space_next_id,
+			      GFP_KERNEL);
 	if (ret < 0) {
 		hmirror_owner_put(s->owner);
 		return ret;
 	}
-	s->id = ret;
-	hmirror_total_bytes += s->size;
 	list_add_tail(&s->node, &hmirror_spaces);
 	hmirror_nl_space_event(s, HMIRROR_NL_SPACE_NEW);	/* kmod-device */
 	hmirror_stat_add(s, HMIRROR_STAT_SPACE_BYTES, s->size);
 	atomic64_inc(&hmirror_global_stats.v[HMIRROR_STAT_SPACES]);
 	return 0;
+}
+
+/*
+ * What a space costs beyond its pages, as guard.c allocates it: the
+ * struct, three bitmaps, the harvest bounce and the generation array.
+ */
+static unsigned long hmirror_space_meta_bytes(const struct hmirror_space *s)
+{
+	unsigned long words = BITS_TO_LONGS(s->nr_chunks);
+
+	return sizeof(*s) + (2 * words + BITS_TO_LONGS(words)) * sizeof(long) +
+	       HMIRROR_BATCH * sizeof(u64) +
+	       PAGE_ALIGN(s->nr_chunks * sizeof(u64));
 }
 
 int hmirror_space_create(const struct hmirror_create *args,
@@ -456,9 +493,22 @@ int hmirror_space_create(const struct hmirror_create *args,
 	init_waitqueue_head(&s->wq);
 	INIT_LIST_HEAD(&s->node);
 
+	s->user = hmirror_user_get();
+	if (!s->user) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	ret = hmirror_user_count_inc(&s->user->nr_spaces,
+				     hmirror_max_spaces_per_user);
+	if (ret)
+		goto err_user;
+	s->meta_bytes = hmirror_space_meta_bytes(s);
+	ret = hmirror_user_charge(s->user, s->meta_bytes);
+	if (ret)
+		goto err_count;
 	ret = hmirror_guard_alloc(s);
 	if (ret)
-		goto err_free;
+		goto err_charge;
 
 	mutex_lock(&hmirror_lock);
 	ret = hmirror_space_register(s);
@@ -514,6 +564,12 @@ err_put:
 	return ret;
 err_guard:
 	hmirror_guard_free(s);
+err_charge:
+	hmirror_user_uncharge(s->user, s->meta_bytes);
+err_count:
+	atomic_dec(&s->user->nr_spaces);
+err_user:
+	hmirror_user_put(s->user);
 err_free:
 	kfree(s);
 	return ret;

@@ -7,9 +7,11 @@
 #define HMIRROR_DEVPATH_TEST_H
 
 #include <dirent.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -74,6 +76,87 @@ static inline int hmt_drop_ipc_lock(void)
 	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
 	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
 	return syscall(SYS_capset, &h, d) ? -errno : 0;
+}
+
+/*
+ * Become @uid (and gid @uid): every capability goes with root.  File
+ * descriptors stay, so open /dev/hmirror (0660, root's) first.
+ */
+static inline int hmt_become(unsigned int uid)
+{
+	if (setgroups(0, NULL) || setresgid(uid, uid, uid) ||
+	    setresuid(uid, uid, uid))
+		return -errno;
+	return 0;
+}
+
+/*
+ * Field @key ("bytes", "spaces", "pins") of @uid's line in
+ * <debugfs>/hmirror/users; 0 when the user holds nothing (no line),
+ * -1 without the file.
+ */
+static inline long long hmt_user_stat(unsigned int uid, const char *key)
+{
+	char line[256];
+	unsigned int u;
+	long long bytes, ret = 0;
+	int spaces, pins;
+	FILE *f = fopen(HMT_DEBUGFS "/users", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "uid %u bytes %lld spaces %d pins %d", &u,
+			   &bytes, &spaces, &pins) != 4 || u != uid)
+			continue;
+		if (!strcmp(key, "bytes"))
+			ret = bytes;
+		else if (!strcmp(key, "spaces"))
+			ret = spaces;
+		else if (!strcmp(key, "pins"))
+			ret = pins;
+	}
+	fclose(f);
+	return ret;
+}
+
+/* pass @fd over the unix socket @sock (SCM_RIGHTS); 0 or -errno */
+static inline int hmt_send_fd(int sock, int fd)
+{
+	char c = 0, buf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	struct msghdr m = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = buf, .msg_controllen = sizeof(buf),
+	};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &m, 0) == 1 ? 0 : -errno;
+}
+
+/* the fd hmt_send_fd() passed, or -errno */
+static inline int hmt_recv_fd(int sock)
+{
+	char c, buf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = &c, .iov_len = 1 };
+	struct msghdr m = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = buf, .msg_controllen = sizeof(buf),
+	};
+	struct cmsghdr *cm;
+	int fd;
+
+	if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+		return -errno;
+	cm = CMSG_FIRSTHDR(&m);
+	if (!cm || cm->cmsg_type != SCM_RIGHTS)
+		return -EBADMSG;
+	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
 }
 
 /* number of online NUMA nodes */

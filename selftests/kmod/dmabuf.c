@@ -277,4 +277,79 @@ TEST_F(space, bad_requests)
 	EXPECT_EQ(0, hmt_dev_stat("dmabufs"));
 }
 
+/* live exports of one space, and of one pin, stop at max_dmabufs_per_space */
+TEST_F(space, exports_limited_per_space)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	int fd[4], pfd, extra;
+	char old[32], *m;
+
+	if (self->skip)
+		SKIP(return, "no /dev/hmirror");
+	ASSERT_EQ(0, hmt_param_get("max_dmabufs_per_space", old, sizeof(old)));
+	ASSERT_EQ(0, hmt_param_set("max_dmabufs_per_space", "4"));
+	for (int i = 0; i < 4; i++) {
+		fd[i] = hmt_export(self->sfd, 0, CHUNK, HMIRROR_DMABUF_CLOEXEC);
+		EXPECT_LE(0, fd[i]);
+	}
+	EXPECT_EQ(-EMFILE, hmt_export(self->sfd, 0, CHUNK, HMIRROR_DMABUF_CLOEXEC));
+	/* another space has its own count */
+	extra = hmt_create(self->dev, CHUNK, CHUNK_SHIFT, 0);
+	ASSERT_LE(0, extra);
+	pfd = hmt_export(extra, 0, 0, HMIRROR_DMABUF_CLOEXEC);
+	EXPECT_LE(0, pfd);
+	close(pfd);
+	close(extra);
+	/* a released one makes room */
+	close(fd[0]);
+	fd[0] = hmt_export(self->sfd, 0, CHUNK, HMIRROR_DMABUF_CLOEXEC);
+	EXPECT_LE(0, fd[0]);
+	for (int i = 0; i < 4; i++)
+		close(fd[i]);
+
+	m = mmap(NULL, 4 * ps, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	pfd = hmt_pin(self->dev, m, 4 * ps, HMIRROR_PIN_WRITE, NULL);
+	ASSERT_LE(0, pfd);
+	for (int i = 0; i < 4; i++) {
+		fd[i] = hmt_export(pfd, 0, 0, HMIRROR_DMABUF_CLOEXEC);
+		EXPECT_LE(0, fd[i]);
+	}
+	EXPECT_EQ(-EMFILE, hmt_export(pfd, 0, 0, HMIRROR_DMABUF_CLOEXEC));
+	for (int i = 0; i < 4; i++)
+		close(fd[i]);
+	close(pfd);
+	munmap(m, 4 * ps);
+	EXPECT_EQ(0, hmt_param_set("max_dmabufs_per_space", old));
+	EXPECT_TRUE(hmt_wait_dev_idle(2000));
+}
+
+/*
+ * An export's page array is charged to the space's creator, and given
+ * back with the dma-buf; its pages stay the space's.
+ */
+TEST_F(space, export_page_array_charged)
+{
+	long ps = sysconf(_SC_PAGESIZE);
+	long long before, during, after;
+	/* one page of page pointers per 512 pages, and its pointer */
+	long long array = ((SPACE / ps + ps / 8 - 1) / (ps / 8)) * (ps + 8);
+	int dfd;
+
+	if (self->skip)
+		SKIP(return, "no /dev/hmirror");
+	before = hmt_user_stat(0, "bytes");
+	ASSERT_LT(0, before);		/* the fixture's space */
+	dfd = hmt_export(self->sfd, 0, 0, HMIRROR_DMABUF_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	during = hmt_user_stat(0, "bytes");
+	close(dfd);
+	EXPECT_TRUE(hmt_wait_dev_idle(2000));
+	after = hmt_user_stat(0, "bytes");
+	/* the export made every page resident; they stay */
+	EXPECT_EQ(before + SPACE, after);
+	EXPECT_EQ(array, during - after);
+}
+
 TEST_HARNESS_MAIN

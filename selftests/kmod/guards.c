@@ -181,26 +181,25 @@ TEST_F(dev, limit_space_chunks)
 	restore_param(&p);
 }
 
-TEST_F(dev, limit_total_bytes)
+/* memory is limited per user (limits.c has the rest), not by a global total */
+TEST_F(dev, limit_user_bytes)
 {
-	struct saved_param p = { "max_total_bytes" };
-	char v[32];
+	struct saved_param p = { "max_user_bytes" };
 	int a, b;
 
 	ASSERT_EQ(0, hmt_param_get(p.name, p.val, sizeof(p.val)));
-	snprintf(v, sizeof(v), "%lu", 3 * CHUNK);
-	ASSERT_EQ(0, hmt_param_set(p.name, v));
-	a = hmt_create(self->dev, 2 * CHUNK, 0, 0);
+	ASSERT_EQ(0, hmt_param_set(p.name, "1048576"));
+	EXPECT_EQ(-ENOMEM, hmt_create(self->dev, 16 * CHUNK, 0,
+				      HMIRROR_CREATE_POPULATE));
+	a = hmt_create(self->dev, 4 * CHUNK, 0, HMIRROR_CREATE_POPULATE);
 	EXPECT_GE(a, 0);
-	EXPECT_EQ(-ENOSPC, hmt_create(self->dev, 2 * CHUNK, 0, 0));
-	b = hmt_create(self->dev, CHUNK, 0, 0);
-	EXPECT_GE(b, 0);
+	EXPECT_EQ(-ENOMEM, hmt_create(self->dev, 12 * CHUNK, 0,
+				      HMIRROR_CREATE_POPULATE));
 	close(a);
-	close(b);
 	/* freed: room again */
-	a = hmt_create(self->dev, 3 * CHUNK, 0, 0);
-	EXPECT_GE(a, 0);
-	close(a);
+	b = hmt_create(self->dev, 12 * CHUNK, 0, HMIRROR_CREATE_POPULATE);
+	EXPECT_GE(b, 0);
+	close(b);
 	restore_param(&p);
 }
 

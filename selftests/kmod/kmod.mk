@@ -19,3 +19,11 @@ $(B)/bin/test-kmod-guards-perf: $(O)/selftests/kmod/guards_perf.o
 	$(CC) -o $@ $^ $(LDFLAGS)
 
 VM_TESTS += $(B)/bin/test-kmod-guards-perf
+
+# what one local user may take: memory, spaces, the device node, unload
+$(O)/selftests/kmod/limits.o: selftests/kmod/devpath_test.h
+$(B)/bin/test-kmod-limits: $(O)/selftests/kmod/limits.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS)
+
+VM_TESTS += $(B)/bin/test-kmod-limits

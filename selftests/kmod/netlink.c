@@ -9,6 +9,7 @@
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/genl.h>
 #include <netlink/netlink.h>
+#include <sched.h>
 
 #include "devpath_test.h"
 #include "kselftest_harness.h"
@@ -19,7 +20,7 @@
 /* one received message, flattened */
 struct msg {
 	uint8_t cmd;
-	uint32_t space_id, pin_id, cause, chunk_shift;
+	uint32_t space_id, pin_id, cause, chunk_shift, owner_pid, owner_uid;
 	uint64_t size, addr, space_size, lost;
 	unsigned int nr_chunks, nr_counters;
 	uint64_t chunk[64], gen[64];
@@ -53,6 +54,10 @@ static int on_valid(struct nl_msg *nm, void *arg)
 		m->space_id = nla_get_u32(a[HMIRROR_A_SPACE_ID]);
 	if (a[HMIRROR_A_PIN_ID])
 		m->pin_id = nla_get_u32(a[HMIRROR_A_PIN_ID]);
+	if (a[HMIRROR_A_OWNER_PID])
+		m->owner_pid = nla_get_u32(a[HMIRROR_A_OWNER_PID]);
+	if (a[HMIRROR_A_OWNER_UID])
+		m->owner_uid = nla_get_u32(a[HMIRROR_A_OWNER_UID]);
 	if (a[HMIRROR_A_INVAL_CAUSE])
 		m->cause = nla_get_u32(a[HMIRROR_A_INVAL_CAUSE]);
 	if (a[HMIRROR_A_CHUNK_SHIFT])
@@ -552,11 +557,12 @@ TEST_F(nl, unprivileged_sees_own)
 		struct nl_msg *nm;
 		int dev, s, own = 0;
 
-		if (setgid(65534) || setuid(65534))
-			_exit(10);
+		/* /dev/hmirror is 0660: opened while still root */
 		dev = open(HMT_DEV, O_RDWR | O_CLOEXEC);
 		if (dev < 0)
 			_exit(11);
+		if (hmt_become(65534))
+			_exit(10);
 		s = hmt_create(dev, 4 * CHUNK, CHUNK_SHIFT, 0);
 		if (s < 0 || ioctl(s, HMIRROR_IOC_SPACE_INFO, &mine))
 			_exit(12);
@@ -575,8 +581,8 @@ TEST_F(nl, unprivileged_sees_own)
 		nla_put_u32(nm, HMIRROR_A_SPACE_ID, info.id);
 		if (request(&g, nm, &ms) != -ENOENT)
 			_exit(17);
-		/* global counters are open to all */
-		if (request(&g, req_new(&g, HMIRROR_CMD_STATS_GET, 0), &ms))
+		/* global counters tell of every user: CAP_NET_ADMIN */
+		if (request(&g, req_new(&g, HMIRROR_CMD_STATS_GET, 0), &ms) != -EPERM)
 			_exit(18);
 		/* the events group needs CAP_NET_ADMIN */
 		nl_socket_disable_seq_check(g.sk);
@@ -588,6 +594,94 @@ TEST_F(nl, unprivileged_sees_own)
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
 	close(sfd);
+}
+
+/* ---- ids and pids ------------------------------------------------------ */
+
+/*
+ * A destroyed space's id is not given to the next one: its chunk events,
+ * sent in batches up to event_interval_ms later, must not name a newer
+ * space.
+ */
+TEST_F(nl, space_ids_not_reused)
+{
+	struct hmirror_space_info info;
+	uint32_t ids[8];
+	int sfd;
+
+	if (self->skip)
+		SKIP(return, "no /dev/hmirror");
+	for (int i = 0; i < 8; i++) {
+		int again = 0;
+
+		sfd = hmt_create(self->dev, 4 * CHUNK, CHUNK_SHIFT, 0);
+		ASSERT_LE(0, sfd);
+		ASSERT_EQ(0, ioctl(sfd, HMIRROR_IOC_SPACE_INFO, &info));
+		close(sfd);
+		ids[i] = info.id;
+		for (int j = 0; j < i; j++)
+			again |= ids[j] == ids[i];
+		ASSERT_FALSE(again) TH_LOG("space id %u again", ids[i]);
+	}
+}
+
+/* the owner's pid in SPACE_GET as the requester's pid namespace sees it */
+TEST_F(nl, owner_pid_in_callers_pid_ns)
+{
+	int sv[2], status;
+	pid_t pid;
+
+	if (self->skip)
+		SKIP(return, "no /dev/hmirror");
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
+	ASSERT_EQ(0, unshare(CLONE_NEWPID)) TH_LOG("unshare: %s", strerror(errno));
+	pid = fork();		/* pid 1 of a new pid namespace */
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		static struct msgs ms;
+		struct hmirror_space_info info;
+		struct genl g = { 0 };
+		struct nl_msg *nm;
+		int s;
+
+		if (getpid() != 1)
+			_exit(10);
+		s = hmt_create(self->dev, 4 * CHUNK, CHUNK_SHIFT, 0);
+		if (s < 0 || ioctl(s, HMIRROR_IOC_SPACE_INFO, &info))
+			_exit(11);
+		if (genl_open(&g))
+			_exit(12);
+		nm = req_new(&g, HMIRROR_CMD_SPACE_GET, 0);
+		nla_put_u32(nm, HMIRROR_A_SPACE_ID, info.id);
+		if (request(&g, nm, &ms) || ms.n != 1)
+			_exit(13);
+		if (ms.m[0].owner_pid != 1)
+			_exit(14);
+		if (write(sv[1], &info.id, sizeof(info.id)) != sizeof(info.id))
+			_exit(15);
+		/* hold the space until the parent has looked */
+		if (read(sv[1], &status, 1) != 1)
+			_exit(16);
+		_exit(0);
+	}
+	{
+		static struct msgs ms;
+		struct nl_msg *nm;
+		uint32_t id;
+
+		ASSERT_EQ(sizeof(id), read(sv[0], &id, sizeof(id)));
+		nm = req_new(&self->g, HMIRROR_CMD_SPACE_GET, 0);
+		nla_put_u32(nm, HMIRROR_A_SPACE_ID, id);
+		ASSERT_EQ(0, request(&self->g, nm, &ms));
+		ASSERT_EQ(1, ms.n);
+		/* the same process, as the parent's namespace numbers it */
+		EXPECT_EQ((uint32_t)pid, ms.m[0].owner_pid);
+		EXPECT_EQ(0, ms.m[0].owner_uid);
+		ASSERT_EQ(1, write(sv[0], "x", 1));
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
 TEST_HARNESS_MAIN

@@ -305,7 +305,7 @@ TEST(race_with_dontneed)
 	EXPECT_TRUE(hmt_wait_dev_idle(2000));
 }
 
-/* the module's own limits: pins alive, size of one pin */
+/* the module's own limits: pins alive per user, size of one pin */
 TEST_F(pin, module_limits)
 {
 	char old_pins[32], old_mib[32];
@@ -313,20 +313,21 @@ TEST_F(pin, module_limits)
 
 	if (self->dev < 0)
 		SKIP(return, "no /dev/hmirror");
-	ASSERT_EQ(0, hmt_param_get("max_pins", old_pins, sizeof(old_pins)));
+	ASSERT_EQ(0, hmt_param_get("max_pins_per_user", old_pins, sizeof(old_pins)));
 	ASSERT_EQ(0, hmt_param_get("max_pin_mib", old_mib, sizeof(old_mib)));
-	ASSERT_EQ(0, hmt_param_set("max_pins", "2"));
+	ASSERT_EQ(0, hmt_param_set("max_pins_per_user", "2"));
 	a = hmt_pin(self->dev, self->mem, ps, 0, NULL);
 	b = hmt_pin(self->dev, self->mem + ps, ps, 0, NULL);
 	EXPECT_LE(0, a);
 	EXPECT_LE(0, b);
-	EXPECT_EQ(-ENOSPC, hmt_pin(self->dev, self->mem + 2 * ps, ps, 0, NULL));
+	EXPECT_EQ(-EMFILE, hmt_pin(self->dev, self->mem + 2 * ps, ps, 0, NULL));
+	EXPECT_EQ(2, hmt_user_stat(0, "pins"));
 	close(b);
 	b = hmt_pin(self->dev, self->mem + ps, ps, 0, NULL);
 	EXPECT_LE(0, b);
 	close(a);
 	close(b);
-	EXPECT_EQ(0, hmt_param_set("max_pins", old_pins));
+	EXPECT_EQ(0, hmt_param_set("max_pins_per_user", old_pins));
 
 	ASSERT_EQ(0, hmt_param_set("max_pin_mib", "0"));
 	EXPECT_EQ(-ENOMEM, hmt_pin(self->dev, self->mem, ps, 0, NULL));
@@ -378,6 +379,68 @@ TEST_F(pin, memlock_limit)
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
 	EXPECT_EQ(failed0 + 2, hmt_dev_stat("pins_failed"));
+	EXPECT_TRUE(hmt_wait_dev_idle(2000));
+}
+
+/*
+ * RLIMIT_MEMLOCK is the user's, not the process's: a forked child that
+ * pins, passes the pin fd on and exits leaves its pages charged to the
+ * user it ran as, so the receiver cannot pin past the limit.
+ */
+TEST_F(pin, memlock_per_user_fork_pass_fd)
+{
+	if (self->dev < 0)
+		SKIP(return, "no /dev/hmirror");
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct rlimit rl = { 8 * ps, 8 * ps };
+		int sv[2], pfd, a;
+		pid_t child;
+
+		if (hmt_become(40010) || setrlimit(RLIMIT_MEMLOCK, &rl))
+			_exit(10);
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+			_exit(11);
+		child = fork();
+		if (child < 0)
+			_exit(12);
+		if (child == 0) {
+			/* its own mm, the same user: the whole budget */
+			pfd = hmt_pin(self->dev, self->mem, 8 * ps, 0, NULL);
+			if (pfd < 0 || hmt_send_fd(sv[1], pfd))
+				_exit(1);
+			_exit(0);
+		}
+		pfd = hmt_recv_fd(sv[0]);
+		if (waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+		    WEXITSTATUS(status) || pfd < 0)
+			_exit(13);
+		/* the exited child's pin is still the user's */
+		if (hmt_pin(self->dev, self->mem + 8 * ps, ps, 0, NULL) != -ENOMEM)
+			_exit(14);
+		/*
+		 * until it is closed (the release may wait for the report
+		 * of the exited child's invalidation, on a workqueue)
+		 */
+		close(pfd);
+		for (int i = 0; i < 200; i++) {
+			a = hmt_pin(self->dev, self->mem + 8 * ps, 8 * ps, 0, NULL);
+			if (a != -ENOMEM)
+				break;
+			usleep(10000);
+		}
+		if (a < 0)
+			_exit(15);
+		close(a);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
 	EXPECT_TRUE(hmt_wait_dev_idle(2000));
 }
 

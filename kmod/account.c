@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * hmirror accounting: what each user may hold.  Documentation/admin-guide.rst,
+ * "Limits", gives the memory model and the reasons for it.
+ *
+ * Memory the module allocates for a user and that no reclaim can take back
+ * (space pages, per-chunk metadata, the page arrays of pins and dma-bufs)
+ * is charged to that user's hmirror_user, against max_user_bytes, and to
+ * the memory cgroup of the allocating task (__GFP_ACCOUNT).  Pages of
+ * ordinary process memory that a pin holds are charged to the user's
+ * user_struct->locked_vm against RLIMIT_MEMLOCK, as io_uring does, so
+ * neither forking nor passing a pin fd on gives a second budget.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/debugfs.h>
+#include <linux/mm.h>
+#include <linux/refcount.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/user_namespace.h>
+
+#include "hmirror.h"
+
+/* protects hmirror_users and every entry's node */
+static DEFINE_SPINLOCK(hmirror_users_lock);
+static LIST_HEAD(hmirror_users);
+
+/* the calling task's (real uid's) entry, with a reference; NULL on -ENOMEM */
+struct hmirror_user *hmirror_user_get(void)
+{
+	kuid_t uid = current_uid();
+	struct hmirror_user *u, *new;
+
+	new = kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
+	spin_lock(&hmirror_users_lock);
+	list_for_each_entry(u, &hmirror_users, node) {
+		/* a dying entry (no reference left) holds nothing: pass it */
+		if (uid_eq(u->uid, uid) && refcount_inc_not_zero(&u->ref)) {
+			spin_unlock(&hmirror_users_lock);
+			kfree(new);
+			return u;
+		}
+	}
+	if (new) {
+		new->uid = uid;
+		refcount_set(&new->ref, 1);
+		atomic_long_set(&new->bytes, 0);
+		list_add(&new->node, &hmirror_users);
+	}
+	spin_unlock(&hmirror_users_lock);
+	return new;
+}
+
+void hmirror_user_hold(struct hmirror_user *u)
+{
+	refcount_inc(&u->ref);
+}
+
+void hmirror_user_put(struct hmirror_user *u)
+{
+	if (!u || !refcount_dec_and_test(&u->ref))
+		return;
+	spin_lock(&hmirror_users_lock);
+	list_del(&u->node);
+	spin_unlock(&hmirror_users_lock);
+	WARN_ON_ONCE(atomic_long_read(&u->bytes));
+	kfree(u);
+}
+
+/* charge @bytes to @u; -ENOMEM past max_user_bytes */
+int hmirror_user_charge(struct hmirror_user *u, unsigned long bytes)
+{
+	unsigned long limit = READ_ONCE(hmirror_max_user_bytes);
+	long cur = atomic_long_read(&u->bytes);
+	unsigned long next;
+
+	do {
+		if (check_add_overflow((unsigned long)cur, bytes, &next) ||
+		    next > limit)
+			return -ENOMEM;
+	} while (!atomic_long_try_cmpxchg(&u->bytes, &cur, next));
+	return 0;
+}
+
+void hmirror_user_uncharge(struct hmirror_user *u, unsigned long bytes)
+{
+	atomic_long_sub(bytes, &u->bytes);
+}
+
+/* one more of a per-user count (spaces, pins) below @max; -EMFILE past it */
+int hmirror_user_count_inc(atomic_t *count, unsigned int max)
+{
+	int cur = atomic_read(count);
+
+	do {
+		if ((unsigned int)cur >= max)
+			return -EMFILE;
+	} while (!atomic_try_cmpxchg(count, &cur, cur + 1));
+	return 0;
+}
+
+/*
+ * Charge @nr_pages pinned pages to the caller's user against
+ * RLIMIT_MEMLOCK (CAP_IPC_LOCK exempts, as for mlock).  Returns the
+ * user_struct charged (with a reference), NULL where none was, or an
+ * ERR_PTR(-ENOMEM) past the limit.
+ */
+struct user_struct *hmirror_memlock_charge(unsigned long nr_pages)
+{
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	struct user_struct *user;
+	unsigned long cur, next;
+
+	if (capable(CAP_IPC_LOCK))
+		return NULL;
+	user = get_current_user();
+	cur = atomic_long_read(&user->locked_vm);
+	do {
+		if (check_add_overflow(cur, nr_pages, &next) || next > limit) {
+			free_uid(user);
+			return ERR_PTR(-ENOMEM);
+		}
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
+	return user;
+}
+
+/* undo hmirror_memlock_charge(); @user may be NULL */
+void hmirror_memlock_uncharge(struct user_struct *user, unsigned long nr_pages)
+{
+	if (!user)
+		return;
+	atomic_long_sub(nr_pages, &user->locked_vm);
+	free_uid(user);
+}
+
+static int hmirror_users_show(struct seq_file *m, void *unused)
+{
+	struct hmirror_user *u;
+
+	seq_printf(m, "max_user_bytes %lu\n", READ_ONCE(hmirror_max_user_bytes));
+	spin_lock(&hmirror_users_lock);
+	list_for_each_entry(u, &hmirror_users, node)
+		seq_printf(m, "uid %u bytes %ld spaces %d pins %d\n",
+			   from_kuid_munged(&init_user_ns, u->uid),
+			   atomic_long_read(&u->bytes),
+			   atomic_read(&u->nr_spaces), atomic_read(&u->nr_pins));
+	spin_unlock(&hmirror_users_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(hmirror_users);
+
+/* after hmirror_debugfs_init(); its recursive removal removes the file */
+void hmirror_account_init(void)
+{
+	/* like tmpfs's default size: half of RAM */
+	if (!hmirror_max_user_bytes)
+		hmirror_max_user_bytes = (totalram_pages() / 2) << PAGE_SHIFT;
+	debugfs_create_file("users", 0444, hmirror_debugfs_root(), NULL,
+			    &hmirror_users_fops);
+}
