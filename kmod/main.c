@@ -292,6 +292,12 @@ long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	} else {
 		memset(kdata, 0, size);
 	}
+	/*
+	 * An argument that cannot be written back fails before anything is
+	 * made: no fd may be installed behind an -EFAULT.
+	 */
+	if ((_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, kdata, size))
+		return -EFAULT;
 	ret = d->fn(file, kdata);
 	if (ret && d->out_off < size)
 		memset((u8 *)kdata + d->out_off, 0, size - d->out_off);
