@@ -155,7 +155,7 @@ struct fz_shared {
 	unsigned int nr_fail;		/* violations */
 	unsigned int nr_msgs;		/* distinct ones kept in fail[] */
 	char fail[8][LOG_LEN];
-	struct fz_worker_log log[NR_WORKERS];
+	struct fz_worker_log log[2 * NR_WORKERS];	/* workers, then their children */
 };
 
 static struct fz_shared *sh;
@@ -184,11 +184,9 @@ static bool chance(unsigned int pct)
 
 static void logop(const char *fmt, ...)
 {
-	struct fz_worker_log *l = &sh->log[me];
+	struct fz_worker_log *l = &sh->log[me + (in_child ? NR_WORKERS : 0)];
 	va_list ap;
 
-	if (in_child)
-		return;
 	va_start(ap, fmt);
 	vsnprintf(l->line[l->next % LOG_LINES], LOG_LEN, fmt, ap);
 	va_end(ap);
@@ -222,7 +220,7 @@ static void fail(const char *fmt, ...)
 #define MAX_SPACES	20	/* per worker, well below max_spaces_per_process */
 #define MAX_PINS	16
 #define MAX_DMABUFS	12
-#define MAX_OBJ_BYTES	(16ull << 20)	/* biggest space/pin/export made valid */
+#define MAX_OBJ_BYTES	(4ull << 20)	/* biggest space/pin/export made valid */
 #define SCRATCH_BYTES	(2u << 20)
 
 struct fz_fd {
@@ -271,6 +269,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
 		touching = 0;
 		siglongjmp(touch_jmp, 1);
 	}
+	logop("signal %d at %p (code %d)", sig, si->si_addr, si->si_code);
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
@@ -647,6 +646,39 @@ static void mutate(const struct fz_struct *st, char *buf)
 	}
 }
 
+/*
+ * Keep what a call may allocate within the VM's memory, mutated or not:
+ * a valid export of more than MAX_OBJ_BYTES, a populated space of more
+ * than 4 MiB or a space of more than 64Ki chunks (its metadata) is cut
+ * down.  Invalid requests stay as they are.
+ */
+static void budget(const struct fz_ioctl *io, char *buf, const struct fz_fd *t)
+{
+	const struct fz_struct *st = io->st;
+
+	if (!strcmp(io->name, "CREATE")) {
+		const struct fz_field *fs = find_field(st, "size");
+		const struct fz_field *ff = find_field(st, "flags");
+		uint64_t shift = get_field(buf, find_field(st, "chunk_shift"));
+		uint64_t size = get_field(buf, fs);
+
+		shift = shift ?: HMIRROR_DEFAULT_CHUNK_SHIFT;
+		if (shift < 64 && (size >> shift) > 65536)
+			set_field(buf, fs, size & ((65536ull << shift) - 1));
+		if (get_field(buf, fs) > (4u << 20))
+			set_field(buf, ff, get_field(buf, ff) & ~(uint64_t)HMIRROR_CREATE_POPULATE);
+	} else if (!strcmp(io->name, "EXPORT_DMABUF")) {
+		const struct fz_field *fo = find_field(st, "offset");
+		const struct fz_field *fs = find_field(st, "size");
+		uint64_t off = get_field(buf, fo), size = get_field(buf, fs);
+
+		if (!size && off < t->size)
+			size = t->size - off;
+		if (size > MAX_OBJ_BYTES && off < t->size)
+			set_field(buf, fs, MAX_OBJ_BYTES);
+	}
+}
+
 /* ---- ioctls -------------------------------------------------------------- */
 
 /* errnos the ABI names for these ioctls (uapi/linux/hmirror.h) */
@@ -690,6 +722,7 @@ static void do_ioctl(void)
 	fill_pointers(io, buf, t);
 	if (chance(30))
 		mutate(st, buf);
+	budget(io, buf, t);
 	arg = buf;
 	if (chance(4)) {
 		/* straddle into the guard page */
@@ -758,15 +791,12 @@ static void do_ioctl(void)
 		}
 	}
 	if (ret && lowfd >= 0 && fcntl(lowfd, F_GETFD) >= 0) {
-		/* a failing call installed an fd */
-		if (e == EFAULT && !arg_ok) {
+		/* a failing call installed an fd (one it made, or closed ours) */
+		if (e == EFAULT && !arg_ok)
 			sh->efault_fd_left++;
-			close(lowfd);
-		} else {
-			fail("ioctl %s on a %s fd failed (%s) and left fd %d installed",
-			     io->name, fz_kind_names[t->kind], strerror(e), lowfd);
-			close(lowfd);
-		}
+		fail("ioctl %s on a %s fd failed (%s) and left fd %d installed",
+		     io->name, fz_kind_names[t->kind], strerror(e), lowfd);
+		close(lowfd);
 	}
 	if (ret || cmd_mutated)
 		return;
@@ -1473,11 +1503,13 @@ int main(void)
 	for (i = 0; i < (int)sh->nr_msgs && i < 8; i++)
 		ksft_print_msg("FAIL: %s\n", sh->fail[i]);
 	if (sh->nr_fail) {
-		for (i = 0; i < NR_WORKERS; i++) {
+		for (i = 0; i < 2 * NR_WORKERS; i++) {
 			struct fz_worker_log *l = &sh->log[i];
 			unsigned int k, n = l->next < LOG_LINES ? l->next : LOG_LINES;
 
-			ksft_print_msg("worker %d, last %u ops:\n", i, n);
+			ksft_print_msg("%s %d, last %u ops:\n",
+				       i < NR_WORKERS ? "worker" : "children of worker",
+				       i % NR_WORKERS, n);
 			for (k = l->next - n; k != l->next; k++)
 				ksft_print_msg("  %s\n", l->line[k % LOG_LINES]);
 		}
