@@ -937,8 +937,11 @@ static void do_madvise(void)
 	size_t len;
 
 	if (region) {
-		addr = regions[rndn(nr_regions)].addr;
-		len = ps * (1 + rndn(4));
+		struct fz_region *r = &regions[rndn(nr_regions)];
+
+		/* never beyond it: the next mapping may be scratch */
+		addr = r->addr;
+		len = ps * (1 + rndn(r->len / ps));
 	} else if (nr_maps) {
 		struct fz_map *m = &maps[rndn(nr_maps)];
 
