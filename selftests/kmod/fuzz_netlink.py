@@ -53,6 +53,8 @@ TYPE_SIZE = {'u8': 1, 'u16': 2, 'u32': 4, 'u64': 8, 'pad': None}
 
 # errors a request may get (EPERM: unprivileged; ENOENT: no such space)
 REFUSALS = {errno.EINVAL, errno.ERANGE, errno.EOPNOTSUPP, errno.EPERM, errno.ENOENT}
+# what the policy (or the genl core) answers a request that breaks the spec
+VALIDATION = {errno.EINVAL, errno.ERANGE, errno.EOPNOTSUPP}
 
 
 class Spec:
@@ -414,6 +416,10 @@ class Fuzzer:
                       (label, errno.errorcode.get(err, err)))
         if not valid and err == 0 and not (dump and op and 'dump' in op):
             self.fail('%s: a request that breaks the spec was answered' % label)
+        if not valid and err and err not in VALIDATION:
+            # validation refuses it before any handler looks at it
+            self.fail('%s: a request that breaks the spec got %s, not a validation refusal' %
+                      (label, errno.errorcode.get(err, err)))
         for t, fl, body in replies:
             if t != self.fid:
                 self.fail('%s: reply of message type %d' % (label, t))
