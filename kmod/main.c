@@ -242,6 +242,7 @@ static long hmirror_ioctl_harvest(struct file *file, void *data)
 	ret = hmirror_guard_harvest(s, u64_to_user_ptr(h->chunks), h->cap,
 				    &h->nr, &more);
 	h->out_flags = more ? HMIRROR_HARVEST_MORE : 0;
+	h->__pad2 = 0;		/* an output: never the caller's bytes back */
 	return ret;
 }
 

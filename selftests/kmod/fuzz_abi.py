@@ -78,6 +78,12 @@ class Struct:
             f.offset, f.size = off, sz
             off += sz
         self.size = (off + 7) // 8 * 8
+        # a pad without a comment among the outputs is one of them
+        seen_out = False
+        for f in fields:
+            seen_out = seen_out or f.out
+            if f.role == 'pad' and seen_out and f.comment == 'in':
+                f.out = True
         for f in fields:
             if f.role == 'ptr' and not f.array_count:
                 nr = [g.name for g in fields if g.name.startswith('nr_')]

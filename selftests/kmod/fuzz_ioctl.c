@@ -155,6 +155,7 @@ struct fz_shared {
 	unsigned int nr_fail;		/* violations */
 	unsigned int nr_msgs;		/* distinct ones kept in fail[] */
 	char fail[8][LOG_LEN];
+	const char *fail_fmt[8];	/* same binary in both workers */
 	struct fz_worker_log log[2 * NR_WORKERS];	/* workers, then their children */
 };
 
@@ -204,12 +205,15 @@ static void fail(const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	__atomic_fetch_add(&sh->nr_fail, 1, __ATOMIC_RELAXED);
+	/* one message per format and ioctl (the first 24 characters) */
 	for (i = 0; i < 8; i++)
-		if (!strncmp(sh->fail[i], msg, 48))
+		if (sh->fail_fmt[i] == fmt && !strncmp(sh->fail[i], msg, 24))
 			return;
 	n = __atomic_fetch_add(&sh->nr_msgs, 1, __ATOMIC_RELAXED);
-	if (n < 8)
+	if (n < 8) {
 		memcpy(sh->fail[n], msg, sizeof(msg));
+		sh->fail_fmt[n] = fmt;
+	}
 }
 
 /* ---- the worker's world -------------------------------------------------- */
@@ -711,6 +715,7 @@ static void do_ioctl(void)
 	struct fz_fd *t = pick_fd(io->kinds);
 	unsigned long cmd = io->cmd;
 	bool cmd_mutated = false, arg_ok = true, kind_ok;
+	const char *bad_input;
 	char *buf, *arg;
 	int ret, e, lowfd;
 	unsigned int i;
@@ -762,6 +767,20 @@ static void do_ioctl(void)
 		sh->mutated_cmd++;
 	}
 
+	/* a non-zero pad or reserved field, an unknown flag, a wrong constant */
+	bad_input = NULL;
+	for (i = 0; i < st->nr_fields && arg_ok; i++) {
+		const struct fz_field *f = &st->fields[i];
+		uint64_t v = get_field(buf, f);
+
+		if (f->out)
+			continue;
+		if (((f->role == FZ_PAD || f->role == FZ_ZERO) && v) ||
+		    (f->role == FZ_FLAGS && (v & ~f->flags)) ||
+		    (f->role == FZ_CONST && v != f->value))
+			bad_input = f->name;
+	}
+
 	logop("ioctl %s%s fd %d (%s%s) arg %p", io->name, cmd_mutated ? " (cmd mutated)" : "",
 	      t->fd, fz_kind_names[t->kind], t->peer ? ", peer's" : "", arg);
 	lowfd = lowest_free_fd();
@@ -790,6 +809,12 @@ static void do_ioctl(void)
 				     (unsigned long long)get_field(arg, f));
 		}
 	}
+	/* "Unknown flags and non-zero padding are rejected with EINVAL" */
+	if (bad_input && kind_ok && !cmd_mutated && (io->kinds & FZ_K(t->kind)) && e != EINVAL)
+		fail("ioctl %s on a %s fd with bad %s = %#llx: %s, not EINVAL", io->name,
+		     fz_kind_names[t->kind], bad_input,
+		     (unsigned long long)get_field(arg, find_field(st, bad_input)),
+		     ret ? strerror(e) : "success");
 	if (ret && lowfd >= 0 && fcntl(lowfd, F_GETFD) >= 0) {
 		/* a failing call installed an fd (one it made, or closed ours) */
 		if (e == EFAULT && !arg_ok)
