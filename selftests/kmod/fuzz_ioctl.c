@@ -683,6 +683,8 @@ static void budget(const struct fz_ioctl *io, char *buf, const struct fz_fd *t)
 	}
 }
 
+static void do_munmap(void);
+
 /* ---- ioctls -------------------------------------------------------------- */
 
 /* errnos the ABI names for these ioctls (uapi/linux/hmirror.h) */
@@ -823,6 +825,14 @@ static void do_ioctl(void)
 		     io->name, fz_kind_names[t->kind], strerror(e), lowfd);
 		close(lowfd);
 	}
+	if (ret == -1 && e == EMFILE && !strcmp(io->name, "CREATE")) {
+		/* spaces live on in mappings and dma-bufs: let some go */
+		for (i = 0; i < 8; i++)
+			do_munmap();
+		for (i = nr_fds; i-- > 1;)
+			if (fds[i].kind == FZ_FD_DMABUF && chance(50))
+				close_slot(i);
+	}
 	if (ret || cmd_mutated)
 		return;
 	/* new fds */
@@ -904,7 +914,12 @@ static void do_munmap(void)
 		m->addr += len;
 		m->len -= len;
 	} else {
-		m->len = off;	/* the tail beyond stays mapped, forgotten until exit */
+		char *tail = m->addr + off + len;
+		size_t tlen = m->len - off - len;
+
+		m->len = off;
+		if (tlen)	/* the tail beyond the hole is a mapping of its own */
+			add_map(tail, tlen, m->prot, m->space);
 	}
 	if (!m->len)
 		*m = maps[--nr_maps];
