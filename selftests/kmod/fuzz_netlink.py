@@ -342,8 +342,12 @@ class Fuzzer:
 
     def one(self):
         r = self.rnd
-        # the spec's ops mostly; 0, the next free number and any other sometimes
-        if r.random() < 0.85:
+        # requests mostly, events too; 0, the next free number, any other
+        requests = [v for v, o in self.spec.ops.items() if 'do' in o or 'dump' in o]
+        x = r.random()
+        if x < 0.7:
+            cmd = r.choice(requests)
+        elif x < 0.85:
             cmd = r.choice(list(self.spec.ops))
         else:
             cmd = r.choice([0, max(self.spec.ops) + 1, r.randrange(256)])
