@@ -577,7 +577,6 @@ static void fill_pointers(const struct fz_ioctl *io, char *buf,
 			  const struct fz_fd *target)
 {
 	const struct fz_struct *st = io->st;
-	size_t off = 0;
 	unsigned int i, nptr = 0;
 
 	for (i = 0; i < st->nr_fields; i++) {
@@ -623,7 +622,6 @@ static void fill_pointers(const struct fz_ioctl *io, char *buf,
 		else if (chance(3) && nr_maps)	/* into a mapping of a space */
 			v = (uintptr_t)maps[rndn(nr_maps)].addr;
 		set_field(buf, f, v);
-		off += n * f->elem_size;
 	}
 }
 
@@ -1453,7 +1451,7 @@ static int unload_module(char *why, size_t len)
 
 static void report(void)
 {
-	uint64_t total = 0, kinds_used = 0;
+	uint64_t total = 0;
 	unsigned int i, k, e;
 	char line[1024];
 
@@ -1479,7 +1477,6 @@ static void report(void)
 		snprintf(line + strlen(line), sizeof(line) - strlen(line), " %s %llu/%llu",
 			 fz_kind_names[k], (unsigned long long)sh->fds[k],
 			 (unsigned long long)sh->fd_uses[k]);
-		kinds_used += sh->fd_uses[k] != 0;
 	}
 	ksft_print_msg("fds made/calls aimed at them:%s; %llu passed between the workers\n",
 		       line, (unsigned long long)sh->received);
@@ -1502,7 +1499,7 @@ int main(void)
 	char why[512];
 
 	ksft_print_header();
-	ksft_set_plan(4);
+	ksft_set_plan(5);
 	ps = sysconf(_SC_PAGESIZE);
 	env = getenv("HMIRROR_FUZZ_SECS");
 	if (env)
@@ -1519,6 +1516,23 @@ int main(void)
 		ksft_exit_fail_msg("set-up: %s\n", strerror(errno));
 	ksft_print_msg("seed %llu, %d processes, %llu s, %zu ioctls from uapi/linux/hmirror.h\n",
 		       (unsigned long long)seed, NR_WORKERS, (unsigned long long)secs, NR_IOCTLS);
+
+	/* HMIRROR_IOC_API names every ioctl of the table that the dispatcher takes */
+	{
+		struct hmirror_api api = { .api = HMIRROR_API };
+		char missing[256] = "";
+		unsigned int k;
+
+		if (ioctl(dev, HMIRROR_IOC_API, &api))
+			snprintf(missing, sizeof(missing), " (API: %s)", strerror(errno));
+		for (k = 0; k < NR_IOCTLS && !missing[0]; k++)
+			if ((fz_ioctls[k].kinds & (FZ_K(FZ_FD_DEV) | FZ_K(FZ_FD_SPACE))) &&
+			    !(api.ioctls & (1ull << _IOC_NR(fz_ioctls[k].cmd))))
+				snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing),
+					 " %s", fz_ioctls[k].name);
+		ksft_test_result(!missing[0], "API.ioctls %#llx has every dev and space ioctl of the header%s%s\n",
+				 (unsigned long long)api.ioctls, missing[0] ? ", lacks" : "", missing);
+	}
 
 	deadline = hmt_now_ns() + secs * 1000000000ull;
 	fflush(stdout);
