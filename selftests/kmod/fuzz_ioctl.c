@@ -1035,7 +1035,23 @@ static void do_kwrite(void)
 	if (len > 16 * ps)
 		len = 16 * ps;
 	logop("kernel-write %p %zu", p, len);
-	switch (rndn(3)) {
+	switch (rndn(in_child ? 5 : 4)) {
+	case 3: {
+		/* FOLL_FORCE: refused on shared mappings without write access */
+		static int mem = -1;
+
+		if (mem < 0)
+			mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+		(void)!pwrite(mem, scratch, len, (off_t)(uintptr_t)p);
+		break;
+	}
+	case 4: {
+		/* another process's GUP writes into the parent's mapping */
+		struct iovec local = { scratch, len }, remote = { p, len };
+
+		(void)!process_vm_writev(getppid(), &local, 1, &remote, 1, 0);
+		break;
+	}
 	case 0: (void)!read(urandom, p, len); break;
 	case 1: {
 		struct iovec iov = { p, len };
