@@ -190,7 +190,7 @@ class Ioctls:
                                            else '=I', buf, f.offset)[0] for f in st.fields}
 
 
-def helper(io, secs, seed, unpriv_spaces):
+def helper(io, secs, seed):
     """Spaces made and destroyed, chunks written, pins invalidated."""
     rnd = random.Random(seed)
     dev = os.open('/dev/hmirror', os.O_RDWR)
@@ -451,7 +451,7 @@ class Fuzzer:
         return ids, err
 
 
-def events_reader(spec, fid, gid, sock, fuzzer, counts):
+def events_reader(spec, fid, sock, fuzzer, counts):
     """Drain the events socket; check each event against the spec."""
     while True:
         r, _, _ = select.select([sock], [], [], 0)
@@ -536,7 +536,7 @@ def main():
 
     hp = os.fork()
     if hp == 0:
-        helper(io, secs, seed, None)
+        helper(io, secs, seed)
     r, w = os.pipe()
     up = os.fork()
     if up == 0:
@@ -554,7 +554,7 @@ def main():
         if f.rnd.random() < 0.05:
             ids, _ = f.dump_ids()
             dumped |= ids
-        events_reader(spec, fid, gid_global, ev.s, f, counts)
+        events_reader(spec, fid, ev.s, f, counts)
     _, st = os.waitpid(hp, 0)
     helper_ok = os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
     unpriv = b''
@@ -565,7 +565,7 @@ def main():
         unpriv += b
     os.waitpid(up, 0)
     time.sleep(0.1)
-    events_reader(spec, fid, gid_global, ev.s, f, counts)
+    events_reader(spec, fid, ev.s, f, counts)
 
     print('# %d messages: %s' % (f.sent, dict(sorted(f.by_result.items()))))
     print('# by op: %s' % dict(sorted(f.ops_sent.items())))
