@@ -255,6 +255,7 @@ static long hmirror_ioctl_harvest(struct file *file, void *data)
 	ret = hmirror_guard_harvest(s, u64_to_user_ptr(h->chunks), h->cap,
 				    &h->nr, &more);
 	h->out_flags = more ? HMIRROR_HARVEST_MORE : 0;
+	h->__pad2 = 0;		/* an output: never the caller's bytes back */
 	return ret;
 }
 
@@ -305,6 +306,12 @@ long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	} else {
 		memset(kdata, 0, size);
 	}
+	/*
+	 * An argument that cannot be written back fails before anything is
+	 * made: no fd may be installed behind an -EFAULT.
+	 */
+	if ((_IOC_DIR(cmd) & _IOC_READ) && copy_to_user(uarg, kdata, size))
+		return -EFAULT;
 	ret = d->fn(file, kdata);
 	if (ret && d->out_off < size)
 		memset((u8 *)kdata + d->out_off, 0, size - d->out_off);

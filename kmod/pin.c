@@ -361,8 +361,12 @@ static long hmirror_pin_ioctl_state(struct hmirror_pin *pin,
 
 	if (copy_from_user(&st, argp, sizeof(st)))
 		return -EFAULT;
-	if (st.flags || st.__pad)
-		return -EINVAL;
+	if (st.flags || st.__pad) {
+		/* outputs zeroed on error, as every hmirror ioctl does */
+		struct hmirror_pin_state in = { .flags = st.flags, .__pad = st.__pad };
+
+		return copy_to_user(argp, &in, sizeof(in)) ? -EFAULT : -EINVAL;
+	}
 
 	memset(&st, 0, sizeof(st));
 	st.addr = pin->start;
@@ -400,12 +404,19 @@ static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
 
 	if (copy_from_user(&ex, argp, sizeof(ex)))
 		return -EFAULT;
+	/* an argument that cannot be written back fails before the fd exists */
+	if (copy_to_user(argp, &ex, sizeof(ex)))
+		return -EFAULT;
 	ret = hmirror_dmabuf_check(&ex, (u64)pin->nr_pages << PAGE_SHIFT,
 				   &first, &count);
-	if (ret)
-		return ret;
-	if (!pin->writable && !(ex.flags & HMIRROR_DMABUF_RDONLY))
-		return -EACCES;
+	if (!ret && !pin->writable && !(ex.flags & HMIRROR_DMABUF_RDONLY))
+		ret = -EACCES;
+	if (ret) {
+		/* outputs zeroed on error, as every hmirror ioctl does */
+		ex.fd = 0;
+		ex.__pad2 = 0;
+		return copy_to_user(argp, &ex, sizeof(ex)) ? -EFAULT : ret;
+	}
 
 	ret = hmirror_user_count_inc(&pin->nr_dmabufs,
 				     hmirror_max_dmabufs_per_space);

@@ -535,7 +535,12 @@ int hmirror_space_create(const struct hmirror_create *args,
 		goto err_fd;
 	}
 	inode->i_ino = get_next_ino();
-	inode->i_mode = S_IFREG | 0600;
+	/*
+	 * No file type, as anon inodes: truncate(2) and ftruncate(2) refuse
+	 * it (EINVAL).  A space's size is fixed at create; a truncate would
+	 * unmap every window of it, the generation array included.
+	 */
+	inode->i_mode = 0600;
 	inode->i_size = s->size;
 	file = alloc_file_pseudo(inode, hmirror_mnt, "[hmirror-space]",
 				 O_RDWR | ((args->flags & HMIRROR_CREATE_NONBLOCK) ?

@@ -27,3 +27,28 @@ $(B)/bin/test-kmod-limits: $(O)/selftests/kmod/limits.o
 	$(CC) -o $@ $^ $(LDFLAGS)
 
 VM_TESTS += $(B)/bin/test-kmod-limits
+
+# The ioctl fuzzer (selftests/kmod/fuzz_ioctl.c): its table of commands,
+# struct layouts and field roles is generated from the uapi header.
+$(B)/gen/kmod_fuzz_abi.h: selftests/kmod/fuzz_abi.py uapi/linux/hmirror.h
+	@mkdir -p $(dir $@)
+	python3 selftests/kmod/fuzz_abi.py c uapi/linux/hmirror.h > $@.tmp && mv $@.tmp $@
+
+$(O)/selftests/kmod/fuzz_ioctl.o: $(B)/gen/kmod_fuzz_abi.h
+$(O)/selftests/kmod/fuzz_ioctl.o: CFLAGS += -I$(B)/gen
+
+$(B)/bin/test-kmod-fuzz-ioctl: $(O)/selftests/kmod/fuzz_ioctl.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS)
+
+VM_TESTS += $(B)/bin/test-kmod-fuzz-ioctl
+
+# The generic netlink fuzzer, driven by the YAML spec (in the VM).
+$(B)/bin/test-kmod-fuzz-netlink: selftests/kmod/fuzz_netlink.py selftests/kmod/fuzz_abi.py \
+		Documentation/netlink/specs/hmirror.yaml uapi/linux/hmirror.h
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec python3 "%s/selftests/kmod/fuzz_netlink.py" "%s/Documentation/netlink/specs/hmirror.yaml" "%s/uapi/linux/hmirror.h"\n' \
+		"$(CURDIR)" "$(CURDIR)" "$(CURDIR)" > $@
+	chmod +x $@
+
+VM_TESTS += $(B)/bin/test-kmod-fuzz-netlink
