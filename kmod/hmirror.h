@@ -54,6 +54,7 @@ enum hmirror_stat {
 	HMIRROR_STAT_FAULT_MAP_PAGES,	/* ->map_pages calls */
 	HMIRROR_STAT_FAULT_SIGBUS,
 	HMIRROR_STAT_FAULT_OOM,
+	HMIRROR_STAT_PINNED_KEPT,	/* re-armed chunks kept written: pinned */
 	HMIRROR_NR_STATS
 };
 
@@ -108,11 +109,13 @@ struct hmirror_space {
 	struct xarray pages;
 
 	/*
-	 * Serializes re-arming (arm, disarm, harvest).  Taken before lock,
-	 * and before page locks.
+	 * Serializes re-arming (arm, disarm, re-arming harvest).  Taken
+	 * before lock, and before page locks.  Never held across a user
+	 * copy.
 	 */
 	struct mutex arm_lock;
-	u64 *batch;			/* arm_lock: harvest bounce buffer */
+	unsigned long *clean;		/* arm_lock: clean_record scratch */
+	bool view_mapped;		/* the device view was ever mapped */
 
 	/*
 	 * Protects armed, written, summary, nr_written, and writes of
@@ -182,10 +185,10 @@ void hmirror_fs_exit(void);
 int hmirror_guard_alloc(struct hmirror_space *s);
 void hmirror_guard_free(struct hmirror_space *s);
 vm_fault_t hmirror_guard_page_mkwrite(struct vm_fault *vmf);
-int hmirror_guard_arm(struct hmirror_space *s, u64 first, u64 count,
-		      bool disarm);
+int hmirror_guard_arm(struct hmirror_space *s, const struct hmirror_range *runs,
+		      unsigned int nr, bool disarm);
 int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
-			  u64 cap, u64 *ret_nr, bool *ret_more);
+			  u64 cap, u32 flags, u64 *ret_nr, bool *ret_more);
 u64 hmirror_guard_generation(struct hmirror_space *s, u64 chunk);
 
 /* debugfs.c */

@@ -244,6 +244,8 @@ static int hmirror_space_mmap(struct file *file, struct vm_area_struct *vma)
 		hmirror_vma_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP, 0);
 		vma->vm_ops = view ? &hmirror_view_vm_ops :
 				     &hmirror_guard_vm_ops;
+		if (view)
+			WRITE_ONCE(s->view_mapped, true);
 	}
 	vma->vm_private_data = s;
 	hmirror_vm_open(vma);
@@ -485,7 +487,12 @@ int hmirror_space_create(const struct hmirror_create *args,
 		goto err_fd;
 	}
 	inode->i_ino = get_next_ino();
-	inode->i_mode = S_IFREG | 0600;
+	/*
+	 * Not S_IFREG: a space's size is fixed, and truncate(2) and
+	 * ftruncate(2) of anything but a regular file fail with EINVAL
+	 * (a truncate would zap every mapping, the generations' too).
+	 */
+	inode->i_mode = 0600;
 	inode->i_size = s->size;
 	file = alloc_file_pseudo(inode, hmirror_mnt, "[hmirror-space]",
 				 O_RDWR | ((args->flags & HMIRROR_CREATE_NONBLOCK) ?

@@ -19,3 +19,10 @@ $(B)/bin/test-kmod-guards-perf: $(O)/selftests/kmod/guards_perf.o
 	$(CC) -o $@ $^ $(LDFLAGS)
 
 VM_TESTS += $(B)/bin/test-kmod-guards-perf
+
+# every path that could write an armed page unseen; harvest without re-arm
+$(B)/bin/test-kmod-guard-paths: $(O)/selftests/kmod/guard_paths.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS)
+
+VM_TESTS += $(B)/bin/test-kmod-guard-paths
