@@ -36,6 +36,7 @@ const char *const hmirror_stat_names[HMIRROR_NR_STATS] = {
 	[HMIRROR_STAT_FAULT_SIGBUS] = "faults_sigbus",
 	[HMIRROR_STAT_FAULT_OOM] = "faults_oom",
 	[HMIRROR_STAT_PINNED_KEPT] = "chunks_pinned_kept",
+	[HMIRROR_STAT_TRIP_OPENED] = "trip_ptes_opened",
 };
 
 static struct dentry *hmirror_debugfs_dir;

@@ -15,6 +15,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
+#include <linux/userfaultfd_k.h>
 #include <linux/vmalloc.h>
 
 #include "hmirror.h"
@@ -85,6 +86,64 @@ static void hmirror_guard_record(struct hmirror_space *s, u64 chunk)
 		hmirror_gen_bump(s, chunk);
 }
 
+struct hmirror_open_walk {
+	struct vm_area_struct *vma;
+	unsigned long skip;		/* the faulting address: the core's */
+	unsigned int opened;
+};
+
+static int hmirror_guard_open_pte(pte_t *ptep, unsigned long addr, void *data)
+{
+	struct hmirror_open_walk *w = data;
+	pte_t pte = ptep_get(ptep);
+
+	/* only clean read-only PTEs: what arming left */
+	if (addr == w->skip || !pte_present(pte) || pte_write(pte) ||
+	    pte_dirty(pte))
+		return 0;
+#ifdef HAVE_PTE_MKWRITE_NOVMA
+	pte = pte_mkwrite_novma(pte);
+#else
+	pte = pte_mkwrite(pte);
+#endif
+	set_pte_at(w->vma->vm_mm, addr, ptep, pte_mkdirty(pte_mkyoung(pte)));
+	w->opened++;
+	return 0;
+}
+
+/*
+ * A trip recorded the chunk: make the rest of its present PTEs in this
+ * VMA writable now, so that filling a 64 KiB chunk takes one fault, not
+ * sixteen.  The page lock held here keeps a re-arm's write-protect after
+ * this (it drains every page of the chunk first).  Left alone where
+ * someone else needs the write faults: userfaultfd-wp, soft-dirty.
+ */
+static void hmirror_guard_open_chunk(struct vm_fault *vmf, u64 chunk)
+{
+	struct vm_area_struct *vma = vmf->vma;
+	struct hmirror_space *s = vma->vm_private_data;
+	struct hmirror_open_walk w = {
+		.vma = vma, .skip = vmf->address & PAGE_MASK,
+	};
+	pgoff_t first = hmirror_chunk_to_pgoff(s, chunk);
+	pgoff_t last = first + (1UL << s->chunk_page_shift);
+	unsigned long start, end;
+
+	if (!s->chunk_page_shift || userfaultfd_wp(vma))
+		return;
+	if (IS_ENABLED(CONFIG_MEM_SOFT_DIRTY) && !(vma->vm_flags & VM_SOFTDIRTY))
+		return;
+	first = max(first, vma->vm_pgoff);
+	last = min(last, vma->vm_pgoff + vma_pages(vma));
+	if (first >= last)
+		return;
+	start = vma->vm_start + ((first - vma->vm_pgoff) << PAGE_SHIFT);
+	end = vma->vm_start + ((last - vma->vm_pgoff) << PAGE_SHIFT);
+	apply_to_existing_page_range(vma->vm_mm, start, end - start,
+				     hmirror_guard_open_pte, &w);
+	hmirror_stat_add(s, HMIRROR_STAT_TRIP_OPENED, w.opened);
+}
+
 /*
  * ->page_mkwrite of the guarded mapping: every first write to a read-only
  * PTE of it (and every write fault on a missing one) comes here, whether
@@ -114,6 +173,7 @@ vm_fault_t hmirror_guard_page_mkwrite(struct vm_fault *vmf)
 	}
 	spin_unlock(&s->lock);
 	if (tripped) {
+		hmirror_guard_open_chunk(vmf, chunk);
 		hmirror_stat_inc(s, HMIRROR_STAT_TRIPS);
 		/* kmod-device: netlink event, cheap without listeners */
 		hmirror_nl_chunk_written(s->id, chunk, READ_ONCE(s->gens[chunk]));

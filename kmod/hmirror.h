@@ -55,6 +55,7 @@ enum hmirror_stat {
 	HMIRROR_STAT_FAULT_SIGBUS,
 	HMIRROR_STAT_FAULT_OOM,
 	HMIRROR_STAT_PINNED_KEPT,	/* re-armed chunks kept written: pinned */
+	HMIRROR_STAT_TRIP_OPENED,	/* PTEs a trip made writable besides its own */
 	HMIRROR_NR_STATS
 };
 

@@ -612,6 +612,65 @@ out:
 	return err;
 }
 
+int hm_space_harvest_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+			  size_t *ret_n, bool *ret_more)
+{
+	size_t n;
+	int err;
+
+	if (!s || !ret_n || (cap && !ret_chunks))
+		return -EINVAL;
+	*ret_n = 0;
+	if (ret_more)
+		*ret_more = false;
+	if (!(s->caps & HM_CAP_HARVEST_TAKE))
+		return -EOPNOTSUPP;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (s->ops->take) {
+		err = s->ops->take(s, ret_chunks, cap, ret_n, ret_more);
+		if (!err) {
+			s->stats.harvests++;
+			s->stats.chunks_reported += *ret_n;
+		}
+		goto out;
+	}
+	/* trip handlers record directly (uffd-sync, mprotect): hand pending
+	   out; the chunks stay writable as their trip left them, unarmed */
+	if (s->ops->collect) {
+		err = s->ops->collect(s);
+		if (err)
+			goto out;
+	}
+	if (!s->pend_sorted) {
+		qsort(s->pend, s->nr_pend, sizeof(uint64_t), hm_cmp_u64);
+		s->pend_sorted = true;
+	}
+	n = s->nr_pend < cap ? s->nr_pend : cap;
+	if (n)
+		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++) {
+		hm_clear_bit(s->pend_bits, s->pend[i]);
+		hm_clear_bit(s->armed, s->pend[i]);
+		hm_clear_bit(s->open, s->pend[i]);
+	}
+	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
+	s->nr_pend -= n;
+	*ret_n = n;
+	if (ret_more)
+		*ret_more = s->nr_pend != 0;
+	s->stats.harvests++;
+	s->stats.chunks_reported += n;
+	hm_notify_drain(s);
+	err = 0;
+out:
+	hm_unlock(s);
+	return err;
+}
+
 int hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
 			 uint64_t *ret_gens)
 {

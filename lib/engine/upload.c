@@ -100,12 +100,18 @@ int hm_engine_harvest(struct hm_engine *e)
 		struct hm_espace *sp = &e->spaces[id];
 		bool more = true;
 
+		bool take;
+
 		if (!sp->used || !sp->nr_armed)
 			continue;
+		/* take where the backend can: a harvested chunk is unarmed and
+		   costs nothing more until arm_and_note() arms it for an upload */
+		take = hm_space_caps(sp->s) & HM_CAP_HARVEST_TAKE;
 		while (more) {
 			size_t n = 0;
 
-			err = hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
+			err = take ? hm_space_harvest_take(sp->s, e->harvest_buf, e->harvest_cap, &n, &more) :
+				     hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
 			if (err)
 				return err;
 			e->st.chunks_harvested += n;
@@ -116,6 +122,10 @@ int hm_engine_harvest(struct hm_engine *e)
 				if (idx >= sp->nr_chunks)
 					continue;
 				c = &sp->ch[idx];
+				if (take && (c->flags & HM_CH_ARMED)) {
+					c->flags &= ~HM_CH_ARMED;
+					sp->nr_armed--;
+				}
 				if (c->mirror == HM_NO_MIRROR)
 					continue;
 				hm_engine_drop_mirror(e, id, idx);

@@ -722,6 +722,35 @@ TEST_F(space, arm_many_ranges_one_pass)
 	free(r);
 }
 
+/*
+ * A trip opens the whole chunk: filling a re-armed 64 KiB chunk takes one
+ * ->page_mkwrite, not one per page, and the next re-arm closes it again.
+ */
+TEST_F(space, trip_opens_whole_chunk)
+{
+	long long mk0, mk1;
+	unsigned long pg, per = CHUNK / page_size;
+
+	ASSERT_EQ(0, tripped_and_rearmed(self->sfd, self->p));
+	for (int round = 0; round < 2; round++) {
+		mk0 = hmt_stat("faults_mkwrite");
+		ASSERT_GE(mk0, 0);
+		for (pg = 0; pg < per; pg++)
+			self->p[5 * CHUNK + pg * page_size + 9] = 9;
+		mk1 = hmt_stat("faults_mkwrite");
+		EXPECT_EQ(1, mk1 - mk0) TH_LOG("round %d", round);
+		EXPECT_ONLY(self->sfd, 5);
+		/* every page re-armed: the last one trips alone */
+		self->p[5 * CHUNK + (per - 1) * page_size] = 1;
+		EXPECT_ONLY(self->sfd, 5);
+	}
+	/* an mprotect after the re-arm of opened PTEs still sees the write */
+	ASSERT_EQ(0, mprotect(self->p, SPACE, PROT_READ));
+	ASSERT_EQ(0, mprotect(self->p, SPACE, PROT_READ | PROT_WRITE));
+	self->p[5 * CHUNK + 3 * page_size] = 1;
+	EXPECT_ONLY(self->sfd, 5);
+}
+
 static void __attribute__((constructor)) init_page_size(void)
 {
 	page_size = sysconf(_SC_PAGESIZE);
