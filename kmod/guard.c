@@ -411,8 +411,8 @@ static void hmirror_guard_rearm_runs(struct hmirror_space *s,
 		hmirror_guard_settle(s, runs[i].first, runs[i].count);
 }
 
-/* runs of at most this many chunks, this many runs, per arm_lock hold */
-#define HMIRROR_ARM_GROUP	256
+/* runs one arm_lock hold of an ARM covers at most (as a harvest batch) */
+#define HMIRROR_ARM_GROUP	2048
 
 /* arm (or disarm) runs[0..n), one arm_lock hold; -EINTR if killed */
 static int hmirror_guard_arm_group(struct hmirror_space *s,

@@ -485,6 +485,8 @@ static int hm_check_range(const struct hm_space *s, uint64_t first, uint64_t cou
 	return 0;
 }
 
+static int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count);
+
 int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	int err;
@@ -495,16 +497,51 @@ int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 	if (err)
 		return err;
 	hm_lock(s);
+	err = s->exported ? -EBUSY : hm_arm_locked(s, first, count);
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n)
+{
+	int err = 0;
+
+	if (!s || (n && !chunks))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (chunks[i] >= s->nr_chunks)
+			return -ERANGE;
+	if (!n)
+		return 0;
+	hm_lock(s);
 	if (s->exported) {
 		err = -EBUSY;
-		goto out;
+	} else if (s->ops->arm_chunks) {
+		err = s->ops->arm_chunks(s, chunks, n);
+		for (size_t i = 0; !err && i < n; i++)
+			hm_set_bit(s->armed, chunks[i]);
+	} else {
+		for (size_t i = 0, j; !err && i < n; i = j) {
+			for (j = i + 1; j < n && chunks[j] == chunks[j - 1] + 1; j++)
+				;
+			err = hm_arm_locked(s, chunks[i], chunks[j - 1] - chunks[i] + 1);
+		}
 	}
+	hm_unlock(s);
+	return err;
+}
+
+/* hm_space_arm() of a checked range, lock held */
+static int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	int err = 0;
+
 	if (s->ops->arm) {
 		err = s->ops->arm(s, first, count);
 		if (!err)
 			for (uint64_t c = first; c < first + count; c++)
 				hm_set_bit(s->armed, c);
-		goto out;
+		return err;
 	}
 	/* runs of armed chunks: bring their writes into pending and re-arm
 	   them; runs of unarmed chunks: write-protect for the first time */
@@ -516,15 +553,13 @@ int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 			;
 		err = armed ? s->ops->refresh(s, c, e - c) : s->ops->protect(s, c, e - c);
 		if (err)
-			goto out;
+			return err;
 		if (!armed)
 			for (uint64_t i = c; i < e; i++)
 				hm_set_bit(s->armed, i);
 		c = e;
 	}
-out:
-	hm_unlock(s);
-	return err;
+	return 0;
 }
 
 static void hm_notify_drain(struct hm_space *s)

@@ -194,6 +194,36 @@ static int hm_kmod_arm(struct hm_space *s, uint64_t first, uint64_t count)
 	return ioctl(s->memfd, HMIRROR_IOC_ARM, &a) < 0 ? -errno : 0;
 }
 
+/* one ARM with ranges per HMIRROR_MAX_ARM_RANGES runs of the list */
+static int hm_kmod_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n)
+{
+	size_t cap = n < HMIRROR_MAX_ARM_RANGES ? n : HMIRROR_MAX_ARM_RANGES;
+	struct hmirror_range *r = malloc(cap * sizeof(*r));
+	int err = 0;
+
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !err;) {
+		struct hmirror_arm a = { .ranges = (uintptr_t)r };
+		size_t nr = 0;
+
+		for (; i < n && nr < cap; i++) {
+			if (nr && r[nr - 1].first + r[nr - 1].count == chunks[i]) {
+				r[nr - 1].count++;
+				continue;
+			}
+			r[nr].first = chunks[i];
+			r[nr].count = 1;
+			nr++;
+		}
+		a.nr_ranges = (uint32_t)nr;
+		if (ioctl(s->memfd, HMIRROR_IOC_ARM, &a) < 0)
+			err = -errno;
+	}
+	free(r);
+	return err;
+}
+
 static int hm_kmod_harvest_flags(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 				 uint32_t flags, size_t *ret_n, bool *ret_more)
 {
@@ -285,6 +315,7 @@ const struct hm_backend_ops hm_kmod_ops = {
 	.import = hm_kmod_import,
 	.destroy = hm_kmod_destroy,
 	.arm = hm_kmod_arm,
+	.arm_chunks = hm_kmod_arm_chunks,
 	.harvest = hm_kmod_harvest,
 	.take = hm_kmod_take,
 	.generations = hm_kmod_generations,

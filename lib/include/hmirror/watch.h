@@ -121,6 +121,10 @@ int  hm_space_unmap_alias(struct hm_space *s, void *addr);
 int  hm_space_device_view(struct hm_space *s, void **ret_addr);
 /* arm write-watch on chunks [first, first+count) */
 int  hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count);
+/* arm the n chunks listed (any order, repeats allowed), in as few kernel
+   calls as the backend allows (kmod: one ioctl per 65,536 runs); all are
+   checked first: -ERANGE arms none */
+int  hm_space_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n);
 /* read-and-re-arm: chunks written since the last harvest/arm, ascending;
    stores at most cap, *ret_n = number stored; *ret_more = true when more
    written chunks remain recorded for the next call (nothing is lost) */
