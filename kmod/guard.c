@@ -297,39 +297,73 @@ static bool hmirror_guard_chunk_pinned(struct hmirror_space *s, u64 c)
 	return pinned;
 }
 
-/*
- * After the write-protect: a chunk still armed (no trip since) becomes
- * clean (even), or, holding a pin, stays recorded as written.  Chunks that
- * are clean already were checked when they became so: a pin taken since
- * needed a writable PTE, so a trip.
- */
-static void hmirror_guard_settle(struct hmirror_space *s, u64 first,
-				 u64 count)
+/* chunks settled per s->lock hold */
+#define HMIRROR_SETTLE_BATCH	BITS_PER_LONG
+
+struct hmirror_settle {
+	u64 chunk[HMIRROR_SETTLE_BATCH];
+	unsigned long pinned;		/* bit i: chunk[i] has a pinned page */
+	unsigned int n;
+	u64 kept;
+};
+
+static void hmirror_guard_settle_flush(struct hmirror_space *s,
+				       struct hmirror_settle *st)
 {
-	u64 c, kept = 0;
-	bool pinned;
+	unsigned int i;
+	u64 c;
+
+	spin_lock(&s->lock);
+	for (i = 0; i < st->n; i++) {
+		c = st->chunk[i];
+		if (!test_bit(c, s->armed) || HMIRROR_GEN_CLEAN(s->gens[c]))
+			continue;
+		if (st->pinned & (1UL << i)) {
+			hmirror_guard_record(s, c);
+			st->kept++;
+		} else {
+			hmirror_gen_bump(s, c);
+		}
+	}
+	spin_unlock(&s->lock);
+	st->n = 0;
+	st->pinned = 0;
+	cond_resched();
+}
+
+/*
+ * After the write-protect: a chunk of runs[0..n) still armed (no trip
+ * since) becomes clean (even), or, holding a pin, stays recorded as
+ * written.  Chunks that are clean already were checked when they became
+ * so: a pin taken since needed a writable PTE, so a trip.  Pins are looked
+ * up outside s->lock, and s->lock is taken once per HMIRROR_SETTLE_BATCH
+ * chunks.
+ */
+static void hmirror_guard_settle_runs(struct hmirror_space *s,
+				      const struct hmirror_range *runs,
+				      unsigned int n)
+{
+	struct hmirror_settle st = { .n = 0 };
+	unsigned int i;
+	u64 c;
 
 	/* the write-protect (and its TLB flush) before the pin counts */
 	smp_mb();
-	for (c = first; c < first + count; c++) {
-		if (HMIRROR_GEN_CLEAN(READ_ONCE(s->gens[c])))
-			continue;
-		pinned = hmirror_guard_chunk_pinned(s, c);
-		spin_lock(&s->lock);
-		if (test_bit(c, s->armed) && !HMIRROR_GEN_CLEAN(s->gens[c])) {
-			if (pinned) {
-				hmirror_guard_record(s, c);
-				kept++;
-			} else {
-				hmirror_gen_bump(s, c);
-			}
+	for (i = 0; i < n; i++) {
+		for (c = runs[i].first; c < runs[i].first + runs[i].count; c++) {
+			if (HMIRROR_GEN_CLEAN(READ_ONCE(s->gens[c])))
+				continue;
+			if (hmirror_guard_chunk_pinned(s, c))
+				st.pinned |= 1UL << st.n;
+			st.chunk[st.n++] = c;
+			if (st.n == HMIRROR_SETTLE_BATCH)
+				hmirror_guard_settle_flush(s, &st);
 		}
-		spin_unlock(&s->lock);
-		if ((c & 1023) == 1023)
-			cond_resched();
 	}
-	if (kept) {
-		hmirror_stat_add(s, HMIRROR_STAT_PINNED_KEPT, kept);
+	if (st.n)
+		hmirror_guard_settle_flush(s, &st);
+	if (st.kept) {
+		hmirror_stat_add(s, HMIRROR_STAT_PINNED_KEPT, st.kept);
 		if (wq_has_sleeper(&s->wq))
 			wake_up_interruptible_poll(&s->wq, EPOLLIN | EPOLLRDNORM);
 	}
@@ -407,8 +441,7 @@ static void hmirror_guard_rearm_runs(struct hmirror_space *s,
 	if (n)
 		hmirror_guard_wp_pages(s, start, end - start);
 
-	for (i = 0; i < n; i++)
-		hmirror_guard_settle(s, runs[i].first, runs[i].count);
+	hmirror_guard_settle_runs(s, runs, n);
 }
 
 /* runs one arm_lock hold of an ARM covers at most (as a harvest batch) */
