@@ -369,18 +369,21 @@ static void hmirror_guard_settle_runs(struct hmirror_space *s,
 	}
 }
 
-/* set the armed bits of [first, first + count); returns how many were new */
-static u64 hmirror_guard_mark_armed(struct hmirror_space *s, u64 first,
-				    u64 count)
+/* set the armed bits of runs[0..n), one s->lock hold; returns the new ones */
+static u64 hmirror_guard_mark_armed(struct hmirror_space *s,
+				    const struct hmirror_range *runs,
+				    unsigned int n)
 {
-	u64 c, n = 0;
+	unsigned int i;
+	u64 c, armed = 0;
 
 	spin_lock(&s->lock);
-	for (c = first; c < first + count; c++)
-		if (!__test_and_set_bit(c, s->armed))
-			n++;
+	for (i = 0; i < n; i++)
+		for (c = runs[i].first; c < runs[i].first + runs[i].count; c++)
+			if (!__test_and_set_bit(c, s->armed))
+				armed++;
 	spin_unlock(&s->lock);
-	return n;
+	return armed;
 }
 
 static void hmirror_guard_disarm(struct hmirror_space *s, u64 first,
@@ -456,16 +459,14 @@ static int hmirror_guard_arm_group(struct hmirror_space *s,
 
 	if (mutex_lock_killable(&s->arm_lock))
 		return -EINTR;
-	for (i = 0; i < n; i++) {
-		if (disarm)
+	if (disarm) {
+		for (i = 0; i < n; i++)
 			hmirror_guard_disarm(s, runs[i].first, runs[i].count);
-		else
-			hmirror_stat_add(s, HMIRROR_STAT_CHUNKS_ARMED,
-					 hmirror_guard_mark_armed(s, runs[i].first,
-								  runs[i].count));
-	}
-	if (!disarm)
+	} else {
+		hmirror_stat_add(s, HMIRROR_STAT_CHUNKS_ARMED,
+				 hmirror_guard_mark_armed(s, runs, n));
 		hmirror_guard_rearm_runs(s, runs, n);
+	}
 	mutex_unlock(&s->arm_lock);
 	return 0;
 }

@@ -210,7 +210,10 @@ static u32 hmirror_ranges_merge(struct hmirror_range *r, u32 nr)
 {
 	u32 i, n = 0;
 
-	if (nr > 1)
+	/* callers mostly pass ascending runs (libhmirror does): skip the sort */
+	for (i = 1; i < nr && r[i - 1].first < r[i].first; i++)
+		;
+	if (i < nr)
 		sort(r, nr, sizeof(*r), hmirror_range_cmp, NULL);
 	for (i = 0; i < nr; i++) {
 		if (n && r[i].first <= r[n - 1].first + r[n - 1].count) {
