@@ -284,6 +284,11 @@ static bool hmirror_guard_chunk_pinned(struct hmirror_space *s, u64 c)
 
 	if (READ_ONCE(s->view_mapped))
 		return false;
+	if (!s->chunk_page_shift) {
+		/* one-page chunk: a plain lookup is cheaper than a range walk */
+		page = xa_load(&s->pages, first);
+		return page && folio_maybe_dma_pinned(page_folio(page));
+	}
 	rcu_read_lock();
 	xas_for_each(&xas, page, first + (1UL << s->chunk_page_shift) - 1) {
 		if (xas_retry(&xas, page))
@@ -657,7 +662,9 @@ int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
 
 	t0 = ktime_get_ns();
 	if (rearm) {
-		bcap = min_t(u64, cap, HMIRROR_BATCH);
+		/* sized by what is recorded now: small harvests stay in the slab */
+		bcap = min_t(u64, min_t(u64, cap, HMIRROR_BATCH),
+			     max_t(u64, READ_ONCE(s->nr_written), 16));
 		buf = kvmalloc_array(bcap, sizeof(*buf), GFP_KERNEL);
 		runs = kvmalloc_array(bcap, sizeof(*runs), GFP_KERNEL);
 		if (!buf || !runs) {
