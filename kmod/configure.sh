@@ -69,6 +69,8 @@ probe HAVE_SET_ACTIVE_MEMCG linux/sched/mm.h 'set_active_memcg\('
 probe HAVE_GET_MEM_CGROUP_FROM_MM linux/memcontrol.h 'get_mem_cgroup_from_mm\('
 # pseudo filesystems through fs_context (5.0+).
 probe HAVE_INIT_PSEUDO linux/pseudo_fs.h 'init_pseudo\('
+# 6.6+: pte_mkwrite() takes the VMA; pte_mkwrite_novma() is the old one.
+probe HAVE_PTE_MKWRITE_NOVMA asm/pgtable.h 'pte_t pte_mkwrite_novma\('
 # ---- kmod-device probes (pin, dma-buf, netlink) ----
 # 6.13+: MODULE_IMPORT_NS("NS") takes a string
 probe HAVE_MODULE_IMPORT_NS_STRING linux/module.h 'define MODULE_IMPORT_NS\(ns\)[[:space:]]+MODULE_INFO\(import_ns, ns\)'

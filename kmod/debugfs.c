@@ -35,6 +35,8 @@ const char *const hmirror_stat_names[HMIRROR_NR_STATS] = {
 	[HMIRROR_STAT_FAULT_MAP_PAGES] = "faults_map_pages",
 	[HMIRROR_STAT_FAULT_SIGBUS] = "faults_sigbus",
 	[HMIRROR_STAT_FAULT_OOM] = "faults_oom",
+	[HMIRROR_STAT_PINNED_KEPT] = "chunks_pinned_kept",
+	[HMIRROR_STAT_TRIP_OPENED] = "trip_ptes_opened",
 };
 
 static struct dentry *hmirror_debugfs_dir;

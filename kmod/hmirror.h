@@ -55,6 +55,8 @@ enum hmirror_stat {
 	HMIRROR_STAT_FAULT_MAP_PAGES,	/* ->map_pages calls */
 	HMIRROR_STAT_FAULT_SIGBUS,
 	HMIRROR_STAT_FAULT_OOM,
+	HMIRROR_STAT_PINNED_KEPT,	/* re-armed chunks kept written: pinned */
+	HMIRROR_STAT_TRIP_OPENED,	/* PTEs a trip made writable besides its own */
 	HMIRROR_NR_STATS
 };
 
@@ -104,8 +106,11 @@ void hmirror_account_init(void);
 
 /* ---- spaces ------------------------------------------------------------- */
 
-/* chunks per harvest bounce (s->batch); space.c charges it to the user */
+/* chunks a re-arming harvest takes and re-arms at a time */
 #define HMIRROR_BATCH		2048
+/* pages one clean_record_shared_mapping_range() call covers (s->clean,
+ * charged to the user by space.c) */
+#define HMIRROR_CLEAN_PAGES	32768
 
 /* spaces created by one process (thread group), for the per-process limit */
 struct hmirror_owner {
@@ -141,11 +146,13 @@ struct hmirror_space {
 	struct xarray pages;
 
 	/*
-	 * Serializes re-arming (arm, disarm, harvest).  Taken before lock,
-	 * and before page locks.
+	 * Serializes re-arming (arm, disarm, re-arming harvest).  Taken
+	 * before lock, and before page locks.  Never held across a user
+	 * copy.
 	 */
 	struct mutex arm_lock;
-	u64 *batch;			/* arm_lock: harvest bounce buffer */
+	unsigned long *clean;		/* arm_lock: clean_record scratch */
+	bool view_mapped;		/* the device view was ever mapped */
 
 	/*
 	 * Protects armed, written, summary, nr_written, and writes of
@@ -217,10 +224,10 @@ void hmirror_fs_exit(void);
 int hmirror_guard_alloc(struct hmirror_space *s);
 void hmirror_guard_free(struct hmirror_space *s);
 vm_fault_t hmirror_guard_page_mkwrite(struct vm_fault *vmf);
-int hmirror_guard_arm(struct hmirror_space *s, u64 first, u64 count,
-		      bool disarm);
+int hmirror_guard_arm(struct hmirror_space *s, const struct hmirror_range *runs,
+		      unsigned int nr, bool disarm);
 int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
-			  u64 cap, u64 *ret_nr, bool *ret_more);
+			  u64 cap, u32 flags, u64 *ret_nr, bool *ret_more);
 u64 hmirror_guard_generation(struct hmirror_space *s, u64 chunk);
 
 /* debugfs.c */

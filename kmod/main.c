@@ -11,6 +11,7 @@
 #include <linux/module.h>
 #include <linux/overflow.h>
 #include <linux/slab.h>
+#include <linux/sort.h>
 #include <linux/uaccess.h>
 
 #include "hmirror.h"
@@ -64,7 +65,8 @@ struct hmirror_stats hmirror_global_stats;
 #define HMIRROR_FEATURES_GUARDS						\
 	(HMIRROR_FEATURE_POPULATE | HMIRROR_FEATURE_DEVICE_VIEW |	\
 	 HMIRROR_FEATURE_GEN_MMAP | HMIRROR_FEATURE_POLL |		\
-	 HMIRROR_FEATURE_ARM_RANGES | HMIRROR_FEATURE_DISARM)
+	 HMIRROR_FEATURE_ARM_RANGES | HMIRROR_FEATURE_DISARM |		\
+	 HMIRROR_FEATURE_HARVEST_NO_REARM | HMIRROR_FEATURE_STRICT_ARM)
 
 /* ---- ioctls ------------------------------------------------------------- */
 
@@ -205,6 +207,40 @@ static int hmirror_check_range(struct hmirror_space *s,
 	return 0;
 }
 
+static int hmirror_range_cmp(const void *a, const void *b)
+{
+	const struct hmirror_range *x = a, *y = b;
+
+	return x->first < y->first ? -1 : x->first > y->first;
+}
+
+/*
+ * Sort validated ranges and merge overlapping and adjacent ones in place,
+ * so that an ARM's work is bounded by the space, not by how many times
+ * the caller named each chunk.  Returns the number of runs left.
+ */
+static u32 hmirror_ranges_merge(struct hmirror_range *r, u32 nr)
+{
+	u32 i, n = 0;
+
+	/* callers mostly pass ascending runs (libhmirror does): skip the sort */
+	for (i = 1; i < nr && r[i - 1].first < r[i].first; i++)
+		;
+	if (i < nr)
+		sort(r, nr, sizeof(*r), hmirror_range_cmp, NULL);
+	for (i = 0; i < nr; i++) {
+		if (n && r[i].first <= r[n - 1].first + r[n - 1].count) {
+			u64 end = max(r[n - 1].first + r[n - 1].count,
+				      r[i].first + r[i].count);
+
+			r[n - 1].count = end - r[n - 1].first;
+			continue;
+		}
+		r[n++] = r[i];
+	}
+	return n;
+}
+
 static long hmirror_ioctl_arm(struct file *file, void *data)
 {
 	struct hmirror_space *s = file->private_data;
@@ -235,9 +271,10 @@ static long hmirror_ioctl_arm(struct file *file, void *data)
 	/* validate all before touching any */
 	for (i = 0; i < nr && !ret; i++)
 		ret = hmirror_check_range(s, &ranges[i]);
-	for (i = 0; i < nr && !ret; i++)
-		ret = hmirror_guard_arm(s, ranges[i].first, ranges[i].count,
-					disarm);
+	if (!ret) {
+		nr = hmirror_ranges_merge(ranges, nr);
+		ret = hmirror_guard_arm(s, ranges, nr, disarm);
+	}
 	if (ranges != &one)
 		kvfree(ranges);
 	return ret;
@@ -250,10 +287,10 @@ static long hmirror_ioctl_harvest(struct file *file, void *data)
 	bool more;
 	int ret;
 
-	if (h->flags || h->__pad)
+	if ((h->flags & ~HMIRROR_HARVEST_NO_REARM) || h->__pad)
 		return -EINVAL;
 	ret = hmirror_guard_harvest(s, u64_to_user_ptr(h->chunks), h->cap,
-				    &h->nr, &more);
+				    h->flags, &h->nr, &more);
 	h->out_flags = more ? HMIRROR_HARVEST_MORE : 0;
 	h->__pad2 = 0;		/* an output: never the caller's bytes back */
 	return ret;

@@ -268,6 +268,8 @@ static int hmirror_space_mmap(struct file *file, struct vm_area_struct *vma)
 		hmirror_vma_flags_set(vma, VM_DONTEXPAND | VM_DONTDUMP, 0);
 		vma->vm_ops = view ? &hmirror_view_vm_ops :
 				     &hmirror_guard_vm_ops;
+		if (view)
+			WRITE_ONCE(s->view_mapped, true);
 	}
 	vma->vm_private_data = s;
 	hmirror_vm_open(vma);
@@ -454,14 +456,15 @@ static int hmirror_space_register(struct hmirror_space *s)
 
 /*
  * What a space costs beyond its pages, as guard.c allocates it: the
- * struct, three bitmaps, the harvest bounce and the generation array.
+ * struct, three bitmaps, the clean scratch bitmap and the generation
+ * array.
  */
 static unsigned long hmirror_space_meta_bytes(const struct hmirror_space *s)
 {
 	unsigned long words = BITS_TO_LONGS(s->nr_chunks);
 
 	return sizeof(*s) + (2 * words + BITS_TO_LONGS(words)) * sizeof(long) +
-	       HMIRROR_BATCH * sizeof(u64) +
+	       BITS_TO_LONGS(HMIRROR_CLEAN_PAGES) * sizeof(long) +
 	       PAGE_ALIGN(s->nr_chunks * sizeof(u64));
 }
 

@@ -485,6 +485,8 @@ static int hm_check_range(const struct hm_space *s, uint64_t first, uint64_t cou
 	return 0;
 }
 
+static int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count);
+
 int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	int err;
@@ -495,16 +497,51 @@ int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 	if (err)
 		return err;
 	hm_lock(s);
+	err = s->exported ? -EBUSY : hm_arm_locked(s, first, count);
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n)
+{
+	int err = 0;
+
+	if (!s || (n && !chunks))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++)
+		if (chunks[i] >= s->nr_chunks)
+			return -ERANGE;
+	if (!n)
+		return 0;
+	hm_lock(s);
 	if (s->exported) {
 		err = -EBUSY;
-		goto out;
+	} else if (s->ops->arm_chunks) {
+		err = s->ops->arm_chunks(s, chunks, n);
+		for (size_t i = 0; !err && i < n; i++)
+			hm_set_bit(s->armed, chunks[i]);
+	} else {
+		for (size_t i = 0, j; !err && i < n; i = j) {
+			for (j = i + 1; j < n && chunks[j] == chunks[j - 1] + 1; j++)
+				;
+			err = hm_arm_locked(s, chunks[i], chunks[j - 1] - chunks[i] + 1);
+		}
 	}
+	hm_unlock(s);
+	return err;
+}
+
+/* hm_space_arm() of a checked range, lock held */
+static int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	int err = 0;
+
 	if (s->ops->arm) {
 		err = s->ops->arm(s, first, count);
 		if (!err)
 			for (uint64_t c = first; c < first + count; c++)
 				hm_set_bit(s->armed, c);
-		goto out;
+		return err;
 	}
 	/* runs of armed chunks: bring their writes into pending and re-arm
 	   them; runs of unarmed chunks: write-protect for the first time */
@@ -516,15 +553,13 @@ int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 			;
 		err = armed ? s->ops->refresh(s, c, e - c) : s->ops->protect(s, c, e - c);
 		if (err)
-			goto out;
+			return err;
 		if (!armed)
 			for (uint64_t i = c; i < e; i++)
 				hm_set_bit(s->armed, i);
 		c = e;
 	}
-out:
-	hm_unlock(s);
-	return err;
+	return 0;
 }
 
 static void hm_notify_drain(struct hm_space *s)
@@ -598,6 +633,65 @@ int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
 	for (size_t i = 0; i < n; i++)
 		hm_clear_bit(s->pend_bits, s->pend[i]);
+	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
+	s->nr_pend -= n;
+	*ret_n = n;
+	if (ret_more)
+		*ret_more = s->nr_pend != 0;
+	s->stats.harvests++;
+	s->stats.chunks_reported += n;
+	hm_notify_drain(s);
+	err = 0;
+out:
+	hm_unlock(s);
+	return err;
+}
+
+int hm_space_harvest_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+			  size_t *ret_n, bool *ret_more)
+{
+	size_t n;
+	int err;
+
+	if (!s || !ret_n || (cap && !ret_chunks))
+		return -EINVAL;
+	*ret_n = 0;
+	if (ret_more)
+		*ret_more = false;
+	if (!(s->caps & HM_CAP_HARVEST_TAKE))
+		return -EOPNOTSUPP;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (s->ops->take) {
+		err = s->ops->take(s, ret_chunks, cap, ret_n, ret_more);
+		if (!err) {
+			s->stats.harvests++;
+			s->stats.chunks_reported += *ret_n;
+		}
+		goto out;
+	}
+	/* trip handlers record directly (uffd-sync, mprotect): hand pending
+	   out; the chunks stay writable as their trip left them, unarmed */
+	if (s->ops->collect) {
+		err = s->ops->collect(s);
+		if (err)
+			goto out;
+	}
+	if (!s->pend_sorted) {
+		qsort(s->pend, s->nr_pend, sizeof(uint64_t), hm_cmp_u64);
+		s->pend_sorted = true;
+	}
+	n = s->nr_pend < cap ? s->nr_pend : cap;
+	if (n)
+		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++) {
+		hm_clear_bit(s->pend_bits, s->pend[i]);
+		hm_clear_bit(s->armed, s->pend[i]);
+		hm_clear_bit(s->open, s->pend[i]);
+	}
 	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
 	s->nr_pend -= n;
 	*ret_n = n;

@@ -73,8 +73,14 @@ struct hm_backend_ops {
 	/* optional overrides of the common state machine (kmod: the module
 	   keeps the state) */
 	int  (*arm)(struct hm_space *s, uint64_t first, uint64_t count);
+	/* optional: arm a list of chunks at once (kmod: ARM with ranges) */
+	int  (*arm_chunks)(struct hm_space *s, const uint64_t *chunks, size_t n);
 	int  (*harvest)(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 			size_t *ret_n, bool *ret_more);
+	/* hm_space_harvest_take() where the backend keeps the state (kmod);
+	   NULL: the common state machine hands out pending, unarmed */
+	int  (*take)(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+		     size_t *ret_n, bool *ret_more);
 	int  (*generations)(struct hm_space *s, const uint64_t *chunks, size_t n,
 			    uint64_t *ret_gens);
 	/* mapping of the pages (aliases, importer's CPU mapping); NULL =

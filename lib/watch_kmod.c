@@ -71,6 +71,13 @@ static int hm_kmod_probe(const char **ret_reason)
 	return 0;
 }
 
+/* the module's features decide what this space can do */
+static void hm_kmod_features(struct hm_space *s, uint64_t features)
+{
+	if (!(features & HMIRROR_FEATURE_HARVEST_NO_REARM))
+		s->caps &= ~HM_CAP_HARVEST_TAKE;
+}
+
 static int hm_kmod_map_gens(struct hm_space *s, uint64_t gen_offset)
 {
 	struct hm_kmod *k = s->priv;
@@ -92,6 +99,7 @@ static int hm_kmod_create(struct hm_space *s, const struct hm_space_params *p)
 		.chunk_shift = s->chunk_shift,
 		.flags = (p->flags & HM_SPACE_POPULATE) ? HMIRROR_CREATE_POPULATE : 0,
 	};
+	struct hmirror_api api;
 	const char *r;
 	struct hm_kmod *k = calloc(1, sizeof(*k));
 	void *a;
@@ -100,9 +108,10 @@ static int hm_kmod_create(struct hm_space *s, const struct hm_space_params *p)
 	if (!k)
 		return -ENOMEM;
 	s->priv = k;
-	err = hm_kmod_open(&dev, NULL, &r);
+	err = hm_kmod_open(&dev, &api, &r);
 	if (err)
 		return err;
+	hm_kmod_features(s, api.features);
 	err = ioctl(dev, HMIRROR_IOC_CREATE, &c) < 0 ? -errno : 0;
 	close(dev);
 	if (err)
@@ -122,15 +131,24 @@ static int hm_kmod_create(struct hm_space *s, const struct hm_space_params *p)
 static int hm_kmod_import(struct hm_space *s, const struct hm_space_handoff *h)
 {
 	struct hmirror_space_info info;
+	struct hmirror_api api;
 	struct hm_kmod *k = calloc(1, sizeof(*k));
+	const char *r;
 	void *a;
-	int err;
+	int dev, err;
 
 	if (!k)
 		return -ENOMEM;
 	s->priv = k;
 	if (h->nr_fds != 1)
 		return -EINVAL;
+	/* the importer may run where /dev/hmirror is not open to it */
+	if (hm_kmod_open(&dev, &api, &r)) {
+		s->caps &= ~HM_CAP_HARVEST_TAKE;
+	} else {
+		close(dev);
+		hm_kmod_features(s, api.features);
+	}
 	s->memfd = fcntl(h->fds[0], F_DUPFD_CLOEXEC, 3);
 	if (s->memfd < 0)
 		return -errno;
@@ -176,10 +194,42 @@ static int hm_kmod_arm(struct hm_space *s, uint64_t first, uint64_t count)
 	return ioctl(s->memfd, HMIRROR_IOC_ARM, &a) < 0 ? -errno : 0;
 }
 
-static int hm_kmod_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
-			   size_t *ret_n, bool *ret_more)
+/* one ARM with ranges per HMIRROR_MAX_ARM_RANGES runs of the list */
+static int hm_kmod_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n)
 {
-	struct hmirror_harvest h = { .chunks = (uintptr_t)ret_chunks, .cap = cap };
+	size_t cap = n < HMIRROR_MAX_ARM_RANGES ? n : HMIRROR_MAX_ARM_RANGES;
+	struct hmirror_range *r = malloc(cap * sizeof(*r));
+	int err = 0;
+
+	if (!r)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !err;) {
+		struct hmirror_arm a = { .ranges = (uintptr_t)r };
+		size_t nr = 0;
+
+		for (; i < n && nr < cap; i++) {
+			if (nr && r[nr - 1].first + r[nr - 1].count == chunks[i]) {
+				r[nr - 1].count++;
+				continue;
+			}
+			r[nr].first = chunks[i];
+			r[nr].count = 1;
+			nr++;
+		}
+		a.nr_ranges = (uint32_t)nr;
+		if (ioctl(s->memfd, HMIRROR_IOC_ARM, &a) < 0)
+			err = -errno;
+	}
+	free(r);
+	return err;
+}
+
+static int hm_kmod_harvest_flags(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+				 uint32_t flags, size_t *ret_n, bool *ret_more)
+{
+	struct hmirror_harvest h = {
+		.chunks = (uintptr_t)ret_chunks, .cap = cap, .flags = flags,
+	};
 	bool sorted = true;
 
 	if (ioctl(s->memfd, HMIRROR_IOC_HARVEST, &h) < 0)
@@ -204,6 +254,19 @@ static int hm_kmod_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		*ret_n = n;
 	}
 	return 0;
+}
+
+static int hm_kmod_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+			   size_t *ret_n, bool *ret_more)
+{
+	return hm_kmod_harvest_flags(s, ret_chunks, cap, 0, ret_n, ret_more);
+}
+
+static int hm_kmod_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+			size_t *ret_n, bool *ret_more)
+{
+	return hm_kmod_harvest_flags(s, ret_chunks, cap, HMIRROR_HARVEST_NO_REARM,
+				     ret_n, ret_more);
 }
 
 static int hm_kmod_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
@@ -246,13 +309,15 @@ static int hm_kmod_export(struct hm_space *s, struct hm_space_handoff *h)
 const struct hm_backend_ops hm_kmod_ops = {
 	.backend = HM_BACKEND_KMOD,
 	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_POLL | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT |
-		HM_CAP_KERNEL_TRIP | HM_CAP_RECLAIM_SAFE,
+		HM_CAP_KERNEL_TRIP | HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE,
 	.probe = hm_kmod_probe,
 	.create = hm_kmod_create,
 	.import = hm_kmod_import,
 	.destroy = hm_kmod_destroy,
 	.arm = hm_kmod_arm,
+	.arm_chunks = hm_kmod_arm_chunks,
 	.harvest = hm_kmod_harvest,
+	.take = hm_kmod_take,
 	.generations = hm_kmod_generations,
 	.device_view = hm_kmod_device_view,
 	.poll_fd = hm_kmod_poll_fd,

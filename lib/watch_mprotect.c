@@ -273,7 +273,7 @@ static int hm_mprotect_refresh(struct hm_space *s, uint64_t first, uint64_t coun
 
 const struct hm_backend_ops hm_mprotect_ops = {
 	.backend = HM_BACKEND_MPROTECT,
-	.caps = HM_CAP_POLL | HM_CAP_RECLAIM_SAFE,
+	.caps = HM_CAP_POLL | HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE,
 	.probe = hm_mprotect_probe,
 	.create = hm_mprotect_create,
 	.destroy = hm_mprotect_destroy,

@@ -286,7 +286,7 @@ static void hm_uffd_sync_exported(struct hm_space *s)
 const struct hm_backend_ops hm_uffd_sync_ops = {
 	.backend = HM_BACKEND_UFFD_SYNC,
 	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_POLL | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT |
-		HM_CAP_RECLAIM_SAFE,
+		HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE,
 	.probe = hm_uffd_sync_probe,
 	.create = hm_uffd_sync_create,
 	.import = hm_uffd_sync_import,

@@ -15,7 +15,7 @@
 #define HM_NO_MIRROR		UINT32_MAX
 
 /* hm_chunk.flags */
-#define HM_CH_ARMED		(1u << 0) /* guard armed (stays armed: no disarm in watch.h) */
+#define HM_CH_ARMED		(1u << 0) /* guard armed (until a harvest takes it: HM_CAP_HARVEST_TAKE) */
 #define HM_CH_PUBLISHED		(1u << 1) /* the table names the mirror */
 #define HM_CH_QUEUED		(1u << 2) /* on the want list */
 

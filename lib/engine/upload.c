@@ -100,12 +100,18 @@ int hm_engine_harvest(struct hm_engine *e)
 		struct hm_espace *sp = &e->spaces[id];
 		bool more = true;
 
+		bool take;
+
 		if (!sp->used || !sp->nr_armed)
 			continue;
+		/* take where the backend can: a harvested chunk is unarmed and
+		   costs nothing more until arm_and_note() arms it for an upload */
+		take = hm_space_caps(sp->s) & HM_CAP_HARVEST_TAKE;
 		while (more) {
 			size_t n = 0;
 
-			err = hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
+			err = take ? hm_space_harvest_take(sp->s, e->harvest_buf, e->harvest_cap, &n, &more) :
+				     hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
 			if (err)
 				return err;
 			e->st.chunks_harvested += n;
@@ -116,6 +122,10 @@ int hm_engine_harvest(struct hm_engine *e)
 				if (idx >= sp->nr_chunks)
 					continue;
 				c = &sp->ch[idx];
+				if (take && (c->flags & HM_CH_ARMED)) {
+					c->flags &= ~HM_CH_ARMED;
+					sp->nr_armed--;
+				}
 				if (c->mirror == HM_NO_MIRROR)
 					continue;
 				hm_engine_drop_mirror(e, id, idx);
@@ -287,30 +297,25 @@ static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
 	while (i < n) {
 		uint32_t space = hm_ref_space(e->cand[i]);
 		struct hm_espace *sp = &e->spaces[space];
-		size_t j = i, k = 0;
+		size_t j, k = 0;
 
-		while (j < n && hm_ref_space(e->cand[j]) == space) {
-			uint64_t idx = hm_ref_idx(e->cand[j]), run = 1;
+		/* one arm call for the space's unarmed candidates */
+		for (j = i; j < n && hm_ref_space(e->cand[j]) == space; j++) {
+			uint64_t idx = hm_ref_idx(e->cand[j]);
 
-			e->idxs[k++] = idx;
-			j++;
-			if (sp->ch[idx].flags & HM_CH_ARMED)
-				continue;
-			/* one arm call for a run of consecutive unarmed chunks */
-			while (j < n && hm_ref_space(e->cand[j]) == space &&
-			       hm_ref_idx(e->cand[j]) == idx + run &&
-			       !(sp->ch[idx + run].flags & HM_CH_ARMED)) {
-				e->idxs[k++] = idx + run;
-				run++;
-				j++;
-			}
-			err = hm_space_arm(sp->s, idx, run);
+			if (!(sp->ch[idx].flags & HM_CH_ARMED))
+				e->idxs[k++] = idx;
+		}
+		if (k) {
+			err = hm_space_arm_chunks(sp->s, e->idxs, k);
 			if (err)
 				return err;
-			for (uint64_t r = 0; r < run; r++)
-				sp->ch[idx + r].flags |= HM_CH_ARMED;
-			sp->nr_armed += run;
+			for (size_t r = 0; r < k; r++)
+				sp->ch[e->idxs[r]].flags |= HM_CH_ARMED;
+			sp->nr_armed += k;
 		}
+		for (k = 0, j = i; j < n && hm_ref_space(e->cand[j]) == space; j++)
+			e->idxs[k++] = hm_ref_idx(e->cand[j]);
 		err = hm_space_generations(sp->s, e->idxs, k, gens + i);
 		if (err)
 			return err;

@@ -364,7 +364,7 @@ TEST_F(space, harvest_bad_flags)
 {
 	uint64_t got[4];
 	struct hmirror_harvest h = {
-		.chunks = (uintptr_t)got, .cap = 4, .flags = 1,
+		.chunks = (uintptr_t)got, .cap = 4, .flags = 1u << 1,	/* unknown; bit 0 is NO_REARM */
 	};
 
 	EXPECT_EQ(-1, ioctl(self->sfd, HMIRROR_IOC_HARVEST, &h));
@@ -746,7 +746,7 @@ static void *racer_main(void *arg)
 		c = r->first + x % r->nr;
 		off = (x >> 8) % (chunk / sizeof(uint32_t));
 		((volatile uint32_t *)(r->p + (size_t)c * chunk))[off] = x;
-		r->writes++;
+		__atomic_store_n(&r->writes, r->writes + 1, __ATOMIC_RELAXED);
 	}
 	return NULL;
 }
@@ -772,6 +772,11 @@ TEST_F(space, write_during_harvest)
 	ASSERT_EQ(0, hmt_arm(self->sfd, 0, NR_CHUNKS));
 	memcpy(mirror, self->p, SPACE);
 	ASSERT_EQ(0, pthread_create(&t, NULL, racer_main, &r));
+	/* under TCG the writer may start after 2,000 empty harvests */
+	t0 = hmt_now_ns();
+	while (!__atomic_load_n(&r.writes, __ATOMIC_RELAXED) &&
+	       hmt_now_ns() - t0 < 10000000000ull)
+		usleep(1000);
 	t0 = hmt_now_ns();
 	for (round = 0; round < 2000 && hmt_now_ns() - t0 < 3000000000ull;
 	     round++) {

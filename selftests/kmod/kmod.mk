@@ -20,6 +20,13 @@ $(B)/bin/test-kmod-guards-perf: $(O)/selftests/kmod/guards_perf.o
 
 VM_TESTS += $(B)/bin/test-kmod-guards-perf
 
+# every path that could write an armed page unseen; harvest without re-arm
+$(B)/bin/test-kmod-guard-paths: $(O)/selftests/kmod/guard_paths.o
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS)
+
+VM_TESTS += $(B)/bin/test-kmod-guard-paths
+
 # what one local user may take: memory, spaces, the device node, unload
 $(O)/selftests/kmod/limits.o: selftests/kmod/devpath_test.h
 $(B)/bin/test-kmod-limits: $(O)/selftests/kmod/limits.o

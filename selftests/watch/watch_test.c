@@ -192,6 +192,54 @@ TEST_F(watch, unarmed_not_reported)
 		EXPECT_EQ(10 + i, self->out[i]);
 }
 
+/*
+ * hm_space_harvest_take(): the written chunks, ascending, left unarmed
+ * (odd, later writes unrecorded) until armed again; -EOPNOTSUPP where the
+ * backend cannot (uffd-async).
+ */
+TEST_F(watch, harvest_take)
+{
+	static const uint64_t w[] = { 3, 64, 100 };
+	uint64_t g;
+	size_t n;
+	bool more = true;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	for (unsigned i = 0; i < 3; i++)
+		AT(w[i], 100) = 1;
+	if (!(hm_space_caps(self->s) & HM_CAP_HARVEST_TAKE)) {
+		EXPECT_EQ(-EOPNOTSUPP, hm_space_harvest_take(self->s, self->out, MAX_OUT, &n, &more));
+		EXPECT_EQ(0, n);
+		EXPECT_EQ(HM_BACKEND_UFFD_ASYNC, variant->backend);
+		/* nothing was taken */
+		ASSERT_EQ(3, harvest_all(self->s, self->out, MAX_OUT));
+		return;
+	}
+	ASSERT_EQ(0, hm_space_harvest_take(self->s, self->out, MAX_OUT, &n, &more));
+	ASSERT_EQ(3, n);
+	EXPECT_FALSE(more);
+	for (unsigned i = 0; i < 3; i++)
+		EXPECT_EQ(w[i], self->out[i]);
+	ASSERT_EQ(0, hm_space_generation(self->s, 64, &g));
+	EXPECT_FALSE(HM_GEN_CLEAN(g));
+	/* unarmed now: a second write is not recorded; the rest still are */
+	AT(64, 200) = 2;
+	AT(5, 0) = 2;
+	ASSERT_EQ(0, hm_space_harvest_take(self->s, self->out, MAX_OUT, &n, &more));
+	ASSERT_EQ(1, n);
+	EXPECT_EQ(5, self->out[0]);
+	/* armed again: clean, then recorded */
+	ASSERT_EQ(0, hm_space_arm(self->s, 64, 1));
+	ASSERT_EQ(0, hm_space_generation(self->s, 64, &g));
+	EXPECT_TRUE(HM_GEN_CLEAN(g));
+	AT(64, 300) = 3;
+	ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(64, self->out[0]);
+	EXPECT_EQ(3, AT(64, 300));
+	EXPECT_EQ(2, AT(64, 200));
+}
+
 TEST_F(watch, harvest_cap_and_more)
 {
 	uint64_t got[64];

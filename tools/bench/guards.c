@@ -11,6 +11,11 @@
  *   vmas              lines of /proc/self/maps after the K trips
  *   harvest_us        hm_space_harvest() of the K written chunks
  *   store_ns          the same K stores to the pages once unarmed (baseline)
+ *   take_us           hm_space_harvest_take() of the same K chunks written
+ *                     again: the written set taken, nothing re-armed
+ *                     (backends with HM_CAP_HARVEST_TAKE; else -1)
+ *   arm_k_us          then hm_space_arm_chunks() of exactly those K chunks, as
+ *                     the engine arms what it uploads
  *   pagemap_scan_us / pagemap_scan_empty_us  (uffd-async only)
  *                     one raw PAGEMAP_SCAN (WP_MATCHING, PAGE_IS_WRITTEN) of
  *                     the same space with the same K pages written / none:
@@ -48,7 +53,7 @@ struct guards_opts {
 
 struct guards_round {
 	double arm_us, harvest_empty_us, trip_ns, harvest_us, store_ns;
-	double pagemap_scan_us, pagemap_scan_empty_us, trip_mean_ns;
+	double pagemap_scan_us, pagemap_scan_empty_us, trip_mean_ns, take_us, arm_k_us;
 	int vmas, vmas_before;
 	size_t reported;
 };
@@ -208,6 +213,31 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 		goto out;
 	}
 	r->reported = (size_t)got;
+	r->take_us = r->arm_k_us = -1;
+	if (hm_space_caps(s) & HM_CAP_HARVEST_TAKE) {
+		size_t k = 0, total = 0;
+		bool more = true;
+
+		for (uint64_t i = 0; i < o->written; i++)
+			m[i * stride * (uint64_t)pg + 32] = (uint8_t)i;
+		t0 = now_us();
+		while (more && total < nr_chunks) {
+			err = hm_space_harvest_take(s, out + total, nr_chunks - total, &k, &more);
+			if (err)
+				goto out;
+			total += k;
+		}
+		r->take_us = now_us() - t0;
+		if (total != r->reported) {
+			err = -EIO;
+			goto out;
+		}
+		t0 = now_us();
+		err = hm_space_arm_chunks(s, out, total);
+		r->arm_k_us = now_us() - t0;
+		if (err)
+			goto out;
+	}
 	if (pm >= 0) {
 		/* the same K pages written again, harvested by PAGEMAP_SCAN alone */
 		for (uint64_t i = 0; i < o->written; i++)
@@ -274,6 +304,7 @@ int bench_guards(int argc, char **argv)
 		.space_bytes = 256ull << 20, .written = 4096, .rounds = 5, .chunk_shift = 12,
 	};
 	double trip[HM_BACKEND_COUNT] = { 0 }, harv[HM_BACKEND_COUNT] = { 0 }, scan = -1;
+	double take[HM_BACKEND_COUNT] = { 0 }, armk[HM_BACKEND_COUNT] = { 0 };
 	struct hm_page_region *vec;
 	uint64_t *out;
 	double *each;
@@ -313,11 +344,11 @@ int bench_guards(int argc, char **argv)
 		return 1;
 	}
 	if (!o.json)
-		printf("%-10s %12s %8s %10s %10s %11s %9s %8s %8s %9s %9s\n", "backend", "space_bytes",
+		printf("%-10s %12s %8s %10s %10s %11s %9s %8s %8s %9s %9s %9s %9s\n", "backend", "space_bytes",
 		       "written", "arm_us", "trip_ns", "h_empty_us", "harv_us", "vmas", "store_ns",
-		       "scan_us", "scan_e_us");
+		       "scan_us", "scan_e_us", "take_us", "arm_k_us");
 	for (unsigned b = 1; b < HM_BACKEND_COUNT; b++) {
-		double v[8][1000];
+		double v[10][1000];
 		int vm[1000];
 		const char *why = "";
 		struct guards_round r;
@@ -349,6 +380,8 @@ int bench_guards(int argc, char **argv)
 			v[5][i] = r.pagemap_scan_us;
 			v[6][i] = r.pagemap_scan_empty_us;
 			v[7][i] = r.trip_mean_ns;
+			v[8][i] = r.take_us;
+			v[9][i] = r.arm_k_us;
 			vm[i] = r.vmas;
 		}
 		if (err) {
@@ -356,12 +389,14 @@ int bench_guards(int argc, char **argv)
 			rc = 1;
 			continue;
 		}
-		double med[8];
+		double med[10];
 
-		for (unsigned k = 0; k < 8; k++)
+		for (unsigned k = 0; k < 10; k++)
 			med[k] = median(v[k], o.rounds);
 		trip[b] = med[2];
 		harv[b] = med[3];
+		take[b] = med[8];
+		armk[b] = med[9];
 		if (b == HM_BACKEND_UFFD_ASYNC)
 			scan = med[5];
 		if (o.json) {
@@ -375,14 +410,15 @@ int bench_guards(int argc, char **argv)
 			if (med[5] >= 0)
 				printf(",\"pagemap_scan_us\":%.1f,\"pagemap_scan_empty_us\":%.1f",
 				       med[5], med[6]);
+			if (med[8] >= 0)
+				printf(",\"take_us\":%.1f,\"arm_k_us\":%.1f", med[8], med[9]);
 			printf("}\n");
 		} else {
 			printf("%-10s %12llu %8llu %10.1f %10.0f %11.1f %9.1f %8d %8.1f", hm_backend_name(b),
 			       (unsigned long long)o.space_bytes, (unsigned long long)o.written, med[0],
 			       med[2], med[1], med[3], vm[o.rounds - 1], med[4]);
-			if (med[5] >= 0)
-				printf(" %9.1f %9.1f", med[5], med[6]);
-			printf("\n");
+			printf(" %9.1f %9.1f", med[5], med[6]);
+			printf(" %9.1f %9.1f\n", med[8], med[9]);
 		}
 		fflush(stdout);
 	}
@@ -412,6 +448,22 @@ int bench_guards(int argc, char **argv)
 				       hm_backend_name(b), trip[b] / trip[HM_BACKEND_KMOD],
 				       hm_backend_name(b), harv[HM_BACKEND_KMOD] / harv[b]);
 		}
+	}
+	/* harvest that re-arms nothing against the baselines of this run */
+	if (take[HM_BACKEND_KMOD] > 0 && harv[HM_BACKEND_KMOD] > 0) {
+		double a = harv[HM_BACKEND_UFFD_ASYNC] > 0 ?
+			   take[HM_BACKEND_KMOD] / harv[HM_BACKEND_UFFD_ASYNC] : -1;
+		double c = scan > 0 ? take[HM_BACKEND_KMOD] / scan : -1;
+		double r = (take[HM_BACKEND_KMOD] + armk[HM_BACKEND_KMOD]) / harv[HM_BACKEND_KMOD];
+
+		if (o.json)
+			printf("{\"summary\":true,\"kmod_take_over_uffd_async_harvest\":%.3f,"
+			       "\"kmod_take_over_pagemap_scan\":%.3f,"
+			       "\"kmod_take_arm_over_kmod_harvest\":%.2f}\n", a, c, r);
+		else
+			printf("take: kmod take / uffd-async harvest = %.3f, / raw PAGEMAP_SCAN = %.3f "
+			       "(target <= 0.2); kmod (take + arm K) / kmod harvest = %.2f (target <= 1)\n",
+			       a, c, r);
 	}
 	free(out);
 	free(vec);

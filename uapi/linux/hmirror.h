@@ -66,6 +66,15 @@
 #define HMIRROR_FEATURE_POLL		_BITULL(3)	/* poll() on a space fd */
 #define HMIRROR_FEATURE_ARM_RANGES	_BITULL(4)	/* hmirror_arm.ranges */
 #define HMIRROR_FEATURE_DISARM		_BITULL(5)	/* HMIRROR_ARM_DISARM */
+/* HMIRROR_HARVEST_NO_REARM */
+#define HMIRROR_FEATURE_HARVEST_NO_REARM	_BITULL(6)
+/*
+ * Arming leaves PTEs clean as well as read-only, so no mprotect(),
+ * userfaultfd un-protect or NUMA hinting fault makes an armed page
+ * writable unseen; chunks with GUP-pinned pages stay written at re-arm;
+ * ftruncate() is refused.  A module without this bit can lose writes.
+ */
+#define HMIRROR_FEATURE_STRICT_ARM	_BITULL(7)
 /* bits 16..31: kmod-device features (see the section at the end) */
 
 struct hmirror_api {
@@ -116,12 +125,16 @@ struct hmirror_range {
 /*
  * Arm write-watch over chunks.  nr_ranges == 0: the one range [first,
  * first + count); otherwise ranges points at nr_ranges struct
- * hmirror_range and first and count must be 0.  Arming an armed chunk
- * does nothing; arming a written, unharvested chunk re-arms it and keeps
- * its record for the next harvest.  Errors: EINVAL (flags, pad, count 0,
- * overflow, both forms), ERANGE (chunk outside the space), E2BIG
- * (nr_ranges > HMIRROR_MAX_ARM_RANGES), EFAULT.  Ranges before the bad one
- * may already be armed when an error is returned.
+ * hmirror_range and first and count must be 0.  Ranges may overlap and
+ * come in any order: the union is armed, in one pass over the space at
+ * most.  Arming an armed chunk does nothing; arming a written,
+ * unharvested chunk re-arms it and keeps its record for the next harvest.
+ * A chunk with a page pinned by GUP (O_DIRECT, process_vm_writev) at that
+ * moment is armed but stays recorded written (odd generation).  Errors:
+ * EINVAL (flags, pad, count 0, overflow, both forms), ERANGE (chunk
+ * outside the space), E2BIG (nr_ranges > HMIRROR_MAX_ARM_RANGES), EFAULT,
+ * EINTR (fatal signal: some chunks may be armed, none is lost).  Nothing
+ * is armed when validation fails.
  */
 struct hmirror_arm {
 	__u64 first;		/* in */
@@ -133,19 +146,30 @@ struct hmirror_arm {
 
 /* ---- HMIRROR_IOC_HARVEST (space) --------------------------------------- */
 
-#define HMIRROR_HARVEST_MORE	_BITUL(0)	/* out: more remain recorded */
+#define HMIRROR_HARVEST_MORE	_BITUL(0)	/* out: stopped at cap, call again */
+#define HMIRROR_HARVEST_NO_REARM _BITUL(0)	/* in: take the record only */
 
 /*
  * Read-and-re-arm: stores at most cap written chunk numbers, ascending,
  * in chunks[], re-arms them and forgets their record.  A write racing the
  * harvest is reported by this harvest or the next (possibly by both);
- * never lost.  cap == 0 only reports (nr = 0, MORE if any are recorded).
- * Errors: EINVAL (flags, pad), EFAULT.
+ * never lost.  MORE: the call stopped at cap with chunks recorded past the
+ * last one stored (chunks written behind it during the call, or kept
+ * recorded because pinned, wait for the next call without MORE; poll()
+ * says so).  cap == 0 only reports (nr = 0, MORE if any are recorded).
+ *
+ * HMIRROR_HARVEST_NO_REARM: take and forget the record, re-arm nothing.
+ * The chunks stay unarmed and odd: later writes to them are not recorded
+ * until someone arms them again (e.g. before uploading a mirror).  Costs
+ * the bits of what was written: no page table walk, no TLB flush, no lock
+ * a page fault waits on.
+ *
+ * Errors: EINVAL (flags, pad), EFAULT, EINTR (fatal signal), ENOMEM.
  */
 struct hmirror_harvest {
 	__u64 chunks;		/* in: pointer to __u64[cap] */
 	__u64 cap;		/* in */
-	__u32 flags;		/* in: 0 */
+	__u32 flags;		/* in: HMIRROR_HARVEST_NO_REARM */
 	__u32 __pad;
 	__u64 nr;		/* out: chunk numbers stored */
 	__u32 out_flags;	/* out: HMIRROR_HARVEST_MORE */

@@ -18,7 +18,8 @@
  *    where hm_space_caps() has HM_CAP_KERNEL_WRITES; elsewhere they may fail
  *    with EFAULT (mprotect) -- see the capability.
  *  - hm_space_harvest() returns each chunk written since it was last
- *    reported, in ascending order, and re-arms it.  A store racing a harvest
+ *    reported, in ascending order, and re-arms it; hm_space_harvest_take()
+ *    returns them and leaves them unarmed (HM_CAP_HARVEST_TAKE).  A store racing a harvest
  *    is reported by this harvest or the next (possibly by both), never lost.
  *  - hm_space_generation(): even = the chunk is armed and was not written
  *    since; odd = not clean (never armed, or -- kmod -- written since armed
@@ -111,6 +112,7 @@ int  hm_backend_probe(enum hm_backend b, const char **ret_reason);
 #define HM_CAP_KERNEL_TRIP	(1u << 4) /* a trip is resolved in the kernel, no userspace round trip */
 #define HM_CAP_RECLAIM_SAFE	(1u << 5) /* records survive reclaim of the pages (uffd-async: only
 					     when the library could mlock the watched mappings) */
+#define HM_CAP_HARVEST_TAKE	(1u << 6) /* hm_space_harvest_take() works */
 unsigned hm_space_caps(const struct hm_space *s);
 unsigned hm_backend_caps(enum hm_backend b);
 
@@ -123,11 +125,24 @@ int  hm_space_unmap_alias(struct hm_space *s, void *addr);
 int  hm_space_device_view(struct hm_space *s, void **ret_addr);
 /* arm write-watch on chunks [first, first+count) */
 int  hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count);
+/* arm the n chunks listed (any order, repeats allowed), in as few kernel
+   calls as the backend allows (kmod: one ioctl per 65,536 runs); all are
+   checked first: -ERANGE arms none */
+int  hm_space_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n);
 /* read-and-re-arm: chunks written since the last harvest/arm, ascending;
    stores at most cap, *ret_n = number stored; *ret_more = true when more
    written chunks remain recorded for the next call (nothing is lost) */
 int  hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		      size_t *ret_n, bool *ret_more);
+/* take: hm_space_harvest() that re-arms nothing.  The chunks handed out are
+   unarmed afterwards: later writes to them are not recorded, and their
+   generation stays odd, until hm_space_arm() arms them again (as rule 3
+   does before an upload).  Costs what was written: no write-protect.
+   -EOPNOTSUPP without HM_CAP_HARVEST_TAKE: uffd-async, whose record is
+   the PTE's write-protect bit (clearing the record is re-arming it), and
+   a module without HMIRROR_FEATURE_HARVEST_NO_REARM. */
+int  hm_space_harvest_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
+			   size_t *ret_n, bool *ret_more);
 /* write generation of a chunk: changes whenever the chunk has been
    written since it was armed, even before a harvest (backends that only
    learn of writes at scan time scan that chunk). Used for rule 3; see the
