@@ -79,8 +79,9 @@ apt_() {
 				continue
 			fi
 			cat "$errf" >&2
+			who=$(grep -m1 -oE 'held by process [0-9]+( \([^)]*\))?' "$errf" || echo "held")
 			rm -f "$errf"
-			err "apt-get $* ($w): apt's lock was still held by another process after ${lock_wait}s; nothing was installed.  Run make again once it has finished (HMIRROR_APT_LOCK_WAIT sets the wait)."
+			err "apt-get $* ($w) did not run: apt's lock is still $who after ${lock_wait}s.  Run make again once that has finished (HMIRROR_APT_LOCK_WAIT=SECONDS waits longer)."
 		fi
 		cat "$errf" >&2
 		rm -f "$errf"
