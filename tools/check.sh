@@ -108,7 +108,7 @@ one() {
 	skip) nskip=$((nskip + 1)); printf '  skip %s (%s)\n' "$name" "$log" ;;
 	*) nfail=$((nfail + 1)); printf '  FAIL %s\n' "$name"
 	   while read -r l; do failures+=("$name: $l"); done < <(grep -E 'warning|error|ERROR|WARNING|CHECK|^vm:' "$log" |
-		grep -v '^total:' | head -n 10)
+		grep -vE '^total:|^[[:space:]]+CHECK[[:space:]]' | head -n 10)
 	   failures+=("$name: log in $log") ;;
 	esac
 }
