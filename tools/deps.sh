@@ -52,10 +52,15 @@ sudo_() {
 }
 
 # in WHERE CMD...: run CMD on the host ("host") or in build root WHERE
+# (never on the loops' standard input)
 in_() {
 	w=$1
 	shift
-	if [ "$w" = host ]; then sudo_ "$@"; else sudo_ "$top/tools/buildroot.sh" exec "$roots/$w" "$@"; fi
+	if [ "$w" = host ]; then
+		sudo_ "$@" </dev/null
+	else
+		sudo_ "$top/tools/buildroot.sh" exec "$roots/$w" "$@" </dev/null
+	fi
 }
 
 # apt WHERE ARGS...: apt-get, waiting for apt's locks.  dpkg's lock is
@@ -270,7 +275,7 @@ fi
 
 # ---- build roots and test kernels --------------------------------------
 echo "$table" | awk '$3 != "host" {print $3, $2}' | sort -u | while read -r r suite; do
-	sudo_ "$top/tools/buildroot.sh" make "$roots/$r" "$r" "$mirror" $ROOT_PKGS
+	sudo_ "$top/tools/buildroot.sh" make "$roots/$r" "$r" "$mirror" $ROOT_PKGS </dev/null
 done
 if [ -z "$updated" ]; then
 	# the pool drops superseded kernels: download from fresh lists
