@@ -46,17 +46,19 @@ HMIRROR_BENCH_OBJS :=
 HMIRROR_BENCH_LIBS :=
 INSTALL_TARGETS :=
 
-# Debian packages, once per machine (tools/deps.sh lists them).  The
-# included $(B)/.deps.mk makes make install them before it reads anything
+# Debian packages and the test kernels, once per tree (tools/deps.sh
+# lists them; the kernels are unpacked under build/, never installed).
+# The included $(B)/.deps.mk makes make run it before it reads anything
 # else and then start again, so that what is globbed below (kernels,
-# headers, linux-source) is seen on a fresh machine too.
+# headers, linux-source) is seen on a fresh machine too.  Included
+# without "-": when tools/deps.sh fails, make stops there.
 DEPS := $(B)/.deps-ok
-$(DEPS): tools/deps.sh
+$(DEPS): tools/deps.sh tools/buildroot.sh tools/vm/kernels
 	HMIRROR_DEPS_STAMP=$@ ./tools/deps.sh
 $(B)/.deps.mk: $(DEPS)
 	@echo '# written once tools/deps.sh has run' > $@
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
--include $(B)/.deps.mk
+include $(B)/.deps.mk
 endif
 
 # The kselftest harness and checkpatch, taken from linux-source-6.1 at
@@ -79,10 +81,10 @@ $(O)/%.o: %.c | $(DEPS) $(KSFT)/.stamp
 
 # ---- kernel module ------------------------------------------------------
 # KDIR: the running kernel's build tree if it has one, else every installed
-# Debian linux-headers-*-amd64 tree.  The test kernels (the newest Debian
-# 6.1 and 6.12 with headers, found by tools/vm/kernel.sh) are always built,
-# since make check boots them.
-TEST_KERNELS ?= 6.1 6.12
+# Debian linux-headers-*-amd64 tree.  The test kernels (tools/vm/kernels,
+# unpacked under build/kernels and found by tools/vm/kernel.sh) are always
+# built, since make check boots them.
+TEST_KERNELS ?= $(shell awk '!/^[[:space:]]*(\#|$$)/ {print $$1}' tools/vm/kernels)
 KDIR ?= $(or $(wildcard /lib/modules/$(shell uname -r)/build/Makefile),)
 KDIRS ?= $(if $(KDIR),$(patsubst %/Makefile,%,$(KDIR)),$(sort $(wildcard /usr/src/linux-headers-*-amd64)))
 TEST_KDIRS := $(shell tools/vm/kernel.sh $(TEST_KERNELS) 2>/dev/null | awk '{print $$4}')

@@ -21,6 +21,12 @@ if [ -f "$kdir/Makefile" ]; then
 	common=$(sed -n 's@^include[[:space:]]\{1,\}\(/[^[:space:]]*\)/Makefile$@\1@p' \
 		"$kdir/Makefile" | head -n 1)
 fi
+# A tree unpacked or built in a root elsewhere (a build root under build/)
+# names its common tree by its path inside that root: Debian keeps both
+# side by side, so look beside KDIR.
+if [ -n "$common" ] && [ ! -d "$common" ]; then
+	common=$(dirname "$kdir")/$(basename "$common")
+fi
 if [ -z "$common" ]; then
 	case "$kdir" in
 	*-amd64 | *-arm64 | *-cloud-amd64) common=${kdir%-*}-common ;;
@@ -76,4 +82,6 @@ probe HAVE_PTE_MKWRITE_NOVMA asm/pgtable.h 'pte_t pte_mkwrite_novma\('
 probe HAVE_MODULE_IMPORT_NS_STRING linux/module.h 'define MODULE_IMPORT_NS\(ns\)[[:space:]]+MODULE_INFO\(import_ns, ns\)'
 # multicast groups restricted to CAP_NET_ADMIN (6.7+, backported to 6.1.y)
 probe HAVE_GENL_MCAST_CAP_NET_ADMIN net/genetlink.h 'define GENL_MCAST_CAP_NET_ADMIN'
+# a socket's owner uid: sk_uid() (7.x), before it sock_i_uid()
+probe HAVE_SK_UID net/sock.h 'kuid_t sk_uid\(const struct sock \*sk\)'
 echo "#endif /* HMIRROR_CONFIG_H */"

@@ -244,4 +244,15 @@ struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx);
 /* dmabuf.c: HMIRROR_IOC_EXPORT_DMABUF on a space fd */
 long hmirror_ioctl_export_dmabuf(struct file *file, void *data);
 
+/* ---- kernel API differences (probed by configure.sh) -------------------- */
+
+#ifndef HAVE_SK_UID
+#include <net/sock.h>
+/* a socket's owner; before sk_uid(), read from its inode by sock_i_uid() */
+static inline kuid_t sk_uid(const struct sock *sk)
+{
+	return sock_i_uid((struct sock *)sk);
+}
+#endif
+
 #endif /* _HMIRROR_H */

@@ -152,7 +152,7 @@ static bool hmirror_nl_visible(const struct sk_buff *skb,
 {
 	if (netlink_capable(skb, CAP_SYS_ADMIN))
 		return true;
-	return uid_eq(sock_i_uid(NETLINK_CB(skb).sk), s->dev_owner_uid);
+	return uid_eq(sk_uid(NETLINK_CB(skb).sk), s->dev_owner_uid);
 }
 
 /*

@@ -8,7 +8,10 @@
 # builds for different kernels never share objects; kernel-API differences
 # are probed from KDIR's headers by kmod/configure.sh (when present) into
 # OUTDIR/src/kmod/hmirror_config.h.  The result is OUTDIR/hmirror.ko.
-# Extra arguments go to kbuild's make (e.g. C=2 CHECK=sparse).
+# Extra arguments go to kbuild's make (e.g. C=2 CHECK=sparse).  A KDIR in
+# a build root (tools/buildroot.sh: headers that need another Debian
+# release's compiler) is built inside that root; OUTDIR must then lie in
+# this working tree, which the root sees at the same path.
 set -eu
 
 kdir=${1:?usage: build-kmod.sh KDIR OUTDIR [make args...]}
@@ -28,6 +31,7 @@ fi
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
+
 src=$out/src
 
 # one build at a time per output directory (make module and the sparse
@@ -65,10 +69,14 @@ if [ -f kmod/configure.sh ]; then
 	fi
 fi
 
+# buildroot.sh runs kbuild in KDIR's build root, if it is in one (a DKMS
+# tree has neither).
+kbuild="make -C $kdir"
+[ -x "$top/tools/buildroot.sh" ] && kbuild="$top/tools/buildroot.sh kbuild $kdir"
 # A failed build leaves no hmirror.ko behind (nothing stale gets tested);
 # a good one replaces it in one rename (a VM starting meanwhile sees the
 # old or the new one, whole).
-if ! make -C "$kdir" M="$src" "$@" modules; then
+if ! $kbuild M="$src" "$@" modules; then
 	rm -f "$out/hmirror.ko"
 	exit 1
 fi

@@ -4,7 +4,7 @@
 # tools/check.sh: every test of hmirror (what "make check" runs).
 #
 #   1. NATIVE_TESTS, one after the other, on this machine;
-#   2. VM_TESTS inside one VM boot per test kernel (6.1 and 6.12), each
+#   2. VM_TESTS inside one VM boot per test kernel (tools/vm/kernels), each
 #      program under tools/vm/ktest; the boot itself (clean kernel log,
 #      no time-out) counts as one test;
 #   3. static checks, one test each: checkpatch.pl --strict over kmod/ and
@@ -19,7 +19,8 @@
 #
 # Environment (the Makefile sets the first two):
 #   NATIVE_TESTS, VM_TESTS    programs, separated by spaces
-#   CHECK_KERNELS             kernel series for the VM, default "6.1 6.12"
+#   CHECK_KERNELS             kernel series for the VM, default all of
+#                             tools/vm/kernels
 #   CHECK_ONLY                subset of "native vm static", default all
 #   CHECK_BUILD_RC            exit status of the build before (one test)
 #   HMIRROR_TEST_TIMEOUT      seconds per native test, default 300
@@ -47,7 +48,7 @@ check_start=$(date +%s)
 
 NATIVE_TESTS=${NATIVE_TESTS:-}
 VM_TESTS=${VM_TESTS:-}
-CHECK_KERNELS=${CHECK_KERNELS:-6.1 6.12}
+CHECK_KERNELS=${CHECK_KERNELS:-$(awk '!/^[[:space:]]*(#|$)/ {printf "%s ", $1}' tools/vm/kernels)}
 CHECK_ONLY=${CHECK_ONLY:-native vm static}
 tlimit=${HMIRROR_TEST_TIMEOUT:-300}
 vlimit=${HMIRROR_VM_TEST_TIMEOUT:-600}	# TCG on a busy host is slow
@@ -107,7 +108,7 @@ one() {
 	skip) nskip=$((nskip + 1)); printf '  skip %s (%s)\n' "$name" "$log" ;;
 	*) nfail=$((nfail + 1)); printf '  FAIL %s\n' "$name"
 	   while read -r l; do failures+=("$name: $l"); done < <(grep -E 'warning|error|ERROR|WARNING|CHECK|^vm:' "$log" |
-		grep -v '^total:' | head -n 10)
+		grep -vE '^total:|^[[:space:]]+CHECK[[:space:]]' | head -n 10)
 	   failures+=("$name: log in $log") ;;
 	esac
 }
@@ -150,7 +151,7 @@ if want vm; then
 		read -r _ kver _ _ < <(tools/vm/kernel.sh "$k") || kver=
 		if [ -z "$kver" ]; then
 			one "vm-$k/boot" 1 /dev/null
-			failures+=("vm-$k: no Debian $k kernel with headers installed")
+			failures+=("vm-$k: no Debian $k kernel with headers unpacked under build/kernels (tools/deps.sh)")
 			continue
 		fi
 		echo "== VM tests, $kver (QEMU TCG)"
@@ -195,16 +196,37 @@ if want static; then
 	fi
 	for k in $CHECK_KERNELS; do
 		log=$out/static/sparse-$k.log
+		: > "$log"
 		if [ ! -f Kbuild ]; then
 			one "sparse $k" skip "no Kbuild"; continue
 		fi
 		if ! read -r _ kver _ kdir < <(tools/vm/kernel.sh "$k"); then
-			echo "no $k kernel headers" > "$log"; one "sparse $k" 1 "$log"; continue
+			echo "no $k kernel with headers under build/kernels" > "$log"; one "sparse $k" 1 "$log"; continue
 		fi
-		tools/build-kmod.sh "$kdir" "build/kmod/$kver" C=2 CHECK=sparse >"$log" 2>&1
+		# A kernel built in a build root is checked by the sparse deps.sh
+		# unpacked there (its release's own is too old for its headers);
+		# KBUILD_CHECKSRC=2 is C=2 without scripts/checker-valid.sh, which
+		# Debian's kbuild package lacks (kbuild would turn sparse off).
+		chk="C=2 CHECK=sparse"
+		case "$kdir" in
+		"$top"/build/roots/*)
+			r=${kdir#"$top"/build/roots/}; r=$top/build/roots/${r%%/*}
+			chk="KBUILD_CHECKSRC=2 CHECK=/opt/sparse/usr/bin/sparse"
+			[ -x "$r/opt/sparse/usr/bin/sparse" ] ||
+				echo "error: no $r/opt/sparse/usr/bin/sparse (tools/deps.sh)" >>"$log" ;;
+		esac
+		tools/build-kmod.sh "$kdir" "build/kmod/$kver" $chk >>"$log" 2>&1
 		rc=$?
-		# any diagnostic at all fails the check
-		if [ $rc = 0 ] && grep -qE '(warning|error):' "$log"; then rc=1; fi
+		# any diagnostic at all fails the check, and so does a run in
+		# which sparse checked nothing; kbuild's "not available" line
+		# too, unless KBUILD_CHECKSRC is forced (then the missing
+		# checker-valid.sh printed it, not sparse)
+		bad='(warning|error):'
+		case "$chk" in C=*) bad="$bad|not available or not up to date" ;; esac
+		if [ $rc = 0 ] && grep -qE "$bad" "$log"; then rc=1; fi
+		if [ $rc = 0 ] && ! grep -qE '^[[:space:]]+CHECK[[:space:]]' "$log"; then
+			echo "error: sparse checked no file" >>"$log"; rc=1
+		fi
 		one "sparse $k ($kver)" $rc "$log"
 	done
 fi
