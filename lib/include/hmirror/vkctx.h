@@ -154,6 +154,10 @@ struct hm_vk_pipeline {
 int  hm_vk_pipeline_new(struct hm_vk *vk, const uint32_t *spirv, size_t nr_words,
 			const char *entry, uint32_t push_bytes,
 			struct hm_vk_pipeline *ret);
+/* The same through a pipeline cache of the caller's (VK_NULL_HANDLE: none). */
+int  hm_vk_pipeline_new_cached(struct hm_vk *vk, VkPipelineCache cache, const uint32_t *spirv,
+			       size_t nr_words, const char *entry, uint32_t push_bytes,
+			       struct hm_vk_pipeline *ret);
 void hm_vk_pipeline_free(struct hm_vk *vk, struct hm_vk_pipeline *p);
 
 /* ---- one-shot submission ------------------------------------------------ */
