@@ -1031,6 +1031,7 @@ static uint32_t write_load_fns(struct hm_spirv_module *m, uint32_t nr_words)
 	 * whole chunks, so only an access that straddles into a chunk
 	 * without a mirror (or a guest word equal to SENTINEL) goes slow. */
 	load_fn_open(m, nr_words, true, p);
+	t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
 	entry = hm_spirv_id(m);
 	HM_SPV(m, H, HM_SpvOpLabel, entry);
 	a = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, p[0], p[5]);
