@@ -23,6 +23,7 @@
 
 #include "kselftest_harness.h"
 #include "hmirror/engine.h"
+#include "hmirror/lookup.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
@@ -78,6 +79,10 @@ struct env {
 	uint64_t thr_rng;
 	/* roles of words in the current dispatch */
 	uint8_t *role;
+	/* the program: rw.spvasm (one form), or rw_build()'s in its tiers */
+	enum tier_mode { T_ONE_FORM = 0, T_COMPACT, T_SPEC, T_BOTH } tier;
+	uint32_t *rw_w;                 /* rw_build()'s module */
+	size_t rw_n;
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -100,15 +105,161 @@ static void maybe_load_module(void)
 		usleep(10000);
 }
 
+/*
+ * rw.spvasm's program built with the append API, its load through the
+ * load call site (hm_spirv_emit_load()), so that it has both tiers; its
+ * stores as D969's call site: the helper, the store where mapped, the mark
+ * (the sink where not).  Push block: the table's and window's words, then
+ * base lo/hi, plan lo/hi, n.
+ */
+#define RW_PUSH_WORDS (HM_DEVICE_TABLE_PUSH_WORDS + RW_USER_WORDS)
+#define FN HM_SPV_SEC_FUNCTION
+
+struct rwb {
+	struct hm_spirv_module *m;
+	uint32_t u32, u64, bl, label;
+};
+
+static uint32_t rwb_if(struct rwb *b, uint32_t cond, uint32_t *ret_merge)
+{
+	uint32_t then = hm_spirv_id(b->m);
+
+	*ret_merge = hm_spirv_id(b->m);
+	HM_SPV(b->m, FN, HM_SpvOpSelectionMerge, *ret_merge, HM_SpvSelectionControlNone);
+	HM_SPV(b->m, FN, HM_SpvOpBranchConditional, cond, then, *ret_merge);
+	HM_SPV(b->m, FN, HM_SpvOpLabel, then);
+	return then;
+}
+
+static void rwb_endif(struct rwb *b, uint32_t merge)
+{
+	HM_SPV(b->m, FN, HM_SpvOpBranch, merge);
+	HM_SPV(b->m, FN, HM_SpvOpLabel, merge);
+}
+
+/* if (op == which) { dev, mark = lookup(g); if (dev) store; mark = 1 } */
+static void rwb_store(struct rwb *b, const struct hm_spirv_table_ids *t, uint32_t op,
+		      uint32_t which, uint32_t g, uint32_t v)
+{
+	struct hm_spirv_module *m = b->m;
+	uint32_t merge, merge2, dev, mark, p;
+
+	rwb_if(b, HM_SPV_OP(m, FN, HM_SpvOpIEqual, b->bl, op, hm_spirv_const_u32(m, which)),
+	       &merge);
+	hm_spirv_emit_lookup(m, t, g, &dev, &mark);
+	rwb_if(b, HM_SPV_OP(m, FN, HM_SpvOpINotEqual, b->bl, dev, hm_spirv_const_u64(m, 0)),
+	       &merge2);
+	if (which == OP_STORE32) {
+		p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b->u32), dev);
+		HM_SPV(m, FN, HM_SpvOpStore, p, v, HM_SpvMemoryAccessAligned, 4);
+	} else {
+		uint32_t u8 = hm_spirv_type_int(m, 8, false);
+
+		p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u8), dev);
+		HM_SPV(m, FN, HM_SpvOpStore, p, HM_SPV_OP(m, FN, HM_SpvOpUConvert, u8, v),
+		       HM_SpvMemoryAccessAligned, 1);
+	}
+	rwb_endif(b, merge2);
+	p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+		      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b->u32), mark);
+	HM_SPV(m, FN, HM_SpvOpStore, p, hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	rwb_endif(b, merge);
+}
+
+static int rw_build(uint32_t **ret_w, size_t *ret_n)
+{
+	struct rwb b = { 0 };
+	struct hm_spirv_module *m;
+	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
+	uint32_t push[RW_PUSH_WORDS], gidx, merge, base, plan, e, v4, g, v, val[1];
+	int r = hm_spirv_module_new(&b.m);
+
+	if (r)
+		return r;
+	m = b.m;
+	hm_spirv_capability(m, 39);            /* Int8 */
+	hm_spirv_capability(m, 4448);          /* StorageBuffer8BitAccess */
+	hm_spirv_extension(m, "SPV_KHR_8bit_storage");
+	b.u32 = hm_spirv_type_int(m, 32, false);
+	b.u64 = hm_spirv_type_int(m, 64, false);
+	b.bl = hm_spirv_type_bool(m);
+	v4 = hm_spirv_type_vector(m, b.u32, 4);
+	hm_spirv_compute_main(m, RW_PUSH_WORDS, 64, push, &gidx);
+	hm_spirv_push_ids(m, push, &t, &w);
+#define J(lo, hi) HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, b.u64, \
+			    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, lo), \
+			    HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
+				      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, hi), \
+				      hm_spirv_const_u32(m, 32)))
+	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	plan = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+#undef J
+	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, gidx,
+			     push[HM_DEVICE_TABLE_PUSH_WORDS + 4]), &merge);
+	e = HM_SPV_OP(m, FN, HM_SpvOpLoad, v4,
+		      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+				hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4),
+				HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, plan,
+					  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64,
+						    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, gidx),
+						    hm_spirv_const_u32(m, 4)))),
+		      HM_SpvMemoryAccessAligned, 16);
+	g = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base,
+		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64,
+				HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 0)));
+	hm_spirv_emit_load(m, &t, &w, g, 1, val);
+	v = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, b.u32, val[0],
+		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 3));
+	g = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base,
+		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64,
+				HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 1)));
+	rwb_store(&b, &t, HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 2), OP_STORE32,
+		  g, v);
+	rwb_store(&b, &t, HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 2), OP_STORE8,
+		  g, v);
+	rwb_endif(&b, merge);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+#undef FN
+
+static int env_pipeline(struct env *v)
+{
+	/* T_BOTH: tier one until the test queues tier two itself
+	 * (hm_engine_pipeline_queue_tier()), so that dispatches run in it */
+	static const uint32_t flags[] = { [T_COMPACT] = HM_PIPELINE_COMPACT_ONLY,
+					  [T_SPEC] = HM_PIPELINE_SPECULATIVE_ONLY,
+					  [T_BOTH] = HM_PIPELINE_COMPACT_ONLY };
+	int err;
+
+	if (v->tier == T_ONE_FORM)
+		return hm_engine_pipeline_new(v->e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
+					      RW_USER_WORDS, &v->pipe);
+	err = rw_build(&v->rw_w, &v->rw_n);
+	if (err)
+		return err;
+	return hm_engine_pipeline_new_tiered(v->e, v->rw_w, v->rw_n, "main", RW_USER_WORDS,
+					     flags[v->tier], &v->pipe);
+}
+
 static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_params *ep,
 		   const char **why)
 {
+	enum tier_mode tier = v->tier;
+
 	struct hm_vk_params vp = { .validation = 1 };
 	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
 				      .flags = HM_SPACE_POPULATE, .backend = b };
 	int err;
 
 	memset(v, 0, sizeof(*v));
+	v->tier = tier;
 	v->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)b;
 	*why = NULL;
 	if (b == HM_BACKEND_KMOD)
@@ -143,8 +294,7 @@ static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_para
 	err = hm_engine_add_space(v->e, v->s, GUEST_BASE, &v->space_id);
 	if (err)
 		return err;
-	err = hm_engine_pipeline_new(v->e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
-				     RW_USER_WORDS, &v->pipe);
+	err = env_pipeline(v);
 	if (err)
 		return err;
 	return hm_vk_buffer_new(v->vk, MAX_LANES * sizeof(struct plan_entry), HM_VK_MEM_HOST,
@@ -164,6 +314,7 @@ static unsigned env_free(struct env *v)
 		hm_vk_free(v->vk);
 	}
 	free(v->model);
+	free(v->rw_w);
 	free(v->role);
 	free(v->cpu_bytes);
 	free(v->log);
@@ -338,10 +489,15 @@ FIXTURE(model) {
 FIXTURE_VARIANT(model) {
 	enum hm_backend backend;
 	enum mode mode;
+	enum tier_mode tier;
 };
 
 #define MODEL_VARIANT(bname, b, mname, m) \
 	FIXTURE_VARIANT_ADD(model, bname##_##mname) { .backend = b, .mode = m }
+/* the program with the load call site, in one tier, or both (switched
+ * between two of the dispatches) */
+#define MODEL_TIER(bname, b, mname, m, tname, t) \
+	FIXTURE_VARIANT_ADD(model, bname##_##mname##_##tname) { .backend = b, .mode = m, .tier = t }
 
 #ifndef HM_ENGINE_TEST_VM
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF);
@@ -358,7 +514,18 @@ MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
 MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, off, M_OFF);
 MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, small_budget, M_SMALL_BUDGET);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, hot, M_HOT, compact, T_COMPACT);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, hot, M_HOT, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY, compact, T_COMPACT);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY, both, T_BOTH);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, prefer_device, M_PREFER, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET, both, T_BOTH);
+MODEL_TIER(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY, speculative, T_SPEC);
 #endif
+MODEL_TIER(kmod, HM_BACKEND_KMOD, read_mostly, M_READ_MOSTLY, both, T_BOTH);
 /* the module's guards (in the VM; natively they SKIP) */
 MODEL_VARIANT(kmod, HM_BACKEND_KMOD, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(kmod, HM_BACKEND_KMOD, small_budget, M_SMALL_BUDGET);
@@ -394,6 +561,7 @@ FIXTURE_SETUP(model)
 	default:
 		break;
 	}
+	self->v.tier = variant->tier;
 	err = env_new(&self->v, variant->backend, &ep, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
@@ -437,6 +605,21 @@ TEST_F(model, random_cpu_and_device_writes)
 				  is_shared ? HM_DISPATCH_SHARED_WITH_CPU : 0, true, d % 3 == 2, oor);
 		dump_mismatch(_metadata, &self->v, r);
 		ASSERT_EQ(0, r);
+		if (self->v.tier == T_BOTH) {
+			struct hm_engine_pipeline_info pi;
+
+			/* tier one for dispatches 0-2, tier two queued after the
+			 * second and waited for after the third: 3 on switch */
+			ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, self->v.pipe, &pi));
+			ASSERT_EQ(d < 3 ? HM_TIER_COMPACT : HM_TIER_SPECULATIVE, pi.tier);
+			if (d == 1)
+				ASSERT_EQ(0, hm_engine_pipeline_queue_tier(self->v.e, self->v.pipe,
+									   self->v.rw_w,
+									   self->v.rw_n, "main"));
+			if (d == 2)
+				ASSERT_EQ(0, hm_engine_pipeline_wait(self->v.e, self->v.pipe,
+								     SUBMIT_TIMEOUT_NS));
+		}
 		sinks += oor;
 		shared += is_shared;
 		for (uint32_t c = 0; c < NR_CHUNKS && !ever_mirrored; c++) {
@@ -457,6 +640,9 @@ TEST_F(model, random_cpu_and_device_writes)
 	       st.ns_dispatch / 1000, st.ns_marks / 1000, st.ns_copy_back / 1000);
 	ASSERT_EQ(NR_DISPATCHES, st.dispatches);
 	ASSERT_EQ(shared, st.shared_dispatches);
+	ASSERT_EQ(self->v.tier == T_BOTH ? 1 : 0, st.tier_switches);
+	if (self->v.tier == T_SPEC && variant->mode != M_OFF)
+		ASSERT_LT(0, st.window_copies);         /* loads had a window to hit */
 	ASSERT_EQ(sinks, st.sink_marks);
 	ASSERT_LT(0, st.marks_scanned);
 	if (variant->mode == M_OFF) {
