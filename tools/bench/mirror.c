@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "hmirror/engine.h"
+#include "hmirror/lookup.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
@@ -43,8 +44,12 @@ extern const size_t hm_bench_mirror_spv_words;
 #define USER_WORDS	9
 #define MAX_ROUNDS	31
 
-enum { P_CHASE, P_COAL, P_TREE, P_INV, P_RAW, NR_P };
-static const char *const entry[NR_P] = { "chase", "coal", "tree", "inv", "chase_raw" };
+/* P_SITE, P_SITE_C: the chase through the library's load call site
+ * (D969a), speculative and compact tier, built at run time */
+enum { P_CHASE, P_COAL, P_TREE, P_INV, P_RAW, P_SITE, P_SITE_C, NR_P };
+#define NR_SPVASM_P P_SITE
+static const char *const entry[NR_P] = { "chase", "coal", "tree", "inv", "chase_raw", "main",
+					 "main" };
 
 struct mb {
 	bool json;
@@ -201,7 +206,7 @@ static int dispatch_at(struct mb *b, int p, uint64_t base, unsigned groups, uint
 
 	/* each lane's start: fresh positions, past what earlier dispatches walked */
 	b->last_cursor = b->cursor;
-	if (p == P_CHASE || p == P_RAW || p == P_TREE) {
+	if (p == P_CHASE || p == P_RAW || p == P_TREE || p == P_SITE || p == P_SITE_C) {
 		const struct perm *pm = p == P_TREE ? &b->pt : &b->pc;
 		uint64_t seg = pm->n / lanes ? pm->n / lanes : 1;
 
@@ -1220,6 +1225,80 @@ static void usage(void)
 	       "env: HMIRROR_DEVICE (name substring or index), HMIRROR_VALIDATION=1\n");
 }
 
+/*
+ * The chase of mirror.spvasm ("chase": cur = base + out[i]; steps times
+ * cur = base + *(u32 *)cur; out[i] = cur) with its load through
+ * hm_spirv_emit_load(), so that the engine can build either tier of it.
+ * Same push block: the table's and window's words, then USER_WORDS.
+ */
+static int chase_site_build(uint32_t **ret_w, size_t *ret_n)
+{
+	const int F = HM_SPV_SEC_FUNCTION;
+	struct hm_spirv_module *m;
+	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + USER_WORDS], gidx, u32, u64, bl, psb;
+	uint32_t base, out, oaddr, start, entry_l, header, body, merge, cur, s, next, s1, v;
+	int r = hm_spirv_module_new(&m);
+
+	if (r)
+		return r;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	entry_l = hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + USER_WORDS, 64, push, &gidx);
+	hm_spirv_push_ids(m, push, &t, &w);
+#define J(lo, hi) HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo), \
+			    HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64, \
+				      HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi), \
+				      hm_spirv_const_u32(m, 32)))
+	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+#undef J
+	oaddr = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, out,
+			  HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
+				    HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, gidx),
+				    hm_spirv_const_u32(m, 2)));
+	start = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, base,
+			  HM_SPV_OP(m, F, HM_SpvOpUConvert, u64,
+				    HM_SPV_OP(m, F, HM_SpvOpLoad, u32,
+					      HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, oaddr),
+					      HM_SpvMemoryAccessAligned, 4)));
+	header = hm_spirv_id(m);
+	body = hm_spirv_id(m);
+	merge = hm_spirv_id(m);
+	uint32_t cont = hm_spirv_id(m);
+
+	cur = hm_spirv_id(m);
+	s = hm_spirv_id(m);
+	next = hm_spirv_id(m);
+	s1 = hm_spirv_id(m);
+	HM_SPV(m, F, HM_SpvOpBranch, header);
+	HM_SPV(m, F, HM_SpvOpLabel, header);
+	HM_SPV(m, F, HM_SpvOpPhi, u64, cur, start, entry_l, next, cont);
+	HM_SPV(m, F, HM_SpvOpPhi, u32, s, hm_spirv_const_u32(m, 0), entry_l, s1, cont);
+	v = HM_SPV_OP(m, F, HM_SpvOpULessThan, bl, s, push[HM_DEVICE_TABLE_PUSH_WORDS + 4]);
+	HM_SPV(m, F, HM_SpvOpLoopMerge, merge, cont, HM_SpvLoopControlNone);
+	HM_SPV(m, F, HM_SpvOpBranchConditional, v, body, merge);
+	HM_SPV(m, F, HM_SpvOpLabel, body);
+	r = hm_spirv_emit_load(m, &t, &w, cur, 1, &v);
+	HM_SPV(m, F, HM_SpvOpBranch, cont);
+	HM_SPV(m, F, HM_SpvOpLabel, cont);
+	HM_SPV(m, F, HM_SpvOpIAdd, u64, next, base, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, v));
+	HM_SPV(m, F, HM_SpvOpIAdd, u32, s1, s, hm_spirv_const_u32(m, 1));
+	HM_SPV(m, F, HM_SpvOpBranch, header);
+	HM_SPV(m, F, HM_SpvOpLabel, merge);
+	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, oaddr),
+	       HM_SPV_OP(m, F, HM_SpvOpUConvert, u32, cur), HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, F, HM_SpvOpReturn);
+	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	if (!r)
+		r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+
 static int run(struct mb *b)
 {
 	struct hm_vk_params vp = { .validation = -1 };
@@ -1231,7 +1310,7 @@ static int run(struct mb *b)
 	static const int progs[3] = { P_CHASE, P_COAL, P_TREE };
 	unsigned lanes = 64 * b->groups;
 	uint32_t *home_out[3] = { 0 }, *mir_out;
-	double home_ns[3], mir_ns[3];
+	double home_ns[3], mir_ns[3], site_ns[2];
 	const char *why;
 	int err;
 
@@ -1307,11 +1386,30 @@ static int run(struct mb *b)
 		fprintf(stderr, "mirror: import of the space refused: %s\n", strerror(-err));
 		return err;
 	}
-	for (int p = 0; p < NR_P; p++) {
+	for (int p = 0; p < NR_SPVASM_P; p++) {
 		err = hm_engine_pipeline_new(b->e, hm_bench_mirror_spv, hm_bench_mirror_spv_words,
 					     entry[p], USER_WORDS, &b->pipe[p]);
 		if (err) {
 			fprintf(stderr, "mirror: pipeline %s: %s\n", entry[p], strerror(-err));
+			return err;
+		}
+	}
+	{
+		uint32_t *w;
+		size_t n;
+
+		err = chase_site_build(&w, &n);
+		if (!err)
+			err = hm_engine_pipeline_new_tiered(b->e, w, n, "main", USER_WORDS,
+							    HM_PIPELINE_SPECULATIVE_ONLY,
+							    &b->pipe[P_SITE]);
+		if (!err)
+			err = hm_engine_pipeline_new_tiered(b->e, w, n, "main", USER_WORDS,
+							    HM_PIPELINE_COMPACT_ONLY,
+							    &b->pipe[P_SITE_C]);
+		free(w);
+		if (err) {
+			fprintf(stderr, "mirror: the call-site chase: %s\n", strerror(-err));
 			return err;
 		}
 	}
@@ -1365,6 +1463,20 @@ static int run(struct mb *b)
 		b->mismatches += bad;
 		emit_access(b, cases[c], "mirrored", mir_ns[c], home_ns[c], bad);
 	}
+	/* the same chase through the load call site (D969a): the speculative
+	 * tier reads the window, the compact tier calls the helper */
+	for (int c = 0; c < 2; c++) {
+		int p = c ? P_SITE_C : P_SITE;
+		long bad;
+
+		err = access_cost(b, p, &site_ns[c], mir_out);
+		if (err)
+			return err;
+		bad = check_out(b, P_CHASE, mir_out) + (memcmp(mir_out, home_out[0], lanes * 4) ? 1 : 0);
+		b->mismatches += bad;
+		emit_access(b, c ? "scattered_site_compact" : "scattered_site", "mirrored", site_ns[c],
+			    home_ns[0], bad);
+	}
 	{
 		double dev_ns = 0;
 
@@ -1374,11 +1486,17 @@ static int run(struct mb *b)
 		if (b->json)
 			printf("{\"bench\":\"mirror\",\"case\":\"scattered\",\"data\":\"ratios\","
 			       "\"mirrored_vs_device_raw\":%.3f,\"home_vs_mirrored\":%.3f,"
+			       "\"site_mirrored_vs_device_raw\":%.3f,"
+			       "\"site_compact_mirrored_vs_device_raw\":%.3f,"
 			       "\"changed_bytes\":0,\"copied_home_bytes\":0,\"mismatches\":0}\n",
-			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
+			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0,
+			       dev_ns > 0 ? site_ns[0] / dev_ns : 0, dev_ns > 0 ? site_ns[1] / dev_ns : 0);
 		else
-			printf("scattered  mirrored / plain device memory %.2fx, home / mirrored %.1fx\n",
-			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
+			printf("scattered  mirrored / plain device memory %.2fx (through the load call "
+			       "site: speculative %.2fx, compact %.2fx), home / mirrored %.1fx\n",
+			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, dev_ns > 0 ? site_ns[0] / dev_ns : 0,
+			       dev_ns > 0 ? site_ns[1] / dev_ns : 0,
+			       mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
 	}
 	{
 		struct hm_engine_stats st;
