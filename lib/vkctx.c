@@ -321,6 +321,10 @@ static int feats_select(struct hm_vk *vk, struct feats *have)
 			if (vk->sparse && h.sparseBinding && h.sparseResidencyBuffer) {
 				f->features.sparseBinding = VK_TRUE;
 				f->features.sparseResidencyBuffer = VK_TRUE;
+				/* the engine's mirror window aliases one sentinel
+				 * page at many offsets */
+				f->features.sparseResidencyAliased = h.sparseResidencyAliased;
+				vk->sparse_aliased = h.sparseResidencyAliased;
 			} else {
 				vk->sparse = false;
 			}

@@ -111,6 +111,13 @@ struct hm_window {
 	struct hm_window_op *ops;
 	size_t nr_ops, cap_ops;
 	struct hm_vk_cmd cmd;
+	/* sparse form (window.c): mirrors and a sentinel region bound */
+	bool sparse;
+	VkDeviceSize align;             /* the sparse buffer's block */
+	uint32_t type_bits;             /* memory types it may bind */
+	struct hm_vk_buffer sentinel;   /* sentinel_bytes of sentinel, bound aliased */
+	VkSparseMemoryBind *binds;
+	size_t nr_binds, cap_binds;
 };
 
 /* The compile thread of the second tier (tier.c) */

@@ -9,7 +9,15 @@
  * HM_WINDOW_GUARD_BYTES of sentinel, so that a guest address outside the
  * spaces, clamped into the window, reads the sentinel too.
  *
- * This is the dense form, for devices without sparse binding (lavapipe):
+ * Sparse form, where the engine's hm_vk binds sparse with aliasing
+ * (HM_VK_SPARSE, sparseResidencyAliased; not HM_ENGINE_WINDOW_DENSE): the
+ * window is a sparse buffer; a published mirror's pool memory is bound at
+ * its window offset (the same memory the pool's slab names: nothing is
+ * copied), every other block to one sentinel region, aliased.  The binds
+ * are made at the dispatch boundary, one vkQueueBindSparse waited for.
+ * A sparse setup the device refuses falls back to the dense form.
+ *
+ * Dense form, for devices without sparse binding (lavapipe):
  * the buffer holds real memory for the whole span.  A published mirror
  * lives in the window: the table names its window bytes, so that the
  * device's loads (speculative or through the helper) and its stores see
@@ -45,6 +53,131 @@ static uint64_t window_limit(struct hm_engine *e)
 	return lim;
 }
 
+#define HM_WINDOW_SPARSE_FLAGS (VK_BUFFER_CREATE_SPARSE_BINDING_BIT | \
+				VK_BUFFER_CREATE_SPARSE_RESIDENCY_BIT | \
+				VK_BUFFER_CREATE_SPARSE_ALIASED_BIT)
+#define HM_WINDOW_SENTINEL_MAX (64ull << 20)   /* one bind covers this much */
+
+/* A sparse buffer of bytes, unbound, with its device address. */
+static int sparse_buffer_new(struct hm_engine *e, VkDeviceSize bytes, struct hm_vk_buffer *ret,
+			     VkMemoryRequirements *ret_req)
+{
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.flags = HM_WINDOW_SPARSE_FLAGS,
+		.size = bytes,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkBufferDeviceAddressInfo bai = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO };
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	err = hm_vk_errno(vkCreateBuffer(e->vk->dev, &bci, NULL, &ret->buf));
+	if (err)
+		return err;
+	if (ret_req)
+		vkGetBufferMemoryRequirements(e->vk->dev, ret->buf, ret_req);
+	bai.buffer = ret->buf;
+	ret->addr = vkGetBufferDeviceAddress(e->vk->dev, &bai);
+	ret->size = bytes;
+	if (!ret->addr) {
+		hm_vk_buffer_free(e->vk, ret);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Can the window be sparse here?  Its block must divide a chunk and the
+ * guard, the pool's and the sentinel's memory types must be bindable. */
+static int sparse_init(struct hm_engine *e)
+{
+	struct hm_window *w = &e->win;
+	struct hm_vk_buffer probe;
+	VkMemoryRequirements req;
+	uint64_t bytes;
+	uint32_t type;
+	int err;
+
+	err = sparse_buffer_new(e, HM_WINDOW_GUARD_BYTES, &probe, &req);
+	if (err)
+		return err;
+	hm_vk_buffer_free(e->vk, &probe);
+	if (!req.alignment || e->chunk % req.alignment || HM_WINDOW_GUARD_BYTES % req.alignment ||
+	    hm_vk_memory_type(e->vk, req.memoryTypeBits, HM_VK_MEM_DEVICE, &type))
+		return -EOPNOTSUPP;
+	bytes = HM_WINDOW_SENTINEL_MAX / req.alignment * req.alignment;
+	err = hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_DEVICE, &w->sentinel);
+	if (err)
+		return err;
+	if (!(req.memoryTypeBits & (1u << w->sentinel.mem_type))) {
+		hm_vk_buffer_free(e->vk, &w->sentinel);
+		return -EOPNOTSUPP;
+	}
+	w->align = req.alignment;
+	w->type_bits = req.memoryTypeBits;
+	w->sparse = true;
+	e->st.window_sparse = true;
+	return 0;
+}
+
+static int add_bind(struct hm_window *w, uint64_t off, uint64_t size, VkDeviceMemory mem,
+		    uint64_t mem_off)
+{
+	if (hm_grow((void **)&w->binds, &w->cap_binds, w->nr_binds + 1, sizeof(*w->binds)))
+		return -ENOMEM;
+	w->binds[w->nr_binds++] = (VkSparseMemoryBind){ .resourceOffset = off, .size = size,
+							.memory = mem, .memoryOffset = mem_off };
+	return 0;
+}
+
+/* The sentinel region bound over [off, off + size) of the window. */
+static int bind_sentinel(struct hm_window *w, uint64_t off, uint64_t size)
+{
+	while (size) {
+		uint64_t n = size < w->sentinel.size ? size : w->sentinel.size;
+		int err = add_bind(w, off, n, w->sentinel.mem, 0);
+
+		if (err)
+			return err;
+		off += n;
+		size -= n;
+	}
+	return 0;
+}
+
+/* Make the planned binds, and wait for them (the dispatch follows). */
+static int sparse_submit(struct hm_engine *e)
+{
+	struct hm_window *w = &e->win;
+	VkSparseBufferMemoryBindInfo bi = { .buffer = w->buf.buf, .bindCount = w->nr_binds,
+					    .pBinds = w->binds };
+	VkBindSparseInfo si = { .sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO,
+				.bufferBindCount = 1, .pBufferBinds = &bi };
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+	VkFence fence;
+	int err;
+
+	if (!w->nr_binds)
+		return 0;
+	err = hm_vk_errno(vkCreateFence(e->vk->dev, &fci, NULL, &fence));
+	if (err)
+		return err;
+	pthread_mutex_lock(&e->vk->lock);
+	err = hm_vk_errno(vkQueueBindSparse(e->vk->queue, 1, &si, fence));
+	pthread_mutex_unlock(&e->vk->lock);
+	if (!err)
+		err = hm_vk_errno(vkWaitForFences(e->vk->dev, 1, &fence, VK_TRUE,
+						  e->p.timeout_ns ? e->p.timeout_ns :
+								    10000000000ull));
+	vkDestroyFence(e->vk->dev, fence, NULL);
+	if (!err)
+		e->st.window_binds += w->nr_binds;
+	w->nr_binds = 0;
+	return err;
+}
+
 int hm_window_init(struct hm_engine *e)
 {
 	struct hm_window *w = &e->win;
@@ -63,6 +196,9 @@ int hm_window_init(struct hm_engine *e)
 	if (err)
 		return err;
 	vkCmdFillBuffer(cb, w->guard.buf, 0, VK_WHOLE_SIZE, HM_WINDOW_SENTINEL);
+	if (w->enabled && e->vk->sparse && e->vk->sparse_aliased &&
+	    !(e->p.flags & HM_ENGINE_WINDOW_DENSE) && !sparse_init(e))
+		vkCmdFillBuffer(cb, w->sentinel.buf, 0, VK_WHOLE_SIZE, HM_WINDOW_SENTINEL);
 	hm_vk_cmd_barrier(cb);
 	return hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
 }
@@ -73,9 +209,11 @@ void hm_window_finish(struct hm_engine *e)
 
 	hm_vk_buffer_free(e->vk, &w->buf);
 	hm_vk_buffer_free(e->vk, &w->guard);
+	hm_vk_buffer_free(e->vk, &w->sentinel);
 	hm_vk_cmd_free(e->vk, &w->cmd);
 	free(w->dirty);
 	free(w->ops);
+	free(w->binds);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -112,6 +250,23 @@ static int plan_chunk(struct hm_engine *e, uint32_t space, uint64_t idx)
 	c = &sp->ch[idx];
 	guest = sp->guest + (idx << e->shift);
 	off = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo);
+	if (w->sparse) {
+		bool pub = c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
+		const struct hm_vk_buffer *slab = pub ?
+			&e->pool.slabs[c->mirror / e->pool.slots_per_slab] : NULL;
+		int err;
+
+		if (!pub)
+			return bind_sentinel(w, off, e->chunk);
+		if (!(w->type_bits & (1u << slab->mem_type)))
+			return -EOPNOTSUPP;     /* the pool's memory cannot be bound here */
+		err = add_bind(w, off, e->chunk, slab->mem,
+			       (uint64_t)(c->mirror % e->pool.slots_per_slab) * e->chunk);
+		if (!err)
+			err = hm_table_update(e->table, sp->first_chunk + idx,
+					      (int64_t)(w->buf.addr + off - guest));
+		return err;
+	}
 	if (hm_grow((void **)&w->ops, &w->cap_ops, w->nr_ops + 1, sizeof(*w->ops)))
 		return -ENOMEM;
 	op = &w->ops[w->nr_ops++];
@@ -184,6 +339,7 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	}
 	/* the old buffer is freed only after the table no longer names it:
 	 * plan_all() below or unwindow_all() repoints every mirror */
+	hm_vk_buffer_free(e->vk, &w->old);
 	w->old = w->buf;
 	memset(&w->buf, 0, sizeof(w->buf));
 	w->nr_dirty = 0;
@@ -194,6 +350,18 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	if (hi - lo > w->limit || bytes > w->limit) {
 		e->st.window_refusals++;
 		return 0;
+	}
+	if (w->sparse) {
+		bytes = (bytes + w->align - 1) / w->align * w->align;
+		if (bytes > e->vk->props.limits.sparseAddressSpaceSize ||
+		    sparse_buffer_new(e, bytes, &w->buf, NULL)) {
+			memset(&w->buf, 0, sizeof(w->buf));
+			e->st.window_refusals++;
+			return 0;
+		}
+		w->guest_lo = lo;
+		w->nr_binds = 0;
+		return bind_sentinel(w, 0, bytes);      /* before any mirror's bind */
 	}
 	err = hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_DEVICE, &w->buf);
 	if (err) {
@@ -244,6 +412,8 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 	if (err)
 		return err;
 	w->nr_ops = 0;
+	if (!w->rebuild)
+		w->nr_binds = 0;
 	if (w->rebuild) {
 		err = rebuild(e, cb, &filled);
 		if (!err)
@@ -253,11 +423,30 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 			err = plan_chunk(e, hm_ref_space(w->dirty[i]), hm_ref_idx(w->dirty[i]));
 	}
 	w->nr_dirty = 0;
+	if (err == -EOPNOTSUPP && w->sparse) {
+		/* the device will not bind the pool's memory: dense from now,
+		 * rebuilt at once (the table may name the sparse window) */
+		w->sparse = false;
+		e->st.window_sparse = false;
+		w->nr_binds = 0;
+		w->rebuild = true;
+		return hm_window_sync(e, shared);
+	}
 	if (err) {
 		/* the table may name window bytes not yet filled: start over
 		 * at the next dispatch, with every mirror replanned */
 		w->rebuild = true;
 		return err;
+	}
+	if (w->sparse) {
+		err = sparse_submit(e);
+		hm_vk_buffer_free(e->vk, &w->old);
+		if (err) {
+			w->rebuild = true;
+			return err;
+		}
+		e->st.window_syncs++;
+		return 0;
 	}
 	if (filled && w->nr_ops) {
 		VkMemoryBarrier mb = {
@@ -311,8 +500,8 @@ int hm_window_after_dispatch(struct hm_engine *e, bool shared)
 	VkCommandBuffer cb;
 	int err;
 
-	if (!w->enabled || shared || !w->buf.buf || !e->nr_back)
-		return 0;
+	if (!w->enabled || shared || !w->buf.buf || !e->nr_back || w->sparse)
+		return 0;       /* sparse: the window's pages are the pool's memory */
 	err = hm_vk_cmd_start(e->vk, &w->cmd, &cb);
 	if (err)
 		return err;
@@ -333,12 +522,4 @@ int hm_window_after_dispatch(struct hm_engine *e, bool shared)
 	}
 	hm_vk_cmd_barrier(cb);
 	return hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
-}
-
-bool hm_window_holds(const struct hm_engine *e, uint64_t guest_addr)
-{
-	const struct hm_window *w = &e->win;
-
-	return w->enabled && w->buf.buf && guest_addr >= w->guest_lo &&
-	       guest_addr - w->guest_lo < w->buf.size - 2 * (uint64_t)HM_WINDOW_GUARD_BYTES;
 }

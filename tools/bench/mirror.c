@@ -72,6 +72,7 @@ struct mb {
 	uint64_t round_bytes, round_sector_bytes;  /* distinct bytes of the last dispatch */
 	double reuse;                   /* fraction of its positions an earlier dispatch visited */
 	bool skip_mirrors;              /* the device cannot hold mirrors + twins */
+	bool sparse_window;             /* --window sparse: HM_VK_SPARSE */
 	unsigned threads;
 	unsigned inv_rounds;            /* copy-back rounds run (parity of the region) */
 	uint32_t inv_words;
@@ -1220,6 +1221,8 @@ static void usage(void)
 	       "       hmirror-bench mirror --import-matrix [--json]   (the import steps only)\n"
 	       "       hmirror-bench mirror --tiers N,... [--json]   (the two tiers of modules of N loads:\n"
 	       "                    each tier's compile, a new pipeline's first dispatch, the switch)\n"
+	       "  --window     dense (default) | sparse: the mirror window bound sparse where the\n"
+	       "               device has sparseResidencyAliased (stats: window_sparse)\n"
 	       "  --size       working set, 64M..4G (default 64M)\n"
 	       "  --backend    uffd-async (default), uffd-sync, mprotect, kmod, auto\n"
 	       "  --groups     workgroups of 64 lanes (default 128)\n"
@@ -1518,7 +1521,8 @@ static int run_tiers(struct mb *b, const char *list)
 
 static int run(struct mb *b)
 {
-	struct hm_vk_params vp = { .validation = -1 };
+	struct hm_vk_params vp = { .validation = -1,
+				   .flags = b->sparse_window ? HM_VK_SPARSE : 0 };
 	struct hm_space_params sp = { .size = b->size, .chunk_shift = b->shift,
 				      .flags = HM_SPACE_POPULATE, .backend = b->backend };
 	struct hm_engine_params ep = { .chunk_shift = b->shift, .mirror_budget = 2 * b->size,
@@ -1739,12 +1743,16 @@ static int run(struct mb *b)
 			printf("{\"bench\":\"mirror\",\"case\":\"stats\",\"dispatches\":%lu,\"uploads\":%lu,"
 			       "\"upload_bytes\":%lu,\"uploads_discarded\":%lu,\"mirrors_dropped_by_guard\":%lu,"
 			       "\"thrash_backoffs\":%lu,\"marks_scanned\":%lu,\"bytes_copied_home\":%lu,"
+			       "\"window_sparse\":%s,\"window_bytes\":%lu,\"window_binds\":%lu,"
+			       "\"window_copies\":%lu,"
 			       "\"table_device_local\":%s,\"marks_imported\":%s,\"import_pieces\":%lu,"
 			       "\"validation_messages\":%u,\"changed_bytes\":0,\"copied_home_bytes\":0,"
 			       "\"mismatches\":%ld}\n",
 			       st.dispatches, st.uploads, st.upload_bytes, st.uploads_discarded,
 			       st.mirrors_dropped_by_guard, st.thrash_backoffs, st.marks_scanned,
-			       st.bytes_copied_home, st.table_device_local ? "true" : "false",
+			       st.bytes_copied_home, st.window_sparse ? "true" : "false",
+			       (unsigned long)st.window_bytes, (unsigned long)st.window_binds,
+			       (unsigned long)st.window_copies, st.table_device_local ? "true" : "false",
 			       st.marks_imported ? "true" : "false", st.import_pieces,
 			       hm_vk_validation_count(b->vk), b->mismatches);
 		else
@@ -1774,6 +1782,7 @@ int bench_mirror(int argc, char **argv)
 		{ "imports", no_argument, NULL, 'i' },
 		{ "import-matrix", no_argument, NULL, 'm' },
 		{ "tiers", required_argument, NULL, 't' },
+		{ "window", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
@@ -1784,7 +1793,7 @@ int bench_mirror(int argc, char **argv)
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "js:b:g:n:r:c:k:qimt:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "js:b:g:n:r:c:k:qimt:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 's': b.size = parse_size(optarg); break;
@@ -1805,6 +1814,13 @@ int bench_mirror(int argc, char **argv)
 		case 'i': imports = true; break;
 		case 'm': matrix = true; break;
 		case 't': tiers = optarg; break;
+		case 'w':
+			if (strcmp(optarg, "sparse") && strcmp(optarg, "dense")) {
+				fprintf(stderr, "mirror: --window sparse|dense\n");
+				return -EINVAL;
+			}
+			b.sparse_window = !strcmp(optarg, "sparse");
+			break;
 		case 'h': usage(); return 0;
 		default: usage(); return -EINVAL;
 		}

@@ -111,10 +111,15 @@ if [ "${ONLY:-}" = d969a ]; then
 	# pipeline's first dispatch at TIER_SITES loads (default 250,1000,4000,
 	# each line written as it is measured: a time limit keeps what was).
 	# The engine's selftests first, on this device, where validation
-	# layers exist (they SKIP otherwise).
+	# layers exist (they SKIP otherwise), with the dense window and with
+	# the sparse one; a fourth mirror run with the sparse window.
 	echo "== test-engine ($SECONDS s)"
-	timeout "$(lim 90)" build/bin/test-engine >"$OUT/test-engine.txt" 2>&1
+	timeout "$(lim 60)" build/bin/test-engine >"$OUT/test-engine.txt" 2>&1
 	tail -3 "$OUT/test-engine.txt"
+	echo "== test-engine, sparse window ($SECONDS s)"
+	HMIRROR_TEST_SPARSE=1 timeout "$(lim 60)" build/bin/test-engine \
+		>"$OUT/test-engine-sparse.txt" 2>&1
+	grep 'window (' "$OUT/test-engine-sparse.txt"; tail -3 "$OUT/test-engine-sparse.txt"
 	for i in $(seq 1 "${LOOKUP_RUNS:-3}"); do
 		echo "== lookup run $i ($SECONDS s)"
 		timeout "$(lim 60)" "$BENCH" lookup --json >"$OUT/lookup-$i.jsonl"
@@ -135,6 +140,13 @@ if [ "${ONLY:-}" = d969a ]; then
 		echo "mirror $ms run $i: exit $r ($SECONDS s)"
 		[ $r = 0 ] || rc=1
 	done
+	echo "== mirror ${MIRROR_SIZE:-4G}, sparse window ($SECONDS s)"
+	timeout "$(lim 60)" "$BENCH" mirror --json --backend uffd-async --size "${MIRROR_SIZE:-4G}" \
+		--groups ${GROUPS_:-128} --steps ${STEPS:-256} --rounds 5 --window sparse \
+		>"$OUT/mirror-sparse.jsonl"
+	r=$?
+	grep '"case":"\(scattered\|upload\|stats\)' "$OUT/mirror-sparse.jsonl"
+	echo "mirror sparse: exit $r ($SECONDS s)"
 	echo "== tiers ($SECONDS s)"
 	timeout "$(lim 400)" "$BENCH" mirror --json --tiers "${TIER_SITES:-250,1000,4000}" \
 		>"$OUT/tiers.jsonl"

@@ -41,8 +41,12 @@ struct hm_engine;
 /* no mirror window: every speculative load misses and takes the helper
  * (for measuring, and the window's tests) */
 #define HM_ENGINE_NO_WINDOW	(1u << 3)
+/* a dense window even where the device binds sparse (hm_vk made with
+ * HM_VK_SPARSE on a device with sparseResidencyAliased) */
+#define HM_ENGINE_WINDOW_DENSE	(1u << 4)
 #define HM_ENGINE_FLAGS_ALL	(HM_ENGINE_NO_MIRRORS | HM_ENGINE_TABLE_HOST | \
-				 HM_ENGINE_NO_TIMESTAMPS | HM_ENGINE_NO_WINDOW)
+				 HM_ENGINE_NO_TIMESTAMPS | HM_ENGINE_NO_WINDOW | \
+				 HM_ENGINE_WINDOW_DENSE)
 
 /* Limits */
 #define HM_ENGINE_MAX_SPACES	64
@@ -254,6 +258,8 @@ struct hm_engine_stats {
 	uint64_t window_copies;         /* mirrors copied into it */
 	uint64_t window_fills;          /* chunks refilled with the sentinel */
 	uint64_t window_refusals;       /* spans too big or buffers refused: no window */
+	uint64_t window_binds;          /* sparse binds made (mirrors and sentinel) */
+	bool window_sparse;             /* the window is bound sparse */
 	uint64_t tier_switches;         /* pipelines switched to tier two */
 	uint64_t tier_one_skipped;      /* built speculative at once (cached) */
 	uint32_t table_nr_home;

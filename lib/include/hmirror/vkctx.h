@@ -35,9 +35,11 @@ extern "C" {
  */
 enum hm_vk_flags {
 	HM_VK_NO_HOST_IMPORT = 1u << 0, /* accept a device without VK_EXT_external_memory_host */
-	/* enable sparseBinding + sparseResidencyBuffer where the device and a
-	 * compute queue family have them (hm_vk.sparse says so); for the
-	 * lookup bench's measurement of device-MMU translation */
+	/* enable sparseBinding + sparseResidencyBuffer (+ sparseResidencyAliased
+	 * where present) where the device and a compute queue family have them
+	 * (hm_vk.sparse says so): the engine's mirror window is then bound
+	 * sparse (engine.h), and the lookup bench measures device-MMU
+	 * translation */
 	HM_VK_SPARSE = 1u << 1,
 };
 
@@ -79,6 +81,7 @@ struct hm_vk {
 	bool has_dmabuf_import;
 	bool has_8bit_storage;
 	bool sparse;                    /* HM_VK_SPARSE asked and enabled */
+	bool sparse_aliased;            /* ... and sparseResidencyAliased with it */
 	bool owns;                      /* instance/device created by hm_vk_new() */
 	bool lost;                      /* a submission returned VK_ERROR_DEVICE_LOST */
 	double timestamp_period_ns;
