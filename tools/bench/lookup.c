@@ -97,6 +97,13 @@
  *             the helper)
  */
 #define SENTINEL 0xffffffffu
+/* PATH_SITE and PATH_SITE_COMPACT: loads of n words (the first is the
+ * chain's next offset; the others, offsets too, are kept live by adding
+ * their bit 31, always 0), carried in a form's flags above the helper's
+ * variant bits */
+#define SITE_WIDTH(n)		((uint32_t)(n) << 16)
+#define SITE_WIDTH_MASK		0xff0000u
+#define SITE_WIDTH_OF(f)	(((f) & SITE_WIDTH_MASK) ? ((f) & SITE_WIDTH_MASK) >> 16 : 1)
 enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
 	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, PATH_SITE,
 	    PATH_SITE_COMPACT, NR_PATHS };
@@ -162,6 +169,7 @@ struct kb {
 	uint32_t u32, u64, bl, psb_u32, label;
 	uint32_t loadthrough;           /* PATH_LOADTHROUGH's function, once written */
 	enum path path;                 /* of the chain (PATH_SITE: its speculative tier) */
+	uint32_t width;                 /* PATH_SITE*: words a load (SITE_WIDTH()) */
 };
 
 static void kb_label(struct kb *k, uint32_t id)
@@ -387,7 +395,8 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		val = trusted_or_slow(k, t, addr, hit, vs);
 	} else if (path == PATH_SITE || path == PATH_SITE_COMPACT) {
 		/* the window: [sdev, sdev + lim] (lim: the last word's offset;
-		 * every access here is one word, so the clamp may reach it), or
+		 * the data buffer has 64 bytes more, so a clamped access of up
+		 * to 16 words stays in it), or
 		 * the sentinel page where lim is 0 (every load misses) */
 		uint32_t sdev = kb_join(k, push[12], push[13]), lim = kb_join(k, push[16], push[17]);
 		uint32_t sent = kb_join(k, push[20], push[21]);
@@ -400,9 +409,16 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sent,
 					     hm_spirv_const_u64(m, BITMAP_BYTES - HM_ACCESS_MAX_BYTES)),
 				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sdev, lim));
-		r = hm_spirv_emit_load(m, t, &w, addr, 1, &val);
+		uint32_t words[HM_ACCESS_MAX_BYTES / 4];
+
+		r = hm_spirv_emit_load(m, t, &w, addr, k->width, words);
 		if (r)
 			return r;
+		val = words[0];
+		for (uint32_t i = 1; i < k->width; i++)
+			val = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u32, val,
+					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32, words[i],
+						  hm_spirv_const_u32(m, 31)));
 	} else if (path == PATH_LOADTHROUGH) {
 		uint32_t fn = loadthrough_fn(k);
 
@@ -514,11 +530,13 @@ static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t var
 			  uint32_t *ret_gidx, uint32_t *ret_base, uint32_t *ret_out)
 {
 	struct hm_spirv_module *m = k->m;
-	int r = path_has_op(path, op) ? hm_spirv_set_lookup_variant(m, variant) : -EINVAL;
+	int r = path_has_op(path, op) ?
+		hm_spirv_set_lookup_variant(m, variant & ~SITE_WIDTH_MASK) : -EINVAL;
 
 	if (r)
 		return r;
 	k->path = path;
+	k->width = SITE_WIDTH_OF(variant);
 	k->u32 = hm_spirv_type_int(m, 32, false);
 	k->u64 = hm_spirv_type_int(m, 64, false);
 	k->bl = hm_spirv_type_bool(m);
@@ -995,17 +1013,20 @@ static int setup(struct bench *b)
 
 	/* [0, 72 MiB): the chains past the cache; then the chains in it */
 	b->data_bytes = PAST_BYTES + CACHE_BYTES;
-	img = calloc(1, b->data_bytes);
+	/* + 64 bytes of zeros: the call site's loads of 16 words (site-w16)
+	 * at the last chain words stay inside the buffer */
+	img = calloc(1, b->data_bytes + HM_ACCESS_MAX_BYTES);
 	if (!img)
 		return -ENOMEM;
 	fill_chains(img, PAST_STRIDE, PAST_MASK, b->nr_lanes);
 	fill_chains(img + PAST_BYTES / 4, CACHE_STRIDE, CACHE_MASK, b->nr_lanes);
-	r = hm_vk_buffer_new(b->vk, b->data_bytes, HM_VK_MEM_DEVICE, &b->data[0]);
+	r = hm_vk_buffer_new(b->vk, b->data_bytes + HM_ACCESS_MAX_BYTES, HM_VK_MEM_DEVICE,
+			     &b->data[0]);
 	if (!r)
-		r = upload(b, &b->data[0], img, b->data_bytes);
+		r = upload(b, &b->data[0], img, b->data_bytes + HM_ACCESS_MAX_BYTES);
 	if (r)
 		goto out;
-	size_t hb = b->data_bytes;
+	size_t hb = b->data_bytes + HM_ACCESS_MAX_BYTES;
 
 	b->host_data = host_alloc(b->vk, &hb);
 	b->host_data_bytes = hb;
@@ -1013,7 +1034,7 @@ static int setup(struct bench *b)
 		r = -ENOMEM;
 		goto out;
 	}
-	memcpy(b->host_data, img, b->data_bytes);
+	memcpy(b->host_data, img, b->data_bytes + HM_ACCESS_MAX_BYTES);
 	r = hm_vk_import_host(b->vk, b->host_data, hb, &b->data[1]);
 	if (r)
 		goto out;
@@ -1492,6 +1513,11 @@ static const struct vform extra_forms[] = {
 	{ "site", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT, false, false },
 	{ "site-miss", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT, false, false, 8 },
 	{ "site-compact", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT, false, false },
+	/* loads wider than a word: one sentinel test for the access */
+	{ "site-w4", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(4), false, false },
+	{ "site-w16", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(16), false, false },
+	{ "site-compact-w16", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(16),
+	  false, false },
 };
 #define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))
 #define MAX_FORMS 32
