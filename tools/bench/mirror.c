@@ -1471,6 +1471,15 @@ static int run_tiers(struct mb *b, const char *list)
 		}
 		if (err)
 			break;
+		/* the compiles so far, in case a time limit ends the rest */
+		if (b->json) {
+			printf("{\"bench\":\"mirror\",\"case\":\"tiers_compile\",\"device\":\"%s\","
+			       "\"loads\":%ld,\"raw_compile_ms\":%.1f,\"compact_compile_ms\":%.1f,"
+			       "\"speculative_compile_ms\":%.1f,\"compact_first_dispatch_ms\":%.1f,"
+			       "\"speculative_first_dispatch_ms\":%.1f}\n", dev_name(b), n, raw_ms,
+			       c_ms, s_ms, c1_ms, s1_ms);
+			fflush(stdout);
+		}
 		/* both: the first dispatch, then tier two */
 		err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
 		if (err)
