@@ -303,6 +303,11 @@ int hm_engine_pipeline_new_tiered(struct hm_engine *e, const uint32_t *spirv, si
 
 		pp->tier = tier;
 		pp->ns_compile[tier] = ns_compile;
+		/* built speculative through the cache: later ones skip tier one */
+		if (tier == HM_TIER_SPECULATIVE && !hash_known(&e->tiers, hash) &&
+		    !hm_grow((void **)&e->tiers.hashes, &e->tiers.cap_hashes,
+			     e->tiers.nr_hashes + 1, sizeof(*e->tiers.hashes)))
+			e->tiers.hashes[e->tiers.nr_hashes++] = hash;
 		if (tier == HM_TIER_SPECULATIVE && !(flags & HM_PIPELINE_SPECULATIVE_ONLY)) {
 			pp->skipped = true;
 			e->st.tier_one_skipped++;
