@@ -105,6 +105,7 @@ struct hm_window {
 	struct hm_vk_buffer old;        /* the buffer a rebuild replaces, freed after the sync */
 	struct hm_vk_buffer guard;      /* sentinel only: the window of rule 5 and of no window */
 	uint64_t guest_lo;
+	uint64_t covered;               /* guest bytes from guest_lo in the window */
 	uint64_t limit;                 /* largest window, bytes */
 	uint64_t *dirty;                /* chunks whose table entry changed since the last sync */
 	size_t nr_dirty, cap_dirty;

@@ -50,6 +50,8 @@ static uint64_t window_limit(struct hm_engine *e)
 	if (!hm_vk_memory_type(e->vk, ~0u, HM_VK_MEM_DEVICE, &type) &&
 	    hm_vk_heap_size(e->vk, type) / 4 < lim)
 		lim = hm_vk_heap_size(e->vk, type) / 4;
+	if (e->p.max_window_bytes && e->p.max_window_bytes < lim)
+		lim = e->p.max_window_bytes;
 	return lim;
 }
 
@@ -250,6 +252,13 @@ static int plan_chunk(struct hm_engine *e, uint32_t space, uint64_t idx)
 	c = &sp->ch[idx];
 	guest = sp->guest + (idx << e->shift);
 	off = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo);
+	if (guest - w->guest_lo >= w->covered) {
+		/* past the window: its mirror is named at its pool slot */
+		if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
+			return hm_table_update(e->table, sp->first_chunk + idx,
+					       (int64_t)(hm_pool_mirror_addr(e, c->mirror) - guest));
+		return 0;
+	}
 	if (w->sparse) {
 		bool pub = c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
 		const struct hm_vk_buffer *slab = pub ?
@@ -346,11 +355,19 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	w->rebuild = false;
 	if (lo >= hi)
 		return 0;
-	bytes = hi - lo + 2 * (uint64_t)HM_WINDOW_GUARD_BYTES;
-	if (hi - lo > w->limit || bytes > w->limit) {
+	/* at most w->limit bytes (NVIDIA 580: maxBufferSize 4094 MiB): a span
+	 * beyond it is covered from its start, and the chunks past the
+	 * window are served by the helper (their clamped loads read the
+	 * guard's sentinel) */
+	if (w->limit < 2 * (uint64_t)HM_WINDOW_GUARD_BYTES + e->chunk) {
 		e->st.window_refusals++;
 		return 0;
 	}
+	w->covered = hi - lo;
+	if (w->covered > w->limit - 2 * (uint64_t)HM_WINDOW_GUARD_BYTES)
+		w->covered = (w->limit - 2 * (uint64_t)HM_WINDOW_GUARD_BYTES) & ~(e->chunk - 1);
+	e->st.window_uncovered_bytes = hi - lo - w->covered;
+	bytes = w->covered + 2 * (uint64_t)HM_WINDOW_GUARD_BYTES;
 	if (w->sparse) {
 		bytes = (bytes + w->align - 1) / w->align * w->align;
 		if (bytes > e->vk->props.limits.sparseAddressSpaceSize ||
@@ -513,7 +530,8 @@ int hm_window_after_dispatch(struct hm_engine *e, bool shared)
 		VkBuffer slab;
 		VkBufferCopy r;
 
-		if (c->mirror == HM_NO_MIRROR || !(c->flags & HM_CH_PUBLISHED))
+		if (c->mirror == HM_NO_MIRROR || !(c->flags & HM_CH_PUBLISHED) ||
+		    guest - w->guest_lo >= w->covered)
 			continue;
 		slab = hm_pool_slab(e, c->mirror, &so);
 		r = (VkBufferCopy){ .srcOffset = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo),

@@ -78,6 +78,9 @@ struct hm_engine_params {
 	uint64_t max_chunks;            /* chunks over all spaces; 0 = HM_ENGINE_MAX_CHUNKS,
 					   > HM_ENGINE_MAX_CHUNKS_LIMIT: -EINVAL */
 	uint32_t twin_mode;             /* enum hm_twin_mode */
+	/* largest mirror window; 0 = maxBufferSize, at most a quarter of the
+	 * device-local heap.  Guest bytes past it are served by the helper. */
+	uint64_t max_window_bytes;
 	/* testing: called after an upload's copy completed and before its
 	 * generations are checked (a CPU write here must discard it) */
 	void (*test_after_upload_copy)(void *arg);
@@ -257,7 +260,8 @@ struct hm_engine_stats {
 	uint64_t window_syncs;          /* dispatch boundaries that changed it */
 	uint64_t window_copies;         /* mirrors copied into it */
 	uint64_t window_fills;          /* chunks refilled with the sentinel */
-	uint64_t window_refusals;       /* spans too big or buffers refused: no window */
+	uint64_t window_refusals;       /* buffers refused: no window */
+	uint64_t window_uncovered_bytes; /* guest bytes past the largest window (now) */
 	uint64_t window_binds;          /* sparse binds made (mirrors and sentinel) */
 	bool window_sparse;             /* the window is bound sparse */
 	uint64_t tier_switches;         /* pipelines switched to tier two */
