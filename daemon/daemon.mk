@@ -63,10 +63,10 @@ $(B)/include/daemon/%.spv.h: selftests/daemon/%.comp | $(DEPS)
 $(O)/selftests/daemon/daemon_test.o: $(B)/include/daemon/empty.spv.h \
 	$(B)/include/daemon/spin.spv.h $(B)/include/daemon/heavy.spv.h $(HMIRRORD_CONFIG)
 $(O)/selftests/daemon/daemon_test.o: CFLAGS += -include $(HMIRRORD_CONFIG) -Wno-sign-compare
-$(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
+$(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) $(O)/lib/lookup_spirv.o \
 		$$(sort $$(WATCH_OBJS)) | $(B)/bin/hmirrord
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
+	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) $(O)/lib/lookup_spirv.o \
 		$(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS)
 NATIVE_TESTS += $(B)/bin/test-daemon
 

@@ -29,6 +29,7 @@
 #endif
 #if HMIRRORD_HAVE_ENGINE
 #include <hmirror/engine.h>
+#include <hmirror/lookup.h>
 #include <hmirror/vkctx.h>
 #endif
 
@@ -407,9 +408,26 @@ int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 	return hm_engine_advise(e, addr, size, (enum hm_advice)advice);
 }
 
-int hmd_eng_pipeline_build(const struct hmd_module *m, void **ret)
+/* what the compile thread builds: the pipeline first (the engine adopts
+ * it as a struct hm_vk_pipeline), then which tier it is */
+struct hmd_prebuilt {
+	struct hm_vk_pipeline p;
+	enum hm_tier tier;
+};
+
+/*
+ * Compile thread: tier one of a module with load functions (the compact
+ * form; the client's engine builds tier two on its own compile thread,
+ * queued by hmd_eng_pipeline()), the speculative form where the client
+ * asked for it alone or where this daemon built it before for the same
+ * module (the driver's shader cache holds it: tier one is skipped), or a
+ * module of one form as it is.
+ */
+int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret)
 {
-	struct hm_vk_pipeline *p;
+	struct hmd_prebuilt *p;
+	uint32_t *form = NULL;
+	size_t nr = 0;
 	int r;
 
 	*ret = NULL;
@@ -418,14 +436,26 @@ int hmd_eng_pipeline_build(const struct hmd_module *m, void **ret)
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	r = hm_vk_pipeline_new(vk, m->words, m->nr_words, m->entry,
-			       4 * (HM_DEVICE_TABLE_PUSH_WORDS + m->user_push_words), p);
-	if (r < 0) {
-		free(p);
-		return r;
-	}
+	p->tier = !(flags & HM_PIPEF_COMPACT_ONLY) &&
+		  ((flags & HM_PIPEF_SPECULATIVE_ONLY) ||
+		   __atomic_load_n(&m->spec_built, __ATOMIC_RELAXED)) ?
+		  HM_TIER_SPECULATIVE : HM_TIER_COMPACT;
+	r = hm_spirv_tier_form(m->words, m->nr_words, p->tier, &form, &nr);
+	if (r == -ENOENT)
+		p->tier = HM_TIER_NONE;
+	else if (r < 0)
+		goto out_free;
+	r = hm_vk_pipeline_new(vk, form ? form : m->words, form ? nr : m->nr_words, m->entry,
+			       4 * (HM_DEVICE_TABLE_PUSH_WORDS + m->user_push_words), &p->p);
+	free(form);
+	if (r < 0)
+		goto out_free;
 	*ret = p;
 	return 0;
+
+out_free:
+	free(p);
+	return r;
 }
 
 void hmd_eng_pipeline_discard(void *prebuilt)
@@ -447,10 +477,17 @@ int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 		return r;
 	}
 	if (p->prebuilt) {
+		enum hm_tier tier = ((struct hmd_prebuilt *)p->prebuilt)->tier;
+
 		r = hm_engine_pipeline_adopt(e, p->prebuilt, p->mod->user_push_words,
 					     &p->engine_id);
 		hmd_eng_pipeline_discard(p->prebuilt);	/* zeroed if adopted */
 		p->prebuilt = NULL;
+		/* tier two on the engine's compile thread; the dispatch after
+		 * it is ready switches (a failure leaves tier one) */
+		if (r == 0 && tier == HM_TIER_COMPACT && !(p->tier_flags & HM_PIPEF_COMPACT_ONLY))
+			hm_engine_pipeline_queue_tier(e, p->engine_id, p->mod->words,
+						      p->mod->nr_words, p->mod->entry);
 	} else {
 		r = hm_engine_pipeline_new(e, p->mod->words, p->mod->nr_words,
 					   p->mod->entry, p->mod->user_push_words,
@@ -482,9 +519,19 @@ int hmd_eng_dispatch(struct hmd_client *c, struct hmd_pipeline *p,
 		if (r < 0)
 			return r;
 	}
-	return hm_engine_dispatch(c->engine, p->engine_id, d->groups[0],
-				  d->groups[1], d->groups[2], d->push,
-				  d->nr_push, d->flags);
+	r = hm_engine_dispatch(c->engine, p->engine_id, d->groups[0],
+			       d->groups[1], d->groups[2], d->push,
+			       d->nr_push, d->flags);
+	if (r == 0 && !__atomic_load_n(&p->mod->spec_built, __ATOMIC_RELAXED)) {
+		struct hm_engine_pipeline_info pi;
+
+		/* its speculative form compiled once: later pipelines of the
+		 * same module skip tier one */
+		if (!hm_engine_pipeline_info(c->engine, p->engine_id, &pi) &&
+		    pi.tier == HM_TIER_SPECULATIVE)
+			__atomic_store_n(&p->mod->spec_built, true, __ATOMIC_RELAXED);
+	}
+	return r;
 }
 
 int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
@@ -505,6 +552,8 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 				      s.mirrors_dropped_shared;
 	v[HM_ESTAT_BYTES_UPLOADED] = s.upload_bytes;
 	v[HM_ESTAT_BYTES_COPIED_HOME] = s.bytes_copied_home;
+	v[HM_ESTAT_TIER_SWITCHES] = s.tier_switches;
+	v[HM_ESTAT_TIER_ONE_SKIPPED] = s.tier_one_skipped;
 	return HM_ESTAT_NR;
 }
 
@@ -621,7 +670,7 @@ int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 	return 0;	/* validated; built by the engine when there is one */
 }
 
-int hmd_eng_pipeline_build(const struct hmd_module *m, void **ret)
+int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret)
 {
 	*ret = NULL;
 	return 0;

@@ -46,6 +46,7 @@ struct hmd_module {
 	char entry[HM_PROTO_ENTRY_MAX];
 	uint32_t user_push_words;
 	unsigned refs;
+	bool spec_built;		/* its speculative form was compiled (atomic) */
 	struct hmd_module *next;
 };
 int  hmd_validate_init(void);
@@ -111,7 +112,7 @@ unsigned hmd_engine_validation_count(void);	/* messages so far */
 /* compile thread: the pipeline of a validated module, built on the shared
  * device for any client's engine to adopt (hmd_eng_pipeline()); *ret NULL
  * without an engine */
-int  hmd_eng_pipeline_build(const struct hmd_module *m, void **ret);
+int  hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret);
 void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
 
 /* ---- client.c: per-client state */
@@ -139,6 +140,7 @@ struct hmd_pipeline {
 					 * yet adopted by the client's engine */
 	bool engine_ready;
 	uint32_t engine_id;
+	uint32_t tier_flags;		/* HM_PIPEF_*_ONLY asked for */
 };
 
 struct hmd_client {

@@ -46,6 +46,7 @@ struct hmd_req {
 			size_t nr;
 			char entry[HM_PROTO_ENTRY_MAX];
 			uint32_t push;
+			uint32_t flags;		/* HM_PIPEF_*_ONLY */
 			struct hmd_module *mod;
 			void *prebuilt;
 			bool cached;
@@ -149,11 +150,13 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 		return -EINVAL;
 	if (vmin > HM_PROTO_VERSION || vmax < HM_PROTO_VERSION)
 		return -EPROTONOSUPPORT;
+	if (!(hm_from_le64(h.features) & HM_FEAT_PUSH_LAYOUT2))
+		return -EPROTONOSUPPORT;	/* its modules read other push words */
 	c->hello = true;
 	r.version = hm_le32(HM_PROTO_VERSION);
 	r.client_id = hm_le32(c->id);
-	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV |
-			     (hmd_engine_available() ? HM_FEAT_ENGINE : 0) |
+	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 |
+			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS : 0) |
 			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
 	r.max_msg = hm_le32(HM_PROTO_MAX_MSG);
 	r.max_spaces = hm_le32(HMD_MAX_SPACES);
@@ -474,7 +477,7 @@ static void compile_run(struct hmd_job *j)
 		r->pl.mod = NULL;
 		return;
 	}
-	j->status = hmd_eng_pipeline_build(r->pl.mod, &r->pl.prebuilt);
+	j->status = hmd_eng_pipeline_build(r->pl.mod, r->pl.flags, &r->pl.prebuilt);
 }
 
 static void compile_done(struct hmd_job *j)
@@ -499,6 +502,7 @@ static void compile_done(struct hmd_job *j)
 	}
 	pp->mod = r->pl.mod;
 	pp->prebuilt = r->pl.prebuilt;
+	pp->tier_flags = r->pl.flags;
 	r->nr_estats = r->pl.cached;
 	if (!hmd_engine_available()) {
 		j->status = 0;		/* validated only; nothing to build */
@@ -527,7 +531,8 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	nr = hm_from_le32(m.nr_words);
 	flags = hm_from_le32(m.flags);
 	push = hm_from_le32(m.user_push_words);
-	if ((flags & ~HM_PIPEF_ALL) || m.pad || push > HM_PROTO_MAX_PUSH)
+	if ((flags & ~HM_PIPEF_ALL) || m.pad || push > HM_PROTO_MAX_PUSH ||
+	    (flags & HM_PIPEF_COMPACT_ONLY && flags & HM_PIPEF_SPECULATIVE_ONLY))
 		return -EINVAL;
 	if (!memchr(m.entry, 0, sizeof(m.entry)) || !m.entry[0])
 		return -EINVAL;
@@ -583,6 +588,7 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	r->pl.nr = nr;
 	memcpy(r->pl.entry, m.entry, sizeof(r->pl.entry));
 	r->pl.push = push;
+	r->pl.flags = flags & (HM_PIPEF_COMPACT_ONLY | HM_PIPEF_SPECULATIVE_ONLY);
 	memset(pp, 0, sizeof(*pp));
 	pp->used = true;		/* mod NULL: compiling, no handle yet */
 	r->pipe = pp;

@@ -399,14 +399,25 @@ int hm_client_pipeline_new(struct hm_client *c, const uint32_t *spirv,
 			   size_t nr_words, const char *entry,
 			   uint32_t user_push_words, uint32_t *ret_pipeline)
 {
+	return hm_client_pipeline_new_tiered(c, spirv, nr_words, entry, user_push_words, 0,
+					     ret_pipeline);
+}
+
+int hm_client_pipeline_new_tiered(struct hm_client *c, const uint32_t *spirv,
+				  size_t nr_words, const char *entry,
+				  uint32_t user_push_words, uint32_t flags,
+				  uint32_t *ret_pipeline)
+{
 	struct hm_msg_pipeline_new m = { 0 };
 	struct hm_msg_pipeline_new_reply a = { 0 };
 	size_t got = 0, bytes = nr_words * 4;
 	int r, fd = -1;
 
 	if (!entry || strlen(entry) >= HM_PROTO_ENTRY_MAX || !nr_words ||
-	    nr_words > UINT32_MAX / 4)
+	    nr_words > UINT32_MAX / 4 ||
+	    (flags & ~(HM_PIPEF_COMPACT_ONLY | HM_PIPEF_SPECULATIVE_ONLY)))
 		return -EINVAL;
+	m.flags = hm_le32(flags);
 	m.nr_words = hm_le32((uint32_t)nr_words);
 	m.user_push_words = hm_le32(user_push_words);
 	strcpy(m.entry, entry);
@@ -426,7 +437,7 @@ int hm_client_pipeline_new(struct hm_client *c, const uint32_t *spirv,
 			close(fd);
 			return r;
 		}
-		m.flags = hm_le32(HM_PIPEF_MEMFD);
+		m.flags = hm_le32(HM_PIPEF_MEMFD | flags);
 		r = call(c, HM_MSG_PIPELINE_NEW, &m, sizeof(m), NULL, 0, &fd, 1,
 			 &a, sizeof(a), &got);
 		close(fd);

@@ -22,6 +22,7 @@
  * hm_lookup_variants[] and Documentation/table.rst ("Emission variants").
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,7 @@ struct hm_spirv_module {
 	uint32_t bound;
 	int err;
 	uint32_t lookup_fn;
+	uint32_t load_fn[HM_ACCESS_MAX_BYTES / 4];     /* compact form, by width */
 	uint32_t variant;       /* HM_LOOKUP_V_* of the helper */
 	size_t total;
 };
@@ -788,19 +790,19 @@ int hm_access_plan(uint64_t guest_addr, uint32_t nr_bytes, unsigned chunk_shift,
 
 #define F HM_SPV_SEC_FUNCTION
 
-static uint32_t join64(struct hm_spirv_module *m, uint32_t lo, uint32_t hi)
+static uint32_t join64(struct hm_spirv_module *m, int sec, uint32_t lo, uint32_t hi)
 {
 	uint32_t u64 = hm_spirv_type_int(m, 64, false);
 
-	return HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64,
-			 HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo),
-			 HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
-				   HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi),
+	return HM_SPV_OP(m, sec, HM_SpvOpBitwiseOr, u64,
+			 HM_SPV_OP(m, sec, HM_SpvOpUConvert, u64, lo),
+			 HM_SPV_OP(m, sec, HM_SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, sec, HM_SpvOpUConvert, u64, hi),
 				   hm_spirv_const_u32(m, 32)));
 }
 
-int hm_spirv_emit_lookup(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
-			 uint32_t guest, uint32_t *ret_dev, uint32_t *ret_mark)
+static int emit_lookup_in(struct hm_spirv_module *m, int sec, const struct hm_spirv_table_ids *t,
+			  uint32_t guest, uint32_t *ret_dev, uint32_t *ret_mark)
 {
 	uint32_t u32 = hm_spirv_type_int(m, 32, false);
 	uint32_t fn = hm_spirv_lookup_fn(m);
@@ -809,18 +811,17 @@ int hm_spirv_emit_lookup(struct hm_spirv_module *m, const struct hm_spirv_table_
 
 	if (!t || !ret_dev || !ret_mark)
 		return -EINVAL;
-	r = HM_SPV_OP(m, F, HM_SpvOpFunctionCall, res, fn, guest, t->table, t->nr_home,
+	r = HM_SPV_OP(m, sec, HM_SpvOpFunctionCall, res, fn, guest, t->table, t->nr_home,
 		      t->chunk_shift, t->marks);
 	for (uint32_t i = 0; i < 4; i++)
-		h[i] = HM_SPV_OP(m, F, HM_SpvOpCompositeExtract, u32, r, i);
-	*ret_dev = join64(m, h[0], h[1]);
-	*ret_mark = join64(m, h[2], h[3]);
+		h[i] = HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, u32, r, i);
+	*ret_dev = join64(m, sec, h[0], h[1]);
+	*ret_mark = join64(m, sec, h[2], h[3]);
 	return m->err;
 }
 
-int hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
-			 uint32_t guest, uint32_t nr_words,
-			 uint32_t *ret_dev, uint32_t *ret_mark)
+static int emit_access_in(struct hm_spirv_module *m, int sec, const struct hm_spirv_table_ids *t,
+			  uint32_t guest, uint32_t nr_words, uint32_t *ret_dev, uint32_t *ret_mark)
 {
 	uint32_t u64, bl, k0, d[2], mk[2], nz[2], last, c0;
 	int r;
@@ -830,7 +831,7 @@ int hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_
 	u64 = hm_spirv_type_int(m, 64, false);
 	bl = hm_spirv_type_bool(m);
 	k0 = hm_spirv_const_u64(m, 0);
-	r = hm_spirv_emit_lookup(m, t, guest, &d[0], &mk[0]);
+	r = emit_lookup_in(m, sec, t, guest, &d[0], &mk[0]);
 	if (r)
 		return r;
 	if (nr_words == 1) {
@@ -838,14 +839,14 @@ int hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_
 		ret_mark[0] = mk[0];
 		return m->err;
 	}
-	last = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, guest,
+	last = HM_SPV_OP(m, sec, HM_SpvOpIAdd, u64, guest,
 			 hm_spirv_const_u64(m, 4ull * (nr_words - 1)));
-	r = hm_spirv_emit_lookup(m, t, last, &d[1], &mk[1]);
+	r = emit_lookup_in(m, sec, t, last, &d[1], &mk[1]);
 	if (r)
 		return r;
 	for (int j = 0; j < 2; j++)
-		nz[j] = HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, d[j], k0);
-	c0 = HM_SPV_OP(m, F, HM_SpvOpShiftRightLogical, u64, guest, t->chunk_shift);
+		nz[j] = HM_SPV_OP(m, sec, HM_SpvOpINotEqual, bl, d[j], k0);
+	c0 = HM_SPV_OP(m, sec, HM_SpvOpShiftRightLogical, u64, guest, t->chunk_shift);
 	for (uint32_t i = 0; i < nr_words; i++) {
 		uint32_t a0, a1, gi, same;
 
@@ -857,25 +858,348 @@ int hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_
 		if (i == nr_words - 1) {
 			gi = last;
 		} else {
-			gi = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, guest, hm_spirv_const_u64(m, 4ull * i));
+			gi = HM_SPV_OP(m, sec, HM_SpvOpIAdd, u64, guest,
+				       hm_spirv_const_u64(m, 4ull * i));
 		}
-		same = HM_SPV_OP(m, F, HM_SpvOpIEqual, bl,
-				 HM_SPV_OP(m, F, HM_SpvOpShiftRightLogical, u64, gi, t->chunk_shift), c0);
+		same = HM_SPV_OP(m, sec, HM_SpvOpIEqual, bl,
+				 HM_SPV_OP(m, sec, HM_SpvOpShiftRightLogical, u64, gi, t->chunk_shift),
+				 c0);
 		/* word i from the first lookup: d0 + 4i; from the last: d1 - 4(n-1-i);
 		 * 0 stays 0 (unmapped). */
-		a0 = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz[0],
-			       HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, d[0],
+		a0 = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, nz[0],
+			       HM_SPV_OP(m, sec, HM_SpvOpIAdd, u64, d[0],
 					 hm_spirv_const_u64(m, 4ull * i)), k0);
 		if (i == nr_words - 1)
 			a1 = d[1];
 		else
-			a1 = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz[1],
-				       HM_SPV_OP(m, F, HM_SpvOpISub, u64, d[1],
-						 hm_spirv_const_u64(m, 4ull * (nr_words - 1 - i))), k0);
-		ret_dev[i] = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, same, a0, a1);
-		ret_mark[i] = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, same, mk[0], mk[1]);
+			a1 = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, nz[1],
+				       HM_SPV_OP(m, sec, HM_SpvOpISub, u64, d[1],
+						 hm_spirv_const_u64(m, 4ull * (nr_words - 1 - i))),
+				       k0);
+		ret_dev[i] = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, same, a0, a1);
+		ret_mark[i] = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, same, mk[0], mk[1]);
 	}
 	return m->err;
 }
 
+int hm_spirv_emit_lookup(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			 uint32_t guest, uint32_t *ret_dev, uint32_t *ret_mark)
+{
+	return emit_lookup_in(m, F, t, guest, ret_dev, ret_mark);
+}
+
+int hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			 uint32_t guest, uint32_t nr_words,
+			 uint32_t *ret_dev, uint32_t *ret_mark)
+{
+	return emit_access_in(m, F, t, guest, nr_words, ret_dev, ret_mark);
+}
+
+int hm_spirv_push_ids(struct hm_spirv_module *m, const uint32_t *push,
+		      struct hm_spirv_table_ids *ret_t, struct hm_spirv_window_ids *ret_w)
+{
+	if (!m || !push || !ret_t)
+		return -EINVAL;
+	ret_t->table = join64(m, F, push[HM_PUSH_TABLE_ADDR_LO], push[HM_PUSH_TABLE_ADDR_HI]);
+	ret_t->nr_home = push[HM_PUSH_TABLE_NR_HOME];
+	ret_t->chunk_shift = push[HM_PUSH_CHUNK_SHIFT];
+	ret_t->marks = join64(m, F, push[HM_PUSH_MARKS_ADDR_LO], push[HM_PUSH_MARKS_ADDR_HI]);
+	if (ret_w) {
+		ret_w->delta = join64(m, F, push[HM_PUSH_WINDOW_DELTA_LO],
+				      push[HM_PUSH_WINDOW_DELTA_HI]);
+		ret_w->first = join64(m, F, push[HM_PUSH_WINDOW_FIRST_LO],
+				      push[HM_PUSH_WINDOW_FIRST_HI]);
+		ret_w->last = join64(m, F, push[HM_PUSH_WINDOW_LAST_LO],
+				     push[HM_PUSH_WINDOW_LAST_HI]);
+	}
+	return m->err;
+}
+
+/* ---- the load call site (D969a) ----------------------------------------- */
+
+#define H HM_SPV_SEC_HELPER
+
+static const char *const load_name_fmt[2] = { "hm_load.compact.%u", "hm_load.spec.%u" };
+
+uint32_t hm_spirv_load_result_type(struct hm_spirv_module *m, uint32_t nr_words)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t mem[HM_ACCESS_MAX_BYTES / 4];
+
+	if (nr_words < 1 || nr_words > HM_ACCESS_MAX_BYTES / 4) {
+		set_err(m, -EINVAL);
+		return 0;
+	}
+	for (uint32_t i = 0; i < nr_words; i++)
+		mem[i] = u32;
+	return hm_spirv_type_struct(m, mem, nr_words);
+}
+
+static uint32_t load_fn_type(struct hm_spirv_module *m, uint32_t nr_words)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t params[8] = { u64, u64, u32, u32, u64, u64, u64, u64 };
+
+	return hm_spirv_type_function(m, hm_spirv_load_result_type(m, nr_words), params, 8);
+}
+
+/* Open a load function in the helper section: its parameters in p[8]. */
+static uint32_t load_fn_open(struct hm_spirv_module *m, uint32_t nr_words, bool spec,
+			     uint32_t *p)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t pty[8] = { u64, u64, u32, u32, u64, u64, u64, u64 };
+	uint32_t fnty = load_fn_type(m, nr_words);
+	uint32_t fn = hm_spirv_id(m);
+	char name[32];
+
+	snprintf(name, sizeof(name), load_name_fmt[spec], nr_words);
+	hm_spirv_name(m, fn, name);
+	/* the compact form compiles fastest as one function called at every
+	 * access; the speculative one is meant to be inlined at each (a call
+	 * on a load's path costs it 0.15-0.25x, table.rst) */
+	HM_SPV(m, H, HM_SpvOpFunction, hm_spirv_load_result_type(m, nr_words), fn,
+	       spec ? HM_SpvFunctionControlInline : HM_SpvFunctionControlDontInline, fnty);
+	for (int i = 0; i < 8; i++)
+		p[i] = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, pty[i]);
+	return fn;
+}
+
+/* D969's load of nr_words at guest: the shared lookups, then each word
+ * loaded where its device address is not 0 (else 0).  The guard is a
+ * select (an unmapped word reads the table's first word, which is always
+ * there, and answers 0): one block, no branch. */
+static int compact_words(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			 uint32_t guest, uint32_t nr_words, uint32_t *ret_v)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t bl = hm_spirv_type_bool(m);
+	uint32_t psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	uint32_t dev[HM_ACCESS_MAX_BYTES / 4], mark[HM_ACCESS_MAX_BYTES / 4];
+	uint32_t k0 = hm_spirv_const_u64(m, 0), z = hm_spirv_const_u32(m, 0);
+	int r;
+
+	r = emit_access_in(m, H, t, guest, nr_words, dev, mark);
+	if (r)
+		return r;
+	for (uint32_t i = 0; i < nr_words; i++) {
+		uint32_t nz = HM_SPV_OP(m, H, HM_SpvOpINotEqual, bl, dev[i], k0);
+		uint32_t a = HM_SPV_OP(m, H, HM_SpvOpSelect, u64, nz, dev[i], t->table);
+		uint32_t v = HM_SPV_OP(m, H, HM_SpvOpLoad, u32,
+				       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, psb, a),
+				       HM_SpvMemoryAccessAligned, 4);
+
+		ret_v[i] = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, nz, v, z);
+	}
+	return m->err;
+}
+
+static uint32_t write_load_fns(struct hm_spirv_module *m, uint32_t nr_words)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false);
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t bl = hm_spirv_type_bool(m);
+	uint32_t psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	uint32_t res = hm_spirv_load_result_type(m, nr_words);
+	uint32_t sentinel = hm_spirv_const_u32(m, HM_WINDOW_SENTINEL);
+	uint32_t p[8], v[HM_ACCESS_MAX_BYTES / 4], ws[HM_ACCESS_MAX_BYTES / 4];
+	uint32_t vsl[HM_ACCESS_MAX_BYTES / 4];
+	uint32_t fn, a, miss = 0, entry, slow, merge, fast_r, slow_r;
+	struct hm_spirv_table_ids t;
+
+	hm_spirv_lookup_fn(m);          /* the helper first: written whole */
+	if (m->err)
+		return 0;
+
+	/* compact: D969, every access calls the helper */
+	fn = load_fn_open(m, nr_words, false, p);
+	HM_SPV(m, H, HM_SpvOpLabel, hm_spirv_id(m));
+	t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
+	if (compact_words(m, &t, p[0], nr_words, v))
+		return 0;
+	HM_SPV(m, H, HM_SpvOpReturnValue,
+	       hm_spirv_op(m, H, HM_SpvOpCompositeConstruct, res, v, nr_words));
+	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	m->load_fn[nr_words - 1] = fn;
+
+	/* speculative: clamp(guest + delta) into the window, one load a word;
+	 * no word SENTINEL: the answer; else the compact form's lookups and
+	 * loads at home.  One test for the whole access: a window holds
+	 * whole chunks, so only an access that straddles into a chunk
+	 * without a mirror (or a guest word equal to SENTINEL) goes slow. */
+	load_fn_open(m, nr_words, true, p);
+	t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
+	entry = hm_spirv_id(m);
+	HM_SPV(m, H, HM_SpvOpLabel, entry);
+	a = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, p[0], p[5]);
+	a = HM_SPV_OP(m, H, HM_SpvOpSelect, u64,
+		      HM_SPV_OP(m, H, HM_SpvOpULessThan, bl, a, p[6]), p[6], a);
+	a = HM_SPV_OP(m, H, HM_SpvOpSelect, u64,
+		      HM_SPV_OP(m, H, HM_SpvOpULessThan, bl, p[7], a), p[7], a);
+	for (uint32_t i = 0; i < nr_words; i++) {
+		uint32_t ai = i ? HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, a,
+					    hm_spirv_const_u64(m, 4ull * i)) : a;
+		uint32_t s;
+
+		ws[i] = HM_SPV_OP(m, H, HM_SpvOpLoad, u32,
+				  HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, psb, ai),
+				  HM_SpvMemoryAccessAligned, 4);
+		s = HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, ws[i], sentinel);
+		miss = i ? HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, miss, s) : s;
+	}
+	fast_r = hm_spirv_op(m, H, HM_SpvOpCompositeConstruct, res, ws, nr_words);
+	slow = hm_spirv_id(m);
+	merge = hm_spirv_id(m);
+	HM_SPV(m, H, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
+	HM_SPV(m, H, HM_SpvOpBranchConditional, miss, slow, merge);
+	HM_SPV(m, H, HM_SpvOpLabel, slow);
+	if (compact_words(m, &t, p[0], nr_words, vsl))
+		return 0;
+	slow_r = hm_spirv_op(m, H, HM_SpvOpCompositeConstruct, res, vsl, nr_words);
+	HM_SPV(m, H, HM_SpvOpBranch, merge);
+	HM_SPV(m, H, HM_SpvOpLabel, merge);
+	HM_SPV(m, H, HM_SpvOpReturnValue,
+	       HM_SPV_OP(m, H, HM_SpvOpPhi, res, fast_r, entry, slow_r, slow));
+	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	(void)u32;
+	return m->err ? 0 : fn;
+}
+
+uint32_t hm_spirv_load_fn(struct hm_spirv_module *m, uint32_t nr_words)
+{
+	if (!m || m->err)
+		return 0;
+	if (nr_words < 1 || nr_words > HM_ACCESS_MAX_BYTES / 4) {
+		set_err(m, -EINVAL);
+		return 0;
+	}
+	if (m->load_fn[nr_words - 1])
+		return m->load_fn[nr_words - 1];
+	return write_load_fns(m, nr_words);
+}
+
+#undef H
+
+int hm_spirv_emit_load(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+		       const struct hm_spirv_window_ids *w, uint32_t guest, uint32_t nr_words,
+		       uint32_t *ret_words)
+{
+	uint32_t u32, fn, r;
+
+	if (!m || !t || !w || !ret_words || nr_words < 1 || nr_words > HM_ACCESS_MAX_BYTES / 4)
+		return -EINVAL;
+	if (m->err)
+		return m->err;
+	u32 = hm_spirv_type_int(m, 32, false);
+	fn = hm_spirv_load_fn(m, nr_words);
+	r = HM_SPV_OP(m, F, HM_SpvOpFunctionCall, hm_spirv_load_result_type(m, nr_words), fn,
+		      guest, t->table, t->nr_home, t->chunk_shift, t->marks, w->delta, w->first,
+		      w->last);
+	for (uint32_t i = 0; i < nr_words; i++)
+		ret_words[i] = HM_SPV_OP(m, F, HM_SpvOpCompositeExtract, u32, r, i);
+	return m->err;
+}
+
 #undef F
+
+/* ---- the two tiers ------------------------------------------------------- */
+
+/* Does the OpName string at w (n words) name a load function?  Its form
+ * (0 compact, 1 speculative) and width. */
+static bool load_name(const uint32_t *w, size_t n, int *ret_form, uint32_t *ret_words)
+{
+	char name[64];
+	unsigned words;
+	char tail;
+	size_t len = n * 4 < sizeof(name) - 1 ? n * 4 : sizeof(name) - 1;
+
+	memcpy(name, w, len);
+	name[len] = 0;
+	for (int f = 0; f < 2; f++) {
+		if (sscanf(name, load_name_fmt[f], &words) == 1 &&
+		    sscanf(name, f ? "hm_load.spec.%*u%c" : "hm_load.compact.%*u%c", &tail) != 1 &&
+		    words >= 1 && words <= HM_ACCESS_MAX_BYTES / 4) {
+			*ret_form = f;
+			*ret_words = words;
+			return true;
+		}
+	}
+	return false;
+}
+
+int hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
+		       uint32_t **ret_words, size_t *ret_nr)
+{
+	uint32_t fn_of[2][HM_ACCESS_MAX_BYTES / 4] = { { 0 } };
+	uint32_t *out;
+	size_t i, n = 0;
+	bool any = false, skip = false;
+	int drop;
+
+	if (!ret_words || !ret_nr)
+		return -EINVAL;
+	*ret_words = NULL;
+	*ret_nr = 0;
+	if (!words || nr < 5 || words[0] != 0x07230203 ||
+	    (tier != HM_TIER_COMPACT && tier != HM_TIER_SPECULATIVE))
+		return -EINVAL;
+	drop = tier == HM_TIER_COMPACT ? 1 : 0;
+	for (i = 5; i < nr;) {
+		uint32_t wc = words[i] >> 16, op = words[i] & 0xffff;
+		int f;
+		uint32_t k;
+
+		if (!wc || i + wc > nr)
+			return -EINVAL;
+		if (op == HM_SpvOpName && wc >= 3 && load_name(words + i + 2, wc - 2, &f, &k)) {
+			if (fn_of[f][k - 1])
+				return -EINVAL;
+			fn_of[f][k - 1] = words[i + 1];
+			any = true;
+		}
+		i += wc;
+	}
+	if (!any)
+		return -ENOENT;
+	for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+		if (!fn_of[0][k] != !fn_of[1][k])
+			return -EINVAL;         /* a form without its twin */
+	out = malloc(nr * sizeof(*out));
+	if (!out)
+		return -ENOMEM;
+	memcpy(out, words, 5 * sizeof(*out));
+	n = 5;
+	for (i = 5; i < nr;) {
+		uint32_t wc = words[i] >> 16, op = words[i] & 0xffff;
+		bool keep = !skip;
+
+		if (op == HM_SpvOpFunction && wc >= 5) {
+			for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+				if (fn_of[drop][k] && words[i + 2] == fn_of[drop][k])
+					skip = true;
+			keep = !skip;
+		} else if (op == HM_SpvOpFunctionEnd && skip) {
+			skip = false;
+			keep = false;
+		} else if (op == HM_SpvOpName && wc >= 2) {
+			for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+				if (fn_of[drop][k] && words[i + 1] == fn_of[drop][k])
+					keep = false;
+		}
+		if (keep) {
+			memcpy(out + n, words + i, wc * sizeof(*out));
+			if (op == HM_SpvOpFunctionCall && wc >= 4 && tier == HM_TIER_SPECULATIVE)
+				for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+					if (fn_of[0][k] && out[n + 3] == fn_of[0][k])
+						out[n + 3] = fn_of[1][k];
+			n += wc;
+		}
+		i += wc;
+	}
+	*ret_words = out;
+	*ret_nr = n;
+	return 0;
+}

@@ -321,6 +321,10 @@ static int feats_select(struct hm_vk *vk, struct feats *have)
 			if (vk->sparse && h.sparseBinding && h.sparseResidencyBuffer) {
 				f->features.sparseBinding = VK_TRUE;
 				f->features.sparseResidencyBuffer = VK_TRUE;
+				/* the engine's mirror window aliases one sentinel
+				 * page at many offsets */
+				f->features.sparseResidencyAliased = h.sparseResidencyAliased;
+				vk->sparse_aliased = h.sparseResidencyAliased;
 			} else {
 				vk->sparse = false;
 			}
@@ -969,6 +973,14 @@ void hm_vk_buffer_free(struct hm_vk *vk, struct hm_vk_buffer *b)
 int hm_vk_pipeline_new(struct hm_vk *vk, const uint32_t *spirv, size_t nr_words,
 		       const char *entry, uint32_t push_bytes, struct hm_vk_pipeline *ret)
 {
+	return hm_vk_pipeline_new_cached(vk, VK_NULL_HANDLE, spirv, nr_words, entry, push_bytes,
+					 ret);
+}
+
+int hm_vk_pipeline_new_cached(struct hm_vk *vk, VkPipelineCache cache, const uint32_t *spirv,
+			      size_t nr_words, const char *entry, uint32_t push_bytes,
+			      struct hm_vk_pipeline *ret)
+{
 	VkShaderModuleCreateInfo smci = {
 		.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
 		.codeSize = nr_words * 4,
@@ -1005,8 +1017,7 @@ int hm_vk_pipeline_new(struct hm_vk *vk, const uint32_t *spirv, size_t nr_words,
 		goto out_free;
 	cpci.stage.module = ret->module;
 	cpci.layout = ret->layout;
-	err = hm_vk_errno(vkCreateComputePipelines(vk->dev, VK_NULL_HANDLE, 1, &cpci, NULL,
-						   &ret->pipe));
+	err = hm_vk_errno(vkCreateComputePipelines(vk->dev, cache, 1, &cpci, NULL, &ret->pipe));
 	if (err)
 		goto out_free;
 	ret->push_bytes = push_bytes;

@@ -102,6 +102,10 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 			goto out_free;
 	}
 	err = hm_engine_table_rebuild(e, 1);
+	if (!err)
+		err = hm_window_init(e);
+	if (!err)
+		err = hm_tiers_init(e);
 	if (err)
 		goto out_free;
 	err = hm_vk_cmd_new(vk, &e->cmd_dispatch);
@@ -134,9 +138,13 @@ void hm_engine_free(struct hm_engine *e)
 {
 	if (!e)
 		return;
+	hm_tiers_finish(e);     /* the compile thread first: it takes the lock */
 	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++)
-		if (e->pipes[i].used)
+		if (e->pipes[i].used) {
+			hm_tier_forget(e, &e->pipes[i]);
 			hm_vk_pipeline_free(e->vk, &e->pipes[i].p);
+		}
+	hm_window_finish(e);
 	for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES; i++)
 		if (e->spaces[i].used)
 			hm_espace_release(e, &e->spaces[i]);
@@ -226,6 +234,7 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 		e->total_chunks -= nr;
 		goto out_release;
 	}
+	hm_window_spaces_changed(e);
 	if (ret_id)
 		*ret_id = id;
 	pthread_mutex_unlock(&e->lock);
@@ -265,6 +274,7 @@ int hm_engine_remove_space(struct hm_engine *e, uint32_t id)
 	}
 	e->total_chunks -= sp->nr_chunks;
 	hm_espace_release(e, sp);
+	hm_window_spaces_changed(e);
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }
@@ -324,6 +334,10 @@ int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
 			pp->p = *p;
 			pp->used = true;
 			pp->user_words = user_push_words;
+			pp->tier = HM_TIER_NONE;
+			pp->skipped = false;
+			pp->next_err = 0;
+			memset(pp->ns_compile, 0, sizeof(pp->ns_compile));
 			memset(p, 0, sizeof(*p));
 			*ret_id = i;
 			err = 0;
@@ -337,21 +351,7 @@ int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
 int hm_engine_pipeline_new(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
 			   const char *entry, uint32_t user_push_words, uint32_t *ret_id)
 {
-	struct hm_vk_pipeline p;
-	int err;
-
-	if (!e || !spirv || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
-		return -EINVAL;
-	/* compiled without the lock: a dispatch of the same engine on
-	 * another thread goes on meanwhile */
-	err = hm_vk_pipeline_new(e->vk, spirv, nr_words, entry,
-				 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words), &p);
-	if (err)
-		return err;
-	err = hm_engine_pipeline_adopt(e, &p, user_push_words, ret_id);
-	if (err)
-		hm_vk_pipeline_free(e->vk, &p);
-	return err;
+	return hm_engine_pipeline_new_tiered(e, spirv, nr_words, entry, user_push_words, 0, ret_id);
 }
 
 void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id)
@@ -360,6 +360,7 @@ void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id)
 		return;
 	pthread_mutex_lock(&e->lock);
 	if (e->pipes[id].used) {
+		hm_tier_forget(e, &e->pipes[id]);
 		hm_vk_pipeline_free(e->vk, &e->pipes[id].p);
 		e->pipes[id].used = false;
 	}
@@ -367,7 +368,7 @@ void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id)
 }
 
 static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, uint32_t gy,
-			uint32_t gz, const uint32_t *push, uint32_t nr_push)
+			uint32_t gz, const uint32_t *push, uint32_t nr_push, bool shared)
 {
 	uint32_t words[HM_DEVICE_TABLE_PUSH_WORDS + HM_ENGINE_MAX_USER_PUSH_WORDS];
 	uint64_t marks = e->marks_buf.addr;
@@ -380,6 +381,7 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	words[HM_PUSH_CHUNK_SHIFT] = e->shift;
 	words[HM_PUSH_MARKS_ADDR_LO] = (uint32_t)marks;
 	words[HM_PUSH_MARKS_ADDR_HI] = (uint32_t)(marks >> 32);
+	hm_window_push(e, shared, words);
 	if (nr_push)
 		memcpy(words + HM_DEVICE_TABLE_PUSH_WORDS, push, 4 * nr_push);
 	err = hm_vk_cmd_start(e->vk, &e->cmd_dispatch, &cb);
@@ -427,6 +429,7 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 	err = -ENODEV;
 	if (e->vk->lost)
 		goto out_unlock;
+	hm_tier_switch(e, pp);          /* a dispatch boundary: tier two if ready */
 	e->seq++;
 	t0 = hm_now_ns();
 	err = hm_engine_harvest(e);
@@ -440,16 +443,20 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 		if (!err)
 			err = hm_engine_upload(e);
 	}
+	if (!err)
+		err = hm_window_sync(e, shared);
 	if (err)
 		goto out_unlock;
 	if (e->p.test_before_dispatch)
 		e->p.test_before_dispatch(e->p.test_arg);
 	t2 = hm_now_ns();
-	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push);
+	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push, shared);
 	t3 = hm_now_ns();
 	if (err)
 		goto out_unlock;        /* device lost: nothing is copied home */
 	err = hm_engine_scan_marks(e, shared);
+	if (!err)
+		err = hm_window_after_dispatch(e, shared);
 	t4 = hm_now_ns();
 	if (!err && !shared)
 		err = hm_engine_copy_back(e);
@@ -540,6 +547,7 @@ int hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	e->st.chunks_mirrored = e->pool.nr_live;
+	e->st.window_bytes = e->win.buf.size;
 	e->st.mirror_bytes = e->pool.used;
 	*ret = e->st;
 	pthread_mutex_unlock(&e->lock);

@@ -11,6 +11,7 @@
 
 #include "hmirror/engine.h"
 #include "hmirror/table.h"
+#include "hmirror/lookup.h"
 
 #define HM_NO_MIRROR		UINT32_MAX
 
@@ -81,6 +82,56 @@ struct hm_pipe {
 	bool used;
 	struct hm_vk_pipeline p;
 	uint32_t user_words;
+	/* two tiers (tier.c) */
+	uint8_t tier;                   /* enum hm_tier of p; HM_TIER_NONE: the module's only form */
+	bool pending;                   /* tier two queued or compiling */
+	uint32_t gen;                   /* bumped when the slot is freed: a late compile is dropped */
+	struct hm_vk_pipeline next;     /* tier two compiled, switched to at the next dispatch */
+	uint64_t ns_compile[3];         /* by enum hm_tier */
+	int next_err;                   /* tier two's compile failed: stays on tier one */
+	bool skipped;                   /* built speculative at once: its form was cached */
+};
+
+/* The mirror window (window.c) */
+struct hm_window_op {
+	uint64_t off;                   /* window offset of the chunk */
+	uint32_t mirror;                /* pool slot copied in, HM_NO_MIRROR: sentinel fill */
+};
+
+struct hm_window {
+	bool enabled;                   /* mirrors on and HM_ENGINE_NO_WINDOW not set */
+	bool rebuild;                   /* spaces changed: a new buffer, every mirror replanned */
+	struct hm_vk_buffer buf;        /* [guard][guest_lo .. hi][guard]; none: loads use the guard */
+	struct hm_vk_buffer old;        /* the buffer a rebuild replaces, freed after the sync */
+	struct hm_vk_buffer guard;      /* sentinel only: the window of rule 5 and of no window */
+	uint64_t guest_lo;
+	uint64_t covered;               /* guest bytes from guest_lo in the window */
+	uint64_t limit;                 /* largest window, bytes */
+	uint64_t *dirty;                /* chunks whose table entry changed since the last sync */
+	size_t nr_dirty, cap_dirty;
+	struct hm_window_op *ops;
+	size_t nr_ops, cap_ops;
+	struct hm_vk_cmd cmd;
+	/* sparse form (window.c): mirrors and a sentinel region bound */
+	bool sparse;
+	VkDeviceSize align;             /* the sparse buffer's block */
+	uint32_t type_bits;             /* memory types it may bind */
+	struct hm_vk_buffer sentinel;   /* sentinel_bytes of sentinel, bound aliased */
+	VkSparseMemoryBind *binds;
+	size_t nr_binds, cap_binds;
+};
+
+/* The compile thread of the second tier (tier.c) */
+struct hm_tier_job;
+struct hm_tiers {
+	pthread_t thread;
+	bool started, stop;
+	pthread_mutex_t lock;           /* protects the queue, stop and done */
+	pthread_cond_t wake, done;
+	struct hm_tier_job *head, **tail;
+	VkPipelineCache cache;          /* tier-two pipelines compiled so far */
+	uint64_t *hashes;               /* of the modules in the cache */
+	size_t nr_hashes, cap_hashes;
 };
 
 struct hm_engine {
@@ -131,6 +182,8 @@ struct hm_engine {
 	 * every submission): the caller's dispatch, uploads, copy-back */
 	struct hm_vk_cmd cmd_dispatch, cmd_upload, cmd_back;
 	struct hm_pipe pipes[HM_ENGINE_MAX_PIPELINES];
+	struct hm_window win;
+	struct hm_tiers tiers;
 
 	struct hm_engine_stats st;
 };
@@ -194,6 +247,22 @@ int  hm_engine_unpublish_all(struct hm_engine *e);
 int  hm_engine_scan_marks(struct hm_engine *e, bool shared);
 int  hm_engine_copy_back(struct hm_engine *e);
 int  hm_engine_diff_init(struct hm_engine *e);
+
+/* window.c: the mirror window; upload.c notes every chunk whose table
+ * entry it changes, engine.c calls the rest around the dispatch */
+int  hm_window_init(struct hm_engine *e);
+void hm_window_finish(struct hm_engine *e);
+void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx);
+void hm_window_spaces_changed(struct hm_engine *e);
+int  hm_window_sync(struct hm_engine *e, bool shared);
+void hm_window_push(const struct hm_engine *e, bool shared, uint32_t *words);
+int  hm_window_after_dispatch(struct hm_engine *e, bool shared);
+
+/* tier.c: the two tiers and their compile thread */
+int  hm_tiers_init(struct hm_engine *e);
+void hm_tiers_finish(struct hm_engine *e);
+void hm_tier_switch(struct hm_engine *e, struct hm_pipe *pp);
+void hm_tier_forget(struct hm_engine *e, struct hm_pipe *pp);
 
 #pragma GCC visibility pop
 

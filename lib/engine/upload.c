@@ -59,6 +59,7 @@ static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
 {
 	uint64_t guest = sp->guest + (idx << e->shift);
 
+	hm_window_note(e, sp - e->spaces, idx);
 	return hm_table_update(e->table, sp->first_chunk + idx,
 			       (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
 }
@@ -179,6 +180,7 @@ int hm_engine_republish(struct hm_engine *e)
 			if (err)
 				return err;
 			c->flags |= HM_CH_PUBLISHED;
+			hm_window_note(e, m->space, m->idx);
 		}
 	}
 	e->need_republish = false;
@@ -564,6 +566,7 @@ int hm_engine_upload(struct hm_engine *e)
 			continue;
 		}
 		c->flags |= HM_CH_PUBLISHED;
+		hm_window_note(e, space, idx);
 		{
 			uint8_t prio = hm_chunk_prio(e, c);
 

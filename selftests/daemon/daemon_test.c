@@ -31,6 +31,7 @@
 #include <hmirror/watch.h>
 
 #include "kselftest_harness.h"
+#include "hmirror/lookup.h"
 
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
 #include "daemon/spin.spv.h"	/* hm_test_spin_spv */
@@ -862,6 +863,180 @@ TEST_F(daemon, dispatch_runs_or_says_enosys)
 	ASSERT_EQ(0, hm_client_stats(c, &st));
 	EXPECT_EQ(0, st.daemon[HM_DSTAT_VK_MESSAGES]);
 	hm_client_free(c);
+}
+
+/*
+ * The copy program of the two-tier test, with the library's builder: lane
+ * i loads guest word i through the load call site and stores it ^ x at
+ * guest + dst + 4i through the helper (D969's store call site, marked).
+ * Push: the table's and window's words, then guest lo/hi, dst, x.
+ */
+#define FN HM_SPV_SEC_FUNCTION
+static int copy_build(uint32_t **ret_w, size_t *ret_n)
+{
+	struct hm_spirv_module *m;
+	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + 4], gidx, u32, u64, bl, psb, g, v, dev, mark;
+	uint32_t cond, then, merge, i4;
+	int r = hm_spirv_module_new(&m);
+
+	if (r)
+		return r;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + 4, 64, push, &gidx);
+	hm_spirv_push_ids(m, push, &t, &w);
+	g = HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, u64,
+		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64, push[HM_DEVICE_TABLE_PUSH_WORDS]),
+		      HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, u64,
+				HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64,
+					  push[HM_DEVICE_TABLE_PUSH_WORDS + 1]),
+				hm_spirv_const_u32(m, 32)));
+	i4 = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, u32, gidx, hm_spirv_const_u32(m, 2));
+	r = hm_spirv_emit_load(m, &t, &w, HM_SPV_OP(m, FN, HM_SpvOpIAdd, u64, g,
+						   HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64, i4)),
+			       1, &v);
+	v = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, u32, v, push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+	hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, FN, HM_SpvOpIAdd, u64, g,
+					      HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64,
+							HM_SPV_OP(m, FN, HM_SpvOpIAdd, u32, i4,
+								  push[HM_DEVICE_TABLE_PUSH_WORDS + 2]))),
+			     &dev, &mark);
+	cond = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
+	then = hm_spirv_id(m);
+	merge = hm_spirv_id(m);
+	HM_SPV(m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
+	HM_SPV(m, FN, HM_SpvOpBranchConditional, cond, then, merge);
+	HM_SPV(m, FN, HM_SpvOpLabel, then);
+	HM_SPV(m, FN, HM_SpvOpStore, HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb, dev), v,
+	       HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, FN, HM_SpvOpBranch, merge);
+	HM_SPV(m, FN, HM_SpvOpLabel, merge);
+	HM_SPV(m, FN, HM_SpvOpStore, HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb, mark),
+	       hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	if (!r)
+		r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+#undef FN
+
+/*
+ * Two tiers through the daemon: a module with load functions is built
+ * compact and dispatched at once; its speculative form follows on the
+ * client engine's compile thread and is switched to (HM_ESTAT_TIER_SWITCHES);
+ * either tier alone on request; a second pipeline of the module after the
+ * switch skips tier one.  Every dispatch copies the same words right, the
+ * first 256 KiB mirrored (read-mostly), the rest home.  The handshake
+ * announces the push layout and the tiers, and refuses a client that does
+ * not know the layout.
+ */
+TEST_F(daemon, two_tiers)
+{
+	const uint64_t guest = 1ull << 32;
+	const uint32_t nwords = 64 * 64, dst = 2 << 20;
+	struct hm_client *c;
+	struct hm_space *s;
+	struct hm_client_stats st;
+	uint32_t *w, id, p[4], push[4] = { (uint32_t)guest, (uint32_t)(guest >> 32), dst, 0 };
+	size_t n;
+	uint32_t *mem;
+	int r;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	EXPECT_TRUE(hm_client_info(c)->features & HM_FEAT_PUSH_LAYOUT2);
+	if (!self->engine) {
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine");
+	}
+	EXPECT_TRUE(hm_client_info(c)->features & HM_FEAT_TIERS);
+	r = new_space(&s, 4 << 20);
+	if (r < 0)
+		SKIP(return, "no watch backend for a space here (%s)", strerror(-r));
+	mem = hm_space_addr(s);
+	for (uint32_t i = 0; i < nwords; i++)
+		mem[i] = 0x10000000u + i * 2654435761u;
+	mem[7] = 0xffffffffu;           /* a guest word equal to the sentinel */
+	r = hm_client_space_add(c, s, guest, &id);
+	if (r == -EOPNOTSUPP || r == -ENOSYS)
+		SKIP(return, "space handoff unsupported here (%s)", strerror(-r));
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_client_advise(c, guest, 256 << 10, 2));       /* read-mostly */
+	ASSERT_EQ(0, copy_build(&w, &n));
+	EXPECT_EQ(-EINVAL, hm_client_pipeline_new_tiered(c, w, n, "main", 4,
+							 HM_PIPEF_COMPACT_ONLY |
+							 HM_PIPEF_SPECULATIVE_ONLY, &p[0]));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 4, &p[0]));
+	ASSERT_EQ(0, hm_client_pipeline_new_tiered(c, w, n, "main", 4, HM_PIPEF_COMPACT_ONLY, &p[1]));
+	ASSERT_EQ(0, hm_client_pipeline_new_tiered(c, w, n, "main", 4, HM_PIPEF_SPECULATIVE_ONLY,
+						   &p[2]));
+	for (int round = 0; round < 40; round++) {
+		int k = round < 3 ? round : 0;  /* then the two-tier one until it switches */
+		struct hm_client_dispatch d = { .pipeline = p[k], .groups = { 64, 1, 1 },
+						.nr_push = 4, .push = push };
+		struct hm_client_result res;
+
+		push[3] = 0x01010101u * (round + 1);
+		ASSERT_EQ(0, hm_client_dispatch(c, &d, 60000, &res));
+		ASSERT_EQ(0, res.status);
+		for (uint32_t i = 0; i < nwords; i++) {
+			if ((mem[i] ^ push[3]) != mem[dst / 4 + i])
+				TH_LOG("round %d pipeline %d word %u", round, k, i);
+			ASSERT_EQ(mem[i] ^ push[3], mem[dst / 4 + i]);
+		}
+		ASSERT_EQ(0, hm_client_stats(c, &st));
+		if (round >= 3 && st.engine[HM_ESTAT_TIER_SWITCHES])
+			break;
+		if (round >= 3)
+			usleep(100000);
+	}
+	EXPECT_EQ(1, st.engine[HM_ESTAT_TIER_SWITCHES]);
+	/* the same module again: built speculative at once */
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 4, &p[3]));
+	{
+		struct hm_client_dispatch d = { .pipeline = p[3], .groups = { 64, 1, 1 },
+						.nr_push = 4, .push = push };
+		struct hm_client_result res;
+
+		push[3] = 0x77777777u;
+		ASSERT_EQ(0, hm_client_dispatch(c, &d, 60000, &res));
+		for (uint32_t i = 0; i < nwords; i++)
+			ASSERT_EQ(mem[i] ^ push[3], mem[dst / 4 + i]);
+	}
+	ASSERT_EQ(0, hm_client_stats(c, &st));
+	EXPECT_EQ(1, st.engine[HM_ESTAT_TIER_SWITCHES]);        /* no second switch */
+	EXPECT_LT(0, st.engine[HM_ESTAT_CHUNKS_MIRRORED]);
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_VK_MESSAGES]);
+	free(w);
+	hm_client_free(c);
+	hm_space_free(s);
+
+	/* a client that does not know push layout 2 is refused */
+	{
+		struct hm_msg_hello h = { .version_min = HM_PROTO_VERSION,
+					  .version_max = HM_PROTO_VERSION,
+					  .features = HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE };
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		uint8_t buf[256];
+		struct hm_msg_hdr rh;
+		int len;
+
+		strcpy(sa.sun_path, self->sock);
+		ASSERT_EQ(0, connect(fd, (struct sockaddr *)&sa, sizeof(sa)));
+		len = raw_hdr(buf, HM_MSG_HELLO, 1, sizeof(h));
+		memcpy(buf + sizeof(struct hm_msg_hdr), &h, sizeof(h));
+		ASSERT_EQ(len, send(fd, buf, len, 0));
+		ASSERT_GE(recv(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(rh));
+		memcpy(&rh, buf, sizeof(rh));
+		EXPECT_EQ(-EPROTONOSUPPORT, rh.status);
+		close(fd);
+	}
 }
 
 TEST_F(daemon, daemon_restart_with_clients)

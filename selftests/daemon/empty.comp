@@ -5,5 +5,5 @@
 // dispatch).
 #version 450
 layout(local_size_x = 1) in;
-layout(push_constant) uniform Push { uint table[6]; uint user[2]; } pc;
+layout(push_constant) uniform Push { uint table[12]; uint user[2]; } pc;
 void main() {}

@@ -9,7 +9,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 layout(local_size_x = 64) in;
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Word { uint v; };
-layout(push_constant) uniform Push { uint table[6]; uint user[2]; } pc;
+layout(push_constant) uniform Push { uint table[12]; uint user[2]; } pc;
 #define S x = (x ^ (x >> 13)) * 1664525u + 1013904223u;
 #define S10 S S S S S S S S S S
 #define S100 S10 S10 S10 S10 S10 S10 S10 S10 S10 S10

@@ -8,7 +8,7 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 layout(local_size_x = 64) in;
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Word { uint v; };
-layout(push_constant) uniform Push { uint table[6]; uint user[2]; } pc;
+layout(push_constant) uniform Push { uint table[12]; uint user[2]; } pc;
 void main()
 {
 	uint x = gl_GlobalInvocationID.x;

@@ -21,7 +21,8 @@ $(B)/gen/engine/%_linked.spv: $(B)/gen/engine/%.spv $(HM_LOOKUP_SPV)
 $(B)/gen/engine/%_linked.c: $(B)/gen/engine/%_linked.spv $(HM_LOOKUP_GEN)
 	$(HM_LOOKUP_GEN) -e hm_test_$*_spv $< $@
 
-ENGINE_TEST_DEPS := $(ENGINE_OBJS) $(VKCTX_OBJS) $(O)/lib/table.o $(O)/lib/marks.o $(WATCH_OBJS)
+ENGINE_TEST_DEPS := $(ENGINE_OBJS) $(VKCTX_OBJS) $(O)/lib/table.o $(O)/lib/marks.o \
+	$(O)/lib/lookup_spirv.o $(WATCH_OBJS)
 
 # the vkctx test wraps devices and checks what the engine makes of them
 $(B)/bin/test-vkctx: $(O)/selftests/engine/vkctx_test.o $(ENGINE_TEST_DEPS)

@@ -23,6 +23,7 @@
 
 #include "kselftest_harness.h"
 #include "hmirror/engine.h"
+#include "hmirror/lookup.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
@@ -78,6 +79,10 @@ struct env {
 	uint64_t thr_rng;
 	/* roles of words in the current dispatch */
 	uint8_t *role;
+	/* the program: rw.spvasm (one form), or rw_build()'s in its tiers */
+	enum tier_mode { T_ONE_FORM = 0, T_COMPACT, T_SPEC, T_BOTH } tier;
+	uint32_t *rw_w;                 /* rw_build()'s module */
+	size_t rw_n;
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -100,15 +105,164 @@ static void maybe_load_module(void)
 		usleep(10000);
 }
 
+/*
+ * rw.spvasm's program built with the append API, its load through the
+ * load call site (hm_spirv_emit_load()), so that it has both tiers; its
+ * stores as D969's call site: the helper, the store where mapped, the mark
+ * (the sink where not).  Push block: the table's and window's words, then
+ * base lo/hi, plan lo/hi, n.
+ */
+#define RW_PUSH_WORDS (HM_DEVICE_TABLE_PUSH_WORDS + RW_USER_WORDS)
+#define FN HM_SPV_SEC_FUNCTION
+
+struct rwb {
+	struct hm_spirv_module *m;
+	uint32_t u32, u64, bl, label;
+};
+
+static uint32_t rwb_if(struct rwb *b, uint32_t cond, uint32_t *ret_merge)
+{
+	uint32_t then = hm_spirv_id(b->m);
+
+	*ret_merge = hm_spirv_id(b->m);
+	HM_SPV(b->m, FN, HM_SpvOpSelectionMerge, *ret_merge, HM_SpvSelectionControlNone);
+	HM_SPV(b->m, FN, HM_SpvOpBranchConditional, cond, then, *ret_merge);
+	HM_SPV(b->m, FN, HM_SpvOpLabel, then);
+	return then;
+}
+
+static void rwb_endif(struct rwb *b, uint32_t merge)
+{
+	HM_SPV(b->m, FN, HM_SpvOpBranch, merge);
+	HM_SPV(b->m, FN, HM_SpvOpLabel, merge);
+}
+
+/* if (op == which) { dev, mark = lookup(g); if (dev) store; mark = 1 } */
+static void rwb_store(struct rwb *b, const struct hm_spirv_table_ids *t, uint32_t op,
+		      uint32_t which, uint32_t g, uint32_t v)
+{
+	struct hm_spirv_module *m = b->m;
+	uint32_t merge, merge2, dev, mark, p;
+
+	rwb_if(b, HM_SPV_OP(m, FN, HM_SpvOpIEqual, b->bl, op, hm_spirv_const_u32(m, which)),
+	       &merge);
+	hm_spirv_emit_lookup(m, t, g, &dev, &mark);
+	rwb_if(b, HM_SPV_OP(m, FN, HM_SpvOpINotEqual, b->bl, dev, hm_spirv_const_u64(m, 0)),
+	       &merge2);
+	if (which == OP_STORE32) {
+		p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b->u32), dev);
+		HM_SPV(m, FN, HM_SpvOpStore, p, v, HM_SpvMemoryAccessAligned, 4);
+	} else {
+		uint32_t u8 = hm_spirv_type_int(m, 8, false);
+
+		p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u8), dev);
+		HM_SPV(m, FN, HM_SpvOpStore, p, HM_SPV_OP(m, FN, HM_SpvOpUConvert, u8, v),
+		       HM_SpvMemoryAccessAligned, 1);
+	}
+	rwb_endif(b, merge2);
+	p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+		      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b->u32), mark);
+	HM_SPV(m, FN, HM_SpvOpStore, p, hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	rwb_endif(b, merge);
+}
+
+static int rw_build(uint32_t **ret_w, size_t *ret_n)
+{
+	struct rwb b = { 0 };
+	struct hm_spirv_module *m;
+	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
+	uint32_t push[RW_PUSH_WORDS], gidx, merge, base, plan, e, v4, g, v, val[1];
+	int r = hm_spirv_module_new(&b.m);
+
+	if (r)
+		return r;
+	m = b.m;
+	hm_spirv_capability(m, 39);            /* Int8 */
+	hm_spirv_capability(m, 4448);          /* StorageBuffer8BitAccess */
+	hm_spirv_extension(m, "SPV_KHR_8bit_storage");
+	b.u32 = hm_spirv_type_int(m, 32, false);
+	b.u64 = hm_spirv_type_int(m, 64, false);
+	b.bl = hm_spirv_type_bool(m);
+	v4 = hm_spirv_type_vector(m, b.u32, 4);
+	hm_spirv_compute_main(m, RW_PUSH_WORDS, 64, push, &gidx);
+	hm_spirv_push_ids(m, push, &t, &w);
+#define J(lo, hi) HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, b.u64, \
+			    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, lo), \
+			    HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
+				      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, hi), \
+				      hm_spirv_const_u32(m, 32)))
+	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	plan = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+#undef J
+	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, gidx,
+			     push[HM_DEVICE_TABLE_PUSH_WORDS + 4]), &merge);
+	e = HM_SPV_OP(m, FN, HM_SpvOpLoad, v4,
+		      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
+				hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4),
+				HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, plan,
+					  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64,
+						    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, gidx),
+						    hm_spirv_const_u32(m, 4)))),
+		      HM_SpvMemoryAccessAligned, 16);
+	g = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base,
+		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64,
+				HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 0)));
+	hm_spirv_emit_load(m, &t, &w, g, 1, val);
+	v = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, b.u32, val[0],
+		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 3));
+	g = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base,
+		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64,
+				HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 1)));
+	rwb_store(&b, &t, HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 2), OP_STORE32,
+		  g, v);
+	rwb_store(&b, &t, HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 2), OP_STORE8,
+		  g, v);
+	rwb_endif(&b, merge);
+	HM_SPV(m, FN, HM_SpvOpReturn);
+	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+#undef FN
+
+static int env_pipeline(struct env *v)
+{
+	/* T_BOTH: tier one until the test queues tier two itself
+	 * (hm_engine_pipeline_queue_tier()), so that dispatches run in it */
+	static const uint32_t flags[] = { [T_COMPACT] = HM_PIPELINE_COMPACT_ONLY,
+					  [T_SPEC] = HM_PIPELINE_SPECULATIVE_ONLY,
+					  [T_BOTH] = HM_PIPELINE_COMPACT_ONLY };
+	int err;
+
+	if (v->tier == T_ONE_FORM)
+		return hm_engine_pipeline_new(v->e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
+					      RW_USER_WORDS, &v->pipe);
+	err = rw_build(&v->rw_w, &v->rw_n);
+	if (err)
+		return err;
+	return hm_engine_pipeline_new_tiered(v->e, v->rw_w, v->rw_n, "main", RW_USER_WORDS,
+					     flags[v->tier], &v->pipe);
+}
+
 static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_params *ep,
 		   const char **why)
 {
-	struct hm_vk_params vp = { .validation = 1 };
+	enum tier_mode tier = v->tier;
+
+	/* HMIRROR_TEST_SPARSE=1: a device that binds sparse gets the sparse
+	 * mirror window (the GPU runs; lavapipe has no sparse binding) */
+	struct hm_vk_params vp = { .validation = 1,
+				   .flags = getenv("HMIRROR_TEST_SPARSE") ? HM_VK_SPARSE : 0 };
 	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
 				      .flags = HM_SPACE_POPULATE, .backend = b };
 	int err;
 
 	memset(v, 0, sizeof(*v));
+	v->tier = tier;
 	v->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)b;
 	*why = NULL;
 	if (b == HM_BACKEND_KMOD)
@@ -143,8 +297,7 @@ static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_para
 	err = hm_engine_add_space(v->e, v->s, GUEST_BASE, &v->space_id);
 	if (err)
 		return err;
-	err = hm_engine_pipeline_new(v->e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
-				     RW_USER_WORDS, &v->pipe);
+	err = env_pipeline(v);
 	if (err)
 		return err;
 	return hm_vk_buffer_new(v->vk, MAX_LANES * sizeof(struct plan_entry), HM_VK_MEM_HOST,
@@ -164,6 +317,7 @@ static unsigned env_free(struct env *v)
 		hm_vk_free(v->vk);
 	}
 	free(v->model);
+	free(v->rw_w);
 	free(v->role);
 	free(v->cpu_bytes);
 	free(v->log);
@@ -338,10 +492,15 @@ FIXTURE(model) {
 FIXTURE_VARIANT(model) {
 	enum hm_backend backend;
 	enum mode mode;
+	enum tier_mode tier;
 };
 
 #define MODEL_VARIANT(bname, b, mname, m) \
 	FIXTURE_VARIANT_ADD(model, bname##_##mname) { .backend = b, .mode = m }
+/* the program with the load call site, in one tier, or both (switched
+ * between two of the dispatches) */
+#define MODEL_TIER(bname, b, mname, m, tname, t) \
+	FIXTURE_VARIANT_ADD(model, bname##_##mname##_##tname) { .backend = b, .mode = m, .tier = t }
 
 #ifndef HM_ENGINE_TEST_VM
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF);
@@ -358,7 +517,18 @@ MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
 MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, off, M_OFF);
 MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(mprotect, HM_BACKEND_MPROTECT, small_budget, M_SMALL_BUDGET);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, hot, M_HOT, compact, T_COMPACT);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, hot, M_HOT, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY, compact, T_COMPACT);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY, both, T_BOTH);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, prefer_device, M_PREFER, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET, speculative, T_SPEC);
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET, both, T_BOTH);
+MODEL_TIER(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY, speculative, T_SPEC);
 #endif
+MODEL_TIER(kmod, HM_BACKEND_KMOD, read_mostly, M_READ_MOSTLY, both, T_BOTH);
 /* the module's guards (in the VM; natively they SKIP) */
 MODEL_VARIANT(kmod, HM_BACKEND_KMOD, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(kmod, HM_BACKEND_KMOD, small_budget, M_SMALL_BUDGET);
@@ -394,6 +564,7 @@ FIXTURE_SETUP(model)
 	default:
 		break;
 	}
+	self->v.tier = variant->tier;
 	err = env_new(&self->v, variant->backend, &ep, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
@@ -437,6 +608,21 @@ TEST_F(model, random_cpu_and_device_writes)
 				  is_shared ? HM_DISPATCH_SHARED_WITH_CPU : 0, true, d % 3 == 2, oor);
 		dump_mismatch(_metadata, &self->v, r);
 		ASSERT_EQ(0, r);
+		if (self->v.tier == T_BOTH) {
+			struct hm_engine_pipeline_info pi;
+
+			/* tier one for dispatches 0-2, tier two queued and waited
+			 * for after the third: the fourth switches */
+			ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, self->v.pipe, &pi));
+			ASSERT_EQ(d < 3 ? HM_TIER_COMPACT : HM_TIER_SPECULATIVE, pi.tier);
+			if (d == 2) {
+				ASSERT_EQ(0, hm_engine_pipeline_queue_tier(self->v.e, self->v.pipe,
+									   self->v.rw_w,
+									   self->v.rw_n, "main"));
+				ASSERT_EQ(0, hm_engine_pipeline_wait(self->v.e, self->v.pipe,
+								     SUBMIT_TIMEOUT_NS));
+			}
+		}
 		sinks += oor;
 		shared += is_shared;
 		for (uint32_t c = 0; c < NR_CHUNKS && !ever_mirrored; c++) {
@@ -457,6 +643,9 @@ TEST_F(model, random_cpu_and_device_writes)
 	       st.ns_dispatch / 1000, st.ns_marks / 1000, st.ns_copy_back / 1000);
 	ASSERT_EQ(NR_DISPATCHES, st.dispatches);
 	ASSERT_EQ(shared, st.shared_dispatches);
+	ASSERT_EQ(self->v.tier == T_BOTH ? 1 : 0, st.tier_switches);
+	if (self->v.tier == T_SPEC && variant->mode != M_OFF)
+		ASSERT_LT(0, st.window_copies + st.window_binds);    /* loads had a window to hit */
 	ASSERT_EQ(sinks, st.sink_marks);
 	ASSERT_LT(0, st.marks_scanned);
 	if (variant->mode == M_OFF) {
@@ -910,6 +1099,438 @@ TEST_F(rules, device_lost_leaves_home_intact)
 	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
 	ASSERT_EQ(1, st.dispatches);
 	ASSERT_EQ(-ENODEV, hm_engine_add_space(self->v.e, self->v.s, 2 * GUEST_BASE, NULL));
+}
+
+/* ---- the mirror window and the two tiers (D969a) ------------------------ */
+
+/*
+ * The window probe: a dispatch (like any other: the engine syncs the window
+ * before it) that copies its push block's twelve table and window words to
+ * out[0..11] and every word of the window it was given, raw, to out[16 +
+ * k] (at most cap words): what the device's speculative loads would read.
+ */
+#define PROBE_USER_WORDS 3
+
+static int probe_build(uint32_t **ret_w, size_t *ret_n)
+{
+	struct rwb b = { 0 };
+	struct hm_spirv_module *m;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + PROBE_USER_WORDS], gidx, merge, out, first, last;
+	uint32_t n, psb, k;
+	int r = hm_spirv_module_new(&b.m);
+
+	if (r)
+		return r;
+	m = b.m;
+	b.u32 = hm_spirv_type_int(m, 32, false);
+	b.u64 = hm_spirv_type_int(m, 64, false);
+	b.bl = hm_spirv_type_bool(m);
+	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b.u32);
+	hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + PROBE_USER_WORDS, 64, push, &gidx);
+#define FN HM_SPV_SEC_FUNCTION
+#define J(lo, hi) HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, b.u64, \
+			    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, lo), \
+			    HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
+				      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, hi), \
+				      hm_spirv_const_u32(m, 32)))
+#define AT(base, i) HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb, \
+			      HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base, \
+					HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
+						  HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, i), \
+						  hm_spirv_const_u32(m, 2))))
+	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	first = J(push[HM_PUSH_WINDOW_FIRST_LO], push[HM_PUSH_WINDOW_FIRST_HI]);
+	last = J(push[HM_PUSH_WINDOW_LAST_LO], push[HM_PUSH_WINDOW_LAST_HI]);
+	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpIEqual, b.bl, gidx, hm_spirv_const_u32(m, 0)), &merge);
+	for (uint32_t i = 0; i < HM_DEVICE_TABLE_PUSH_WORDS; i++)
+		HM_SPV(m, FN, HM_SpvOpStore, AT(out, hm_spirv_const_u32(m, i)), push[i],
+		       HM_SpvMemoryAccessAligned, 4);
+	rwb_endif(&b, merge);
+	/* n = min(words of the window, cap) */
+	n = HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u32,
+		      HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, b.u64,
+				HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64,
+					  HM_SPV_OP(m, FN, HM_SpvOpISub, b.u64, last, first),
+					  hm_spirv_const_u64(m, HM_ACCESS_MAX_BYTES)),
+				hm_spirv_const_u32(m, 2)));
+	n = HM_SPV_OP(m, FN, HM_SpvOpSelect, b.u32,
+		      HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, n,
+				push[HM_DEVICE_TABLE_PUSH_WORDS + 2]),
+		      n, push[HM_DEVICE_TABLE_PUSH_WORDS + 2]);
+	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, gidx, n), &merge);
+	k = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u32, gidx, hm_spirv_const_u32(m, 16));
+	HM_SPV(m, FN, HM_SpvOpStore, AT(out, k),
+	       HM_SPV_OP(m, FN, HM_SpvOpLoad, b.u32, AT(first, gidx), HM_SpvMemoryAccessAligned, 4),
+	       HM_SpvMemoryAccessAligned, 4);
+	rwb_endif(&b, merge);
+#undef AT
+#undef J
+#undef FN
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpReturn);
+	hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, HM_SpvOpFunctionEnd, NULL, 0);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/* the guard-only window is 1,024 words; a window over the space more */
+#define PROBE_CAP (SPACE_BYTES / 4 + 2 * HM_WINDOW_GUARD_BYTES / 4)
+
+struct probe {
+	uint32_t pipe;
+	struct hm_vk_buffer out;
+};
+
+static int probe_new(struct env *v, struct probe *pr)
+{
+	uint32_t *w;
+	size_t n;
+	int err = probe_build(&w, &n);
+
+	if (err)
+		return err;
+	err = hm_engine_pipeline_new(v->e, w, n, "main", PROBE_USER_WORDS, &pr->pipe);
+	free(w);
+	if (err)
+		return err;
+	return hm_vk_buffer_new(v->vk, 4 * (16 + PROBE_CAP), HM_VK_MEM_HOST, &pr->out);
+}
+
+/*
+ * Run the probe and check that the window it saw agrees with the table:
+ * a chunk the table names a mirror for is named at its window bytes, which
+ * hold exactly its home bytes; every other window word, guards included,
+ * is the sentinel; a shared dispatch sees the sentinel page alone.
+ * Answers 0 or a line number of the failed check (logged).
+ */
+static int probe_check(struct __test_metadata *_metadata, struct env *v, struct probe *pr,
+		       bool shared, unsigned *ret_mirrored)
+{
+	uint32_t push[PROBE_USER_WORDS] = { (uint32_t)pr->out.addr,
+					    (uint32_t)(pr->out.addr >> 32), PROBE_CAP };
+	uint32_t *o = pr->out.map, *win = o + 16;
+	uint64_t delta, first, last, nwords;
+	int err;
+
+	memset(o, 0xab, 4 * 16);
+	err = hm_engine_dispatch(v->e, pr->pipe, (PROBE_CAP + 63) / 64, 1, 1, push,
+				 PROBE_USER_WORDS, shared ? HM_DISPATCH_SHARED_WITH_CPU : 0);
+	if (err) {
+		TH_LOG("dispatch %d", err);
+		return __LINE__;
+	}
+	delta = o[HM_PUSH_WINDOW_DELTA_LO] | (uint64_t)o[HM_PUSH_WINDOW_DELTA_HI] << 32;
+	first = o[HM_PUSH_WINDOW_FIRST_LO] | (uint64_t)o[HM_PUSH_WINDOW_FIRST_HI] << 32;
+	last = o[HM_PUSH_WINDOW_LAST_LO] | (uint64_t)o[HM_PUSH_WINDOW_LAST_HI] << 32;
+	nwords = (last + HM_ACCESS_MAX_BYTES - first) / 4;
+	*ret_mirrored = 0;
+	if (nwords > PROBE_CAP) {
+		TH_LOG("window of %lu words", (unsigned long)nwords);
+		return __LINE__;
+	}
+	for (uint64_t k = 0; k < nwords; k++) {
+		uint64_t dev = first + 4 * k, guest = dev - delta, off = guest - GUEST_BASE;
+		/* the window's guest bytes: all of it but the guards (it may
+		 * cover less than the space) */
+		uint64_t cov = nwords * 4 - 2 * (uint64_t)HM_WINDOW_GUARD_BYTES;
+		bool in_space = shared || nwords <= 1024 ? false :
+				off < (cov < SPACE_BYTES ? cov : SPACE_BYTES);
+		bool m = false;
+		uint64_t tdev;
+
+		if (in_space) {
+			if (hm_engine_is_mirrored(v->e, guest, &m) ||
+			    hm_engine_device_addr(v->e, guest, &tdev))
+				return __LINE__;
+			if (m && tdev != dev) {
+				TH_LOG("chunk %lu mirrored, table names %#lx, window %#lx",
+					      (unsigned long)(off >> CHUNK_SHIFT),
+					      (unsigned long)tdev, (unsigned long)dev);
+				return __LINE__;
+			}
+			if (!m && tdev == dev)
+				return __LINE__;
+		}
+		if (m) {
+			uint32_t home;
+
+			memcpy(&home, v->mem + off, 4);
+			if (win[k] != home) {
+				TH_LOG("mirrored word %#lx: window %#x, home %#x",
+					      (unsigned long)off, win[k], home);
+				return __LINE__;
+			}
+			if (off % CHUNK == 0)
+				++*ret_mirrored;
+		} else if (win[k] != HM_WINDOW_SENTINEL) {
+			{
+			TH_LOG("word %lu of the window (guest %#lx): %#x, not the sentinel",
+				      (unsigned long)k, (unsigned long)guest, win[k]);
+			return __LINE__;
+		}
+		}
+	}
+	if (shared && nwords > 1024) {
+		TH_LOG("a shared dispatch was given a window");
+		return __LINE__;
+	}
+	return 0;
+}
+
+/*
+ * Property: over random sequences of advice (mirror, never mirror, default),
+ * CPU writes (guard drops), early harvests, dispatches that write (tier
+ * two), evictions (a budget of 5 mirrors) and shared dispatches, the window
+ * of every dispatch agrees with its table.
+ */
+static void window_property(struct __test_metadata *_metadata, FIXTURE_DATA(rules) *self,
+			    uint64_t max_window)
+{
+	static const enum hm_advice adv[] = { HM_ADVICE_READ_MOSTLY, HM_ADVICE_PREFER_DEVICE,
+					      HM_ADVICE_NEVER_MIRROR, HM_ADVICE_DEFAULT };
+	struct probe pr = { 0 };
+	struct hm_engine_stats st;
+	unsigned most = 0, checks = 0;
+
+	self->ep.mirror_budget = 5 * 2 * CHUNK;
+	self->ep.thrash_drops = 200;
+	self->ep.max_window_bytes = max_window;
+	self->v.tier = T_SPEC;
+	RULES_ENV(self);
+	ASSERT_EQ(0, probe_new(&self->v, &pr));
+	for (int step = 0; step < 60; step++) {
+		uint64_t r = rnd(&self->v.rng);
+		unsigned mirrored = 0;
+		int line;
+
+		switch (r % 6) {
+		case 0:
+		case 1: {
+			uint32_t c = (r >> 8) % NR_CHUNKS, n = 1 + (r >> 16) % 4;
+
+			if (c + n > NR_CHUNKS)
+				n = NR_CHUNKS - c;
+			ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + (uint64_t)c * CHUNK,
+						      (uint64_t)n * CHUNK, adv[(r >> 24) % 4]));
+			break;
+		}
+		case 2:
+			cpu_between(&self->v, 1 + (r >> 8) % 4);
+			break;
+		case 3:
+			cpu_between(&self->v, 2);
+			ASSERT_LE(0, hm_engine_harvest_now(self->v.e));
+			break;
+		case 4: {
+			long rt = round_trip(&self->v, 64 + (r >> 8) % 128, 0, false, false);
+
+			dump_mismatch(_metadata, &self->v, rt);
+			ASSERT_EQ(0, rt);
+			break;
+		}
+		case 5:
+			line = probe_check(_metadata, &self->v, &pr, true, &mirrored);
+			ASSERT_EQ(0, line) TH_LOG("step %d: shared probe", step);
+			break;
+		}
+		line = probe_check(_metadata, &self->v, &pr, false, &mirrored);
+		ASSERT_EQ(0, line) TH_LOG("step %d (op %lu)", step, (unsigned long)(r % 6));
+		checks++;
+		if (mirrored > most)
+			most = mirrored;
+	}
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	TH_LOG("%u checks, up to %u chunks mirrored; window (%s) copies %lu, fills %lu, binds %lu, "
+	       "syncs %lu, drops %lu, evictions %lu", checks, most,
+	       st.window_sparse ? "sparse" : "dense", st.window_copies, st.window_fills,
+	       st.window_binds, st.window_syncs, st.mirrors_dropped_by_guard, st.mirrors_evicted);
+	ASSERT_LT(0, most);             /* the window held mirrors */
+	ASSERT_LT(0, st.window_fills + st.window_binds);    /* and lost some */
+	ASSERT_LT(0, st.mirrors_dropped_by_guard);
+	ASSERT_LT(0, st.mirrors_evicted);
+	ASSERT_EQ(max_window ? SPACE_BYTES / 2 : 0, st.window_uncovered_bytes);
+	hm_vk_buffer_free(self->v.vk, &pr.out);
+}
+
+TEST_F(rules, window_agrees_with_table_at_every_dispatch)
+{
+	window_property(_metadata, self, 0);
+}
+
+/* A window smaller than the spaces (NVIDIA's maxBufferSize is 4094 MiB)
+ * covers their first half; mirrors past it are named at their pool slots
+ * and reached through the helper: the same property, and every writing
+ * dispatch of the sequence matches the model. */
+TEST_F(rules, window_smaller_than_the_spaces)
+{
+	window_property(_metadata, self, 2 * HM_WINDOW_GUARD_BYTES + SPACE_BYTES / 2);
+}
+
+/* A guest word equal to the sentinel reads as itself, mirrored or not. */
+TEST_F(rules, sentinel_guest_word_reads_correctly)
+{
+	uint32_t sent = HM_WINDOW_SENTINEL, near = 0xfffffffe, got;
+	uint32_t mir = 3 * CHUNK + 64, home = 9 * CHUNK + 64, out = 12 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	self->v.tier = T_SPEC;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK,
+				      HM_ADVICE_READ_MOSTLY));
+	memcpy(self->v.mem + mir, &sent, 4);
+	memcpy(self->v.mem + mir + 4, &near, 4);
+	memcpy(self->v.mem + home, &sent, 4);
+	/* first dispatch uploads chunk 3; then read each word (x = 0) */
+	ASSERT_EQ(0, one_lane(&self->v, 0, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + mir, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, one_lane(&self->v, mir, out, 0, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(sent, got);
+	ASSERT_EQ(0, one_lane(&self->v, mir + 4, out, 0, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(near, got);
+	ASSERT_EQ(0, one_lane(&self->v, home, out, 0, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(sent, got);
+	ASSERT_EQ(0, one_lane(&self->v, mir, out, 0x0f0f0f0f, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(sent ^ 0x0f0f0f0f, got);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_LT(0, st.window_copies + st.window_binds);
+}
+
+/*
+ * A mirror dropped by a guard is never read: the CPU writes a mirrored
+ * chunk between two dispatches; the next one's speculative load reads the
+ * CPU's word, not the window's stale copy.  Once by the harvest at the
+ * dispatch, once by hm_engine_harvest_now().  The chunk is not wanted again
+ * (no advice, not hot), so nothing re-uploads it before the read.
+ */
+TEST_F(rules, dropped_mirror_is_never_read)
+{
+	uint32_t src = 5 * CHUNK + 128, out = 11 * CHUNK, got, want;
+	bool m;
+
+	self->ep.hot_marks = 9;         /* never hot */
+	self->v.tier = T_SPEC;
+	RULES_ENV(self);
+	for (int early = 0; early < 2; early++) {
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 5 * CHUNK, CHUNK,
+					      HM_ADVICE_READ_MOSTLY));
+		ASSERT_EQ(0, one_lane(&self->v, src, out, 0, 0));
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + src, &m));
+		ASSERT_TRUE(m);
+		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 5 * CHUNK, CHUNK,
+					      HM_ADVICE_DEFAULT));
+		want = 0x600d0000u + early;
+		memcpy(self->v.mem + src, &want, 4);
+		if (early)
+			ASSERT_EQ(1, hm_engine_harvest_now(self->v.e));
+		ASSERT_EQ(0, one_lane(&self->v, src, out, 0, 0));
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + src, &m));
+		ASSERT_FALSE(m);
+		memcpy(&got, self->v.mem + out, 4);
+		ASSERT_EQ(want, got) TH_LOG("early %d", early);
+	}
+}
+
+/*
+ * Rule 5 with the window: a word changed home behind the guards (through
+ * the device view, which nothing records) is not in the window's mirror; a
+ * normal dispatch reads the mirror (the stale word: the window is in use),
+ * a dispatch shared with the CPU reads home.
+ */
+TEST_F(rules, shared_dispatch_reads_home_not_the_window)
+{
+	uint32_t src = 6 * CHUNK + 16, out = 13 * CHUNK, got, old, x = 0x5eed1234;
+	uint8_t *view;
+	bool m;
+
+	self->v.tier = T_SPEC;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_space_device_view(self->v.s, (void **)&view));
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 6 * CHUNK, CHUNK,
+				      HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, 0, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + src, &m));
+	ASSERT_TRUE(m);
+	memcpy(&old, self->v.mem + src, 4);
+	ASSERT_NE(old, x);
+	memcpy(view + src, &x, 4);
+	ASSERT_EQ(0, one_lane(&self->v, src, out, 0, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(old, got);            /* control: the window's copy */
+	ASSERT_EQ(0, one_lane(&self->v, src, out, 0, HM_DISPATCH_SHARED_WITH_CPU));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(x, got);
+}
+
+/*
+ * The default two tiers: the pipeline starts compact, its speculative form
+ * compiles on the engine's thread, the switch comes at a dispatch boundary
+ * and changes no result; a second pipeline of the same module is built
+ * speculative at once (its form is in the engine's pipeline cache); a
+ * pipeline freed while its tier two compiles loses nothing.
+ */
+TEST_F(rules, tier_two_switches_at_a_dispatch_boundary)
+{
+	struct hm_engine_pipeline_info pi;
+	struct hm_engine_stats st;
+	uint32_t p2, p3, got[2];
+	uint32_t *w;
+	size_t n;
+
+	self->v.tier = T_COMPACT;
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES / 2, HM_ADVICE_READ_MOSTLY));
+	hm_engine_pipeline_free(self->v.e, self->v.pipe);
+	ASSERT_EQ(0, rw_build(&w, &n));
+	ASSERT_EQ(0, hm_engine_pipeline_new(self->v.e, w, n, "main", RW_USER_WORDS, &self->v.pipe));
+	ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, self->v.pipe, &pi));
+	ASSERT_EQ(HM_TIER_COMPACT, pi.tier);    /* only a dispatch switches */
+	ASSERT_LT(0, pi.ns_compile_compact);
+	ASSERT_EQ(0, one_lane(&self->v, 2 * CHUNK + 40, 12 * CHUNK, 0x1111, 0));
+	ASSERT_EQ(0, hm_engine_pipeline_wait(self->v.e, self->v.pipe, SUBMIT_TIMEOUT_NS));
+	ASSERT_EQ(0, one_lane(&self->v, 2 * CHUNK + 40, 12 * CHUNK + 4, 0x1111, 0));
+	ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, self->v.pipe, &pi));
+	ASSERT_EQ(HM_TIER_SPECULATIVE, pi.tier);
+	ASSERT_FALSE(pi.pending);
+	ASSERT_EQ(0, pi.tier_two_error);
+	ASSERT_LT(0, pi.ns_compile_speculative);
+	memcpy(got, self->v.mem + 12 * CHUNK, 8);
+	ASSERT_EQ(got[0], got[1]);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.tier_switches);
+	ASSERT_LT(0, st.window_copies + st.window_binds);
+
+	ASSERT_EQ(0, hm_engine_pipeline_new(self->v.e, w, n, "main", RW_USER_WORDS, &p2));
+	ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, p2, &pi));
+	ASSERT_EQ(HM_TIER_SPECULATIVE, pi.tier);
+	ASSERT_TRUE(pi.tier_one_skipped);
+	ASSERT_FALSE(pi.pending);
+	ASSERT_EQ(0, pi.ns_compile_compact);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.tier_one_skipped);
+	/* one tier only, on request */
+	ASSERT_EQ(0, hm_engine_pipeline_new_tiered(self->v.e, w, n, "main", RW_USER_WORDS,
+						   HM_PIPELINE_COMPACT_ONLY, &p3));
+	ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, p3, &pi));
+	ASSERT_EQ(HM_TIER_COMPACT, pi.tier);
+	ASSERT_FALSE(pi.pending);
+	hm_engine_pipeline_free(self->v.e, p3);
+	ASSERT_EQ(-EINVAL, hm_engine_pipeline_new_tiered(self->v.e, w, n, "main", RW_USER_WORDS,
+							 HM_PIPELINE_FLAGS_ALL, &p3));
+	/* freed while its tier two may still compile (a new module: not cached) */
+	w[n - 2] ^= 0;
+	ASSERT_EQ(0, hm_engine_pipeline_new_tiered(self->v.e, hm_test_rw_spv, hm_test_rw_spv_words,
+						   "main", RW_USER_WORDS, 0, &p3));
+	ASSERT_EQ(0, hm_engine_pipeline_info(self->v.e, p3, &pi));
+	ASSERT_EQ(HM_TIER_NONE, pi.tier);       /* one form: no load functions */
+	hm_engine_pipeline_free(self->v.e, p3);
+	hm_engine_pipeline_free(self->v.e, p2);
+	free(w);
 }
 
 /*

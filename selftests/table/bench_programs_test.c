@@ -11,6 +11,11 @@
 #include "spv_check.h"
 #include "../../tools/bench/lookup.c"
 
+/* every form's chain on lavapipe, shared with other jobs: more than the
+ * harness's 30 s */
+#undef TEST_TIMEOUT_DEFAULT
+#define TEST_TIMEOUT_DEFAULT 300
+
 TEST(bench_programs_are_valid)
 {
 	uint32_t *w;

@@ -41,6 +41,9 @@ extern const size_t hm_test_lookup_probe_unlinked_spv_words;
 #define NR_BACK 48              /* backing chunks ("home pages") */
 #define GUEST_BASE 0x7f1234000000ull
 #define PUSH_WORDS 12
+/* the wide-access modules: the table's and the window's words
+ * (HM_DEVICE_TABLE_PUSH_WORDS), then in, out, count, op */
+#define WIDE_PUSH_WORDS (HM_DEVICE_TABLE_PUSH_WORDS + 6)
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
@@ -194,6 +197,35 @@ static void push_words(struct _test_data_lk *self, uint32_t *w, uint64_t in, uin
 	w[9] = (uint32_t)(out >> 32);
 	w[10] = count;
 	w[11] = mode;
+}
+
+/* The wide-access modules' push block; window: first/last/delta (first 0:
+ * the window of nothing, a sentinel page) */
+struct test_window {
+	uint64_t delta, first, last;
+};
+
+static void push_wide(struct _test_data_lk *self, uint32_t *w, uint64_t in, uint64_t out,
+		      uint32_t count, uint32_t mode, const struct test_window *win)
+{
+	w[HM_PUSH_TABLE_ADDR_LO] = (uint32_t)self->tbuf.addr;
+	w[HM_PUSH_TABLE_ADDR_HI] = (uint32_t)(self->tbuf.addr >> 32);
+	w[HM_PUSH_TABLE_NR_HOME] = self->nr_home;
+	w[HM_PUSH_CHUNK_SHIFT] = SHIFT;
+	w[HM_PUSH_MARKS_ADDR_LO] = (uint32_t)self->mbuf.addr;
+	w[HM_PUSH_MARKS_ADDR_HI] = (uint32_t)(self->mbuf.addr >> 32);
+	w[HM_PUSH_WINDOW_DELTA_LO] = (uint32_t)win->delta;
+	w[HM_PUSH_WINDOW_DELTA_HI] = (uint32_t)(win->delta >> 32);
+	w[HM_PUSH_WINDOW_FIRST_LO] = (uint32_t)win->first;
+	w[HM_PUSH_WINDOW_FIRST_HI] = (uint32_t)(win->first >> 32);
+	w[HM_PUSH_WINDOW_LAST_LO] = (uint32_t)win->last;
+	w[HM_PUSH_WINDOW_LAST_HI] = (uint32_t)(win->last >> 32);
+	w[12] = (uint32_t)in;
+	w[13] = (uint32_t)(in >> 32);
+	w[14] = (uint32_t)out;
+	w[15] = (uint32_t)(out >> 32);
+	w[16] = count;
+	w[17] = mode;
 }
 
 /*
@@ -419,8 +451,9 @@ struct kb {
 	struct hm_spirv_module *m;
 	uint32_t u32, u64, bl, v4, psb_u32, psb_u64, psb_v4;
 	uint32_t label;         /* the open block */
-	uint32_t push[PUSH_WORDS];
+	uint32_t push[WIDE_PUSH_WORDS];
 	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
 	uint32_t in, out, count, op, gidx;
 };
 
@@ -482,15 +515,12 @@ static int kb_begin(struct kb *k)
 	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
 	k->psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u64);
 	k->psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->v4);
-	k->label = hm_spirv_compute_main(m, PUSH_WORDS, 64, k->push, &k->gidx);
-	k->t.table = kb_join(k, k->push[0], k->push[1]);
-	k->t.nr_home = k->push[2];
-	k->t.chunk_shift = k->push[3];
-	k->t.marks = kb_join(k, k->push[4], k->push[5]);
-	k->in = kb_join(k, k->push[6], k->push[7]);
-	k->out = kb_join(k, k->push[8], k->push[9]);
-	k->count = k->push[10];
-	k->op = k->push[11];
+	k->label = hm_spirv_compute_main(m, WIDE_PUSH_WORDS, 64, k->push, &k->gidx);
+	hm_spirv_push_ids(m, k->push, &k->t, &k->w);
+	k->in = kb_join(k, k->push[12], k->push[13]);
+	k->out = kb_join(k, k->push[14], k->push[15]);
+	k->count = k->push[16];
+	k->op = k->push[17];
 	return hm_spirv_error(m);
 }
 
@@ -509,8 +539,10 @@ static int kb_end(struct kb *k, uint32_t **ret_w, size_t *ret_n)
  * Invocation j < count: guest g = in[j]; an access of nr words at g via
  * hm_spirv_emit_access.  op 0 stores word i = 0xa0000000 | j << 8 | i
  * (where mapped) and marks it (the sink where not); op 1 loads every word
- * (0 where unmapped) into out[16 j + i].  vector: the values travel as
- * uvec4s (stored as one vector where four words are whole).
+ * (0 where unmapped) through the load call site (hm_spirv_emit_load(), one
+ * call: the compact form as built, either tier after hm_spirv_tier_form())
+ * into out[16 j + i].  vector: the values travel as uvec4s (stored as one
+ * vector where four words are whole).
  */
 static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w, size_t *ret_n)
 {
@@ -583,15 +615,9 @@ static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w
 				   HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64, j64,
 					     hm_spirv_const_u32(m, 6)));
 
-	for (unsigned i = 0; i < nr; i++) {
-		uint32_t pre = k.label, mg = kb_if(&k, nz[i]), then = k.label, v;
-
-		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u32,
-			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u32, dev[i]),
-			      HM_SpvMemoryAccessAligned, 4);
-		kb_endif(&k, mg);
-		val[i] = HM_SPV_OP(m, FN, HM_SpvOpPhi, k.u32, v, then, zero, pre);
-	}
+	r = hm_spirv_emit_load(m, &k.t, &k.w, g, nr, val);
+	if (r)
+		return r;
 	for (unsigned q = 0; q < (nr + 3) / 4; q++) {
 		if (vector && 4 * q + 4 <= nr) {
 			uint32_t v = HM_SPV_OP(m, FN, HM_SpvOpCompositeConstruct, k.v4,
@@ -614,6 +640,30 @@ static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w
 	return kb_end(&k, ret_w, ret_n);
 }
 
+/*
+ * The mirror windows the loads of a wide access run against (D969a):
+ * none (a page of sentinel: every speculative load misses), and one over
+ * the 38 test chunks in which pairs p % 3 == 0 hold both chunks' bytes,
+ * pairs p % 3 == 1 the first chunk's only (an access across their
+ * boundary reads the sentinel in its second part: the whole access takes
+ * the lookups), and the rest none.
+ */
+static void window_fill(struct _test_data_lk *self, uint8_t *win, uint64_t base)
+{
+	memset(win, 0xff, 38 * CHUNK + 2 * HM_WINDOW_GUARD_BYTES);
+	for (unsigned p = 0; p < 19; p++) {
+		for (unsigned h = 0; h < 2; h++) {
+			uint64_t c = base + 2 * p + h, dev;
+
+			if (p % 3 == 2 || (p % 3 == 1 && h) ||
+			    hm_table_lookup(self->t, c << SHIFT, &dev, NULL))
+				continue;
+			memcpy(win + HM_WINDOW_GUARD_BYTES + (c - base) * CHUNK,
+			       (uint8_t *)self->bmem + (dev - self->bbuf.addr), CHUNK);
+		}
+	}
+}
+
 TEST_F(lk, every_word_of_a_wide_access_lands)
 {
 	const uint64_t base = (GUEST_BASE >> SHIFT) + 5000;
@@ -621,9 +671,18 @@ TEST_F(lk, every_word_of_a_wide_access_lands)
 	uint32_t *out = (uint32_t *)((char *)self->io.map + 4096);
 	uint32_t *marks = self->mmem, nr_slots;
 	uint32_t *expect = malloc(self->bsize);
-	uint32_t push[PUSH_WORDS];
+	uint32_t push[WIDE_PUSH_WORDS];
+	struct hm_vk_buffer winbuf, nonebuf;
+	struct test_window none, win;
 
 	ASSERT_NE(NULL, expect);
+	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, 38 * CHUNK + 2 * HM_WINDOW_GUARD_BYTES,
+				      HM_VK_MEM_HOST, &winbuf));
+	ASSERT_EQ(0, hm_vk_buffer_new(self->vk, 4096, HM_VK_MEM_HOST, &nonebuf));
+	memset(nonebuf.map, 0xff, 4096);
+	none = (struct test_window){ 0, nonebuf.addr, nonebuf.addr + 4096 - HM_ACCESS_MAX_BYTES };
+	win = (struct test_window){ winbuf.addr + HM_WINDOW_GUARD_BYTES - (base << SHIFT),
+				    winbuf.addr, winbuf.addr + winbuf.size - HM_ACCESS_MAX_BYTES };
 	/* pairs of adjacent guest chunks (2p, 2p+1), backed in reverse order
 	 * far apart: p -> backing (2p+1, 2p) offset by the pair count; pair
 	 * 17 has its second chunk unmapped, pair 18 its first. */
@@ -636,9 +695,9 @@ TEST_F(lk, every_word_of_a_wide_access_lands)
 	nr_slots = hm_table_nr_slots(self->t);
 	for (unsigned nr = 1; nr <= 16; nr++) {
 		for (int vector = 0; vector < 2; vector++) {
-			struct hm_vk_pipeline pipe;
-			uint32_t *w;
-			size_t nw;
+			struct hm_vk_pipeline pipe, tpipe;
+			uint32_t *w, *tw;
+			size_t nw, ntw;
 			unsigned count = nr + 3;
 			bool sink = false;
 
@@ -647,8 +706,7 @@ TEST_F(lk, every_word_of_a_wide_access_lands)
 			ASSERT_EQ(0, spv_validate(w, nw, "vulkan1.2"));
 			ASSERT_EQ(0, spv_validate(w, nw, "vulkan1.3"));
 			ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, w, nw, "main",
-							4 * PUSH_WORDS, &pipe));
-			free(w);
+							4 * WIDE_PUSH_WORDS, &pipe));
 			/* invocation j <= nr: j words before the boundary of pair j;
 			 * nr + 1, nr + 2: half before, half after, pairs 17 and 18 */
 			for (unsigned j = 0; j < count; j++) {
@@ -676,7 +734,7 @@ TEST_F(lk, every_word_of_a_wide_access_lands)
 					want_mark[slot] = 1;
 				}
 			}
-			push_words(self, push, self->io.addr, self->io.addr + 4096, count, 0);
+			push_wide(self, push, self->io.addr, self->io.addr + 4096, count, 0, &none);
 			ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), 1, 1, 1));
 			for (size_t x = 0; x < self->bsize / 4; x++) {
 				ASSERT_EQ(expect[x], ((uint32_t *)self->bmem)[x])
@@ -687,22 +745,49 @@ TEST_F(lk, every_word_of_a_wide_access_lands)
 				ASSERT_EQ(want_mark[s], marks[HM_MARK_INDEX(s)])
 					TH_LOG("nr %u vector %d slot %u", nr, vector, s);
 			}
-			/* and every word reads back through the same lookups */
-			memset(out, 0xee, 64 * count);
-			push_words(self, push, self->io.addr, self->io.addr + 4096, count, 1);
-			ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, &pipe, push, sizeof(push), 1, 1, 1));
-			for (unsigned j = 0; j < count; j++) {
-				for (unsigned i = 0; i < nr; i++) {
-					uint32_t want = hm_table_lookup(self->t, in[j] + 4 * i, NULL, NULL)
-							? 0 : 0xa0000000u | j << 8 | i;
+			window_fill(self, winbuf.map, base);
+			/* and every word reads back: the module as built, then
+			 * each tier's form, the speculative one against no
+			 * window and against the partial window */
+			for (int form = 0; form < 4; form++) {
+				const struct hm_vk_pipeline *pp = &pipe;
+				const struct test_window *tw_win = form == 3 ? &win : &none;
 
-					ASSERT_EQ(want, out[16 * j + i])
-						TH_LOG("nr %u vector %d inv %u word %u", nr, vector, j, i);
+				if (form) {
+					ASSERT_EQ(0, hm_spirv_tier_form(w, nw, form == 1 ? HM_TIER_COMPACT :
+									HM_TIER_SPECULATIVE, &tw, &ntw));
+					ASSERT_EQ(0, spv_validate(tw, ntw, "vulkan1.2"));
+					ASSERT_EQ(0, spv_validate(tw, ntw, "vulkan1.3"));
+					ASSERT_EQ(0, hm_vk_pipeline_new(self->vk, tw, ntw, "main",
+									4 * WIDE_PUSH_WORDS, &tpipe));
+					free(tw);
+					pp = &tpipe;
+				}
+				memset(out, 0xee, 64 * count);
+				push_wide(self, push, self->io.addr, self->io.addr + 4096, count, 1,
+					  tw_win);
+				ASSERT_EQ(0, hm_vk_dispatch_sync(self->vk, pp, push, sizeof(push),
+								 1, 1, 1));
+				if (form)
+					hm_vk_pipeline_free(self->vk, &tpipe);
+				for (unsigned j = 0; j < count; j++) {
+					for (unsigned i = 0; i < nr; i++) {
+						uint32_t want = hm_table_lookup(self->t, in[j] + 4 * i,
+										NULL, NULL)
+								? 0 : 0xa0000000u | j << 8 | i;
+
+						ASSERT_EQ(want, out[16 * j + i])
+							TH_LOG("nr %u vector %d form %d inv %u word %u",
+							       nr, vector, form, j, i);
+					}
 				}
 			}
+			free(w);
 			hm_vk_pipeline_free(self->vk, &pipe);
 		}
 	}
+	hm_vk_buffer_free(self->vk, &winbuf);
+	hm_vk_buffer_free(self->vk, &nonebuf);
 	free(expect);
 }
 

@@ -89,13 +89,27 @@
  *             trusted unless it answers SENTINEL, which a window page that
  *             holds no mirror would (the engine would keep such pages
  *             filled with it); only then the helper and the guarded load
+ *   site      D969a, the library's load call site (hm_spirv_emit_load()) in
+ *             its speculative tier (hm_spirv_tier_form()): the window is
+ *             the chains' data at one delta (push 12-17 as for spec), a
+ *             miss (lim 0) the sentinel page of push 20-21
+ *   site-compact  the same module in its compact tier (every load calls
+ *             the helper)
  */
 #define SENTINEL 0xffffffffu
+/* PATH_SITE and PATH_SITE_COMPACT: loads of n words (the first is the
+ * chain's next offset; the others, offsets too, are kept live by adding
+ * their bit 31, always 0), carried in a form's flags above the helper's
+ * variant bits */
+#define SITE_WIDTH(n)		((uint32_t)(n) << 16)
+#define SITE_WIDTH_MASK		0xff0000u
+#define SITE_WIDTH_OF(f)	(((f) & SITE_WIDTH_MASK) ? ((f) & SITE_WIDTH_MASK) >> 16 : 1)
 enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, NR_PATHS };
+	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, PATH_SITE,
+	    PATH_SITE_COMPACT, NR_PATHS };
 static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
 					 "selguard", "loadthrough", "spec+bitmap", "mmu",
-					 "sentinel" };
+					 "sentinel", "site", "site-compact" };
 
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
@@ -154,6 +168,8 @@ struct kb {
 	struct hm_spirv_module *m;
 	uint32_t u32, u64, bl, psb_u32, label;
 	uint32_t loadthrough;           /* PATH_LOADTHROUGH's function, once written */
+	enum path path;                 /* of the chain (PATH_SITE: its speculative tier) */
+	uint32_t width;                 /* PATH_SITE*: words a load (SITE_WIDTH()) */
 };
 
 static void kb_label(struct kb *k, uint32_t id)
@@ -377,6 +393,32 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, vs,
 					 hm_spirv_const_u32(m, SENTINEL));
 		val = trusted_or_slow(k, t, addr, hit, vs);
+	} else if (path == PATH_SITE || path == PATH_SITE_COMPACT) {
+		/* the window: [sdev, sdev + lim] (lim: the last word's offset;
+		 * the data buffer has 64 bytes more, so a clamped access of up
+		 * to 16 words stays in it), or
+		 * the sentinel page where lim is 0 (every load misses) */
+		uint32_t sdev = kb_join(k, push[12], push[13]), lim = kb_join(k, push[16], push[17]);
+		uint32_t sent = kb_join(k, push[20], push[21]);
+		uint32_t miss = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k->bl, lim, hm_spirv_const_u64(m, 0));
+		struct hm_spirv_window_ids w;
+
+		w.delta = HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, sdev, kb_join(k, push[14], push[15]));
+		w.first = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, miss, sent, sdev);
+		w.last = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, miss,
+				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sent,
+					     hm_spirv_const_u64(m, BITMAP_BYTES - HM_ACCESS_MAX_BYTES)),
+				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sdev, lim));
+		uint32_t words[HM_ACCESS_MAX_BYTES / 4];
+
+		r = hm_spirv_emit_load(m, t, &w, addr, k->width, words);
+		if (r)
+			return r;
+		val = words[0];
+		for (uint32_t i = 1; i < k->width; i++)
+			val = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u32, val,
+					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32, words[i],
+						  hm_spirv_const_u32(m, 31)));
 	} else if (path == PATH_LOADTHROUGH) {
 		uint32_t fn = loadthrough_fn(k);
 
@@ -488,10 +530,13 @@ static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t var
 			  uint32_t *ret_gidx, uint32_t *ret_base, uint32_t *ret_out)
 {
 	struct hm_spirv_module *m = k->m;
-	int r = path_has_op(path, op) ? hm_spirv_set_lookup_variant(m, variant) : -EINVAL;
+	int r = path_has_op(path, op) ?
+		hm_spirv_set_lookup_variant(m, variant & ~SITE_WIDTH_MASK) : -EINVAL;
 
 	if (r)
 		return r;
+	k->path = path;
+	k->width = SITE_WIDTH_OF(variant);
 	k->u32 = hm_spirv_type_int(m, 32, false);
 	k->u64 = hm_spirv_type_int(m, 64, false);
 	k->bl = hm_spirv_type_bool(m);
@@ -512,6 +557,7 @@ static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t of
 			  uint32_t **ret_w, size_t *ret_n)
 {
 	struct hm_spirv_module *m = k->m;
+	int r;
 
 	kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, out,
 				HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
@@ -519,7 +565,18 @@ static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t of
 					  hm_spirv_const_u32(m, 2))), off);
 	HM_SPV(m, FN, HM_SpvOpReturn);
 	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
-	return hm_spirv_module_finish(m, ret_w, ret_n);
+	r = hm_spirv_module_finish(m, ret_w, ret_n);
+	if (!r && k->path == PATH_SITE) {
+		/* the module as built is the compact tier: the speculative one */
+		uint32_t *w;
+		size_t n;
+
+		r = hm_spirv_tier_form(*ret_w, *ret_n, HM_TIER_SPECULATIVE, &w, &n);
+		free(*ret_w);
+		*ret_w = r ? NULL : w;
+		*ret_n = r ? 0 : n;
+	}
+	return r;
 }
 
 /*
@@ -956,17 +1013,20 @@ static int setup(struct bench *b)
 
 	/* [0, 72 MiB): the chains past the cache; then the chains in it */
 	b->data_bytes = PAST_BYTES + CACHE_BYTES;
-	img = calloc(1, b->data_bytes);
+	/* + 64 bytes of zeros: the call site's loads of 16 words (site-w16)
+	 * at the last chain words stay inside the buffer */
+	img = calloc(1, b->data_bytes + HM_ACCESS_MAX_BYTES);
 	if (!img)
 		return -ENOMEM;
 	fill_chains(img, PAST_STRIDE, PAST_MASK, b->nr_lanes);
 	fill_chains(img + PAST_BYTES / 4, CACHE_STRIDE, CACHE_MASK, b->nr_lanes);
-	r = hm_vk_buffer_new(b->vk, b->data_bytes, HM_VK_MEM_DEVICE, &b->data[0]);
+	r = hm_vk_buffer_new(b->vk, b->data_bytes + HM_ACCESS_MAX_BYTES, HM_VK_MEM_DEVICE,
+			     &b->data[0]);
 	if (!r)
-		r = upload(b, &b->data[0], img, b->data_bytes);
+		r = upload(b, &b->data[0], img, b->data_bytes + HM_ACCESS_MAX_BYTES);
 	if (r)
 		goto out;
-	size_t hb = b->data_bytes;
+	size_t hb = b->data_bytes + HM_ACCESS_MAX_BYTES;
 
 	b->host_data = host_alloc(b->vk, &hb);
 	b->host_data_bytes = hb;
@@ -974,7 +1034,7 @@ static int setup(struct bench *b)
 		r = -ENOMEM;
 		goto out;
 	}
-	memcpy(b->host_data, img, b->data_bytes);
+	memcpy(b->host_data, img, b->data_bytes + HM_ACCESS_MAX_BYTES);
 	r = hm_vk_import_host(b->vk, b->host_data, hb, &b->data[1]);
 	if (r)
 		goto out;
@@ -1248,7 +1308,7 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 	/* PATH_SPEC: the space (the chains of this footprint) at one delta;
 	 * skewed, every guess misses (the word beside the chain's); for
 	 * PATH_SENTINEL a miss is an address outside the window */
-	if (path == PATH_SENTINEL && b->spec_skew) {
+	if ((path == PATH_SENTINEL || path == PATH_SITE) && b->spec_skew) {
 		lim = 0;
 	} else {
 		sdev += b->spec_skew;
@@ -1449,6 +1509,15 @@ static const struct vform extra_forms[] = {
 	  true, false },
 	{ "ref-sentinel-miss", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
 	{ "selguard", PATH_SELGUARD, HM_LOOKUP_DEFAULT_VARIANT, false, false },
+	/* D969a: the library's load call site, speculative and compact tiers */
+	{ "site", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT, false, false },
+	{ "site-miss", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT, false, false, 8 },
+	{ "site-compact", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT, false, false },
+	/* loads wider than a word: one sentinel test for the access */
+	{ "site-w4", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(4), false, false },
+	{ "site-w16", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(16), false, false },
+	{ "site-compact-w16", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(16),
+	  false, false },
 };
 #define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))
 #define MAX_FORMS 32
@@ -1642,6 +1711,9 @@ static const struct vform compile_forms[] = {
 	{ "ref-inline", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
 	{ "ref-sentinel", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT },
 	{ "ref-sentinel-inline", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
+	/* D969a's two tiers of the library's load call site */
+	{ "site-compact", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT },
+	{ "site", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT },
 };
 #define NR_COMPILE_FORMS (sizeof(compile_forms) / sizeof(compile_forms[0]))
 

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "hmirror/engine.h"
+#include "hmirror/lookup.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
@@ -43,8 +44,12 @@ extern const size_t hm_bench_mirror_spv_words;
 #define USER_WORDS	9
 #define MAX_ROUNDS	31
 
-enum { P_CHASE, P_COAL, P_TREE, P_INV, P_RAW, NR_P };
-static const char *const entry[NR_P] = { "chase", "coal", "tree", "inv", "chase_raw" };
+/* P_SITE, P_SITE_C: the chase through the library's load call site
+ * (D969a), speculative and compact tier, built at run time */
+enum { P_CHASE, P_COAL, P_TREE, P_INV, P_RAW, P_SITE, P_SITE_C, NR_P };
+#define NR_SPVASM_P P_SITE
+static const char *const entry[NR_P] = { "chase", "coal", "tree", "inv", "chase_raw", "main",
+					 "main" };
 
 struct mb {
 	bool json;
@@ -67,6 +72,7 @@ struct mb {
 	uint64_t round_bytes, round_sector_bytes;  /* distinct bytes of the last dispatch */
 	double reuse;                   /* fraction of its positions an earlier dispatch visited */
 	bool skip_mirrors;              /* the device cannot hold mirrors + twins */
+	bool sparse_window;             /* --window sparse: HM_VK_SPARSE */
 	unsigned threads;
 	unsigned inv_rounds;            /* copy-back rounds run (parity of the region) */
 	uint32_t inv_words;
@@ -201,7 +207,7 @@ static int dispatch_at(struct mb *b, int p, uint64_t base, unsigned groups, uint
 
 	/* each lane's start: fresh positions, past what earlier dispatches walked */
 	b->last_cursor = b->cursor;
-	if (p == P_CHASE || p == P_RAW || p == P_TREE) {
+	if (p == P_CHASE || p == P_RAW || p == P_TREE || p == P_SITE || p == P_SITE_C) {
 		const struct perm *pm = p == P_TREE ? &b->pt : &b->pc;
 		uint64_t seg = pm->n / lanes ? pm->n / lanes : 1;
 
@@ -1213,6 +1219,10 @@ static void usage(void)
 	       "       [--copy-back BYTES] [--quick]\n"
 	       "       hmirror-bench mirror --imports [--json]   (which host memory imports)\n"
 	       "       hmirror-bench mirror --import-matrix [--json]   (the import steps only)\n"
+	       "       hmirror-bench mirror --tiers N,... [--json]   (the two tiers of modules of N loads:\n"
+	       "                    each tier's compile, a new pipeline's first dispatch, the switch)\n"
+	       "  --window     dense (default) | sparse: the mirror window bound sparse where the\n"
+	       "               device has sparseResidencyAliased (stats: window_sparse)\n"
 	       "  --size       working set, 64M..4G (default 64M)\n"
 	       "  --backend    uffd-async (default), uffd-sync, mprotect, kmod, auto\n"
 	       "  --groups     workgroups of 64 lanes (default 128)\n"
@@ -1220,9 +1230,308 @@ static void usage(void)
 	       "env: HMIRROR_DEVICE (name substring or index), HMIRROR_VALIDATION=1\n");
 }
 
-static int run(struct mb *b)
+/*
+ * The chase of mirror.spvasm ("chase": cur = base + out[i]; steps times
+ * cur = base + *(u32 *)cur; out[i] = cur) with its load through
+ * hm_spirv_emit_load(), so that the engine can build either tier of it.
+ * Same push block: the table's and window's words, then USER_WORDS.
+ */
+static int chase_site_build(uint32_t **ret_w, size_t *ret_n)
+{
+	const int F = HM_SPV_SEC_FUNCTION;
+	struct hm_spirv_module *m;
+	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + USER_WORDS], gidx, u32, u64, bl, psb;
+	uint32_t base, out, oaddr, start, entry_l, header, body, merge, cur, s, next, s1, v;
+	int r = hm_spirv_module_new(&m);
+
+	if (r)
+		return r;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	entry_l = hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + USER_WORDS, 64, push, &gidx);
+	hm_spirv_push_ids(m, push, &t, &w);
+#define J(lo, hi) HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo), \
+			    HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64, \
+				      HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi), \
+				      hm_spirv_const_u32(m, 32)))
+	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+#undef J
+	oaddr = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, out,
+			  HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
+				    HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, gidx),
+				    hm_spirv_const_u32(m, 2)));
+	start = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, base,
+			  HM_SPV_OP(m, F, HM_SpvOpUConvert, u64,
+				    HM_SPV_OP(m, F, HM_SpvOpLoad, u32,
+					      HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, oaddr),
+					      HM_SpvMemoryAccessAligned, 4)));
+	header = hm_spirv_id(m);
+	body = hm_spirv_id(m);
+	merge = hm_spirv_id(m);
+	uint32_t cont = hm_spirv_id(m);
+
+	cur = hm_spirv_id(m);
+	s = hm_spirv_id(m);
+	next = hm_spirv_id(m);
+	s1 = hm_spirv_id(m);
+	HM_SPV(m, F, HM_SpvOpBranch, header);
+	HM_SPV(m, F, HM_SpvOpLabel, header);
+	HM_SPV(m, F, HM_SpvOpPhi, u64, cur, start, entry_l, next, cont);
+	HM_SPV(m, F, HM_SpvOpPhi, u32, s, hm_spirv_const_u32(m, 0), entry_l, s1, cont);
+	v = HM_SPV_OP(m, F, HM_SpvOpULessThan, bl, s, push[HM_DEVICE_TABLE_PUSH_WORDS + 4]);
+	HM_SPV(m, F, HM_SpvOpLoopMerge, merge, cont, HM_SpvLoopControlNone);
+	HM_SPV(m, F, HM_SpvOpBranchConditional, v, body, merge);
+	HM_SPV(m, F, HM_SpvOpLabel, body);
+	r = hm_spirv_emit_load(m, &t, &w, cur, 1, &v);
+	HM_SPV(m, F, HM_SpvOpBranch, cont);
+	HM_SPV(m, F, HM_SpvOpLabel, cont);
+	HM_SPV(m, F, HM_SpvOpIAdd, u64, next, base, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, v));
+	HM_SPV(m, F, HM_SpvOpIAdd, u32, s1, s, hm_spirv_const_u32(m, 1));
+	HM_SPV(m, F, HM_SpvOpBranch, header);
+	HM_SPV(m, F, HM_SpvOpLabel, merge);
+	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, oaddr),
+	       HM_SPV_OP(m, F, HM_SpvOpUConvert, u32, cur), HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, F, HM_SpvOpReturn);
+	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	if (!r)
+		r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/*
+ * --tiers: modules of nr loads in straight-line code (each address the
+ * last word loaded plus salt + i, masked into the space; salt makes every
+ * module new to the driver's cache), the last word stored to out[lane]:
+ * raw (device addresses, never dispatched) or through the load call site.
+ * Push: the table's and window's words, then base lo/hi, out lo/hi.
+ */
+static int sites_build(bool raw, uint32_t nr, uint32_t salt, uint32_t mask, uint32_t **ret_w,
+		       size_t *ret_n)
+{
+	const int F = HM_SPV_SEC_FUNCTION;
+	struct hm_spirv_module *m;
+	struct hm_spirv_table_ids t;
+	struct hm_spirv_window_ids w;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + 4], gidx, u32, u64, psb, base, out, off, v;
+	int r = hm_spirv_module_new(&m);
+
+	if (r)
+		return r;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + 4, 64, push, &gidx);
+	hm_spirv_push_ids(m, push, &t, &w);
+#define J(lo, hi) HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo), \
+			    HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64, \
+				      HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi), \
+				      hm_spirv_const_u32(m, 32)))
+	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+#undef J
+	off = HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u32, gidx, hm_spirv_const_u32(m, 3));
+	for (uint32_t i = 0; i < nr && !r; i++) {
+		uint32_t a = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, base,
+				       HM_SPV_OP(m, F, HM_SpvOpUConvert, u64,
+						 HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u32, off,
+							   hm_spirv_const_u32(m, mask))));
+
+		if (raw)
+			v = HM_SPV_OP(m, F, HM_SpvOpLoad, u32,
+				      HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, a),
+				      HM_SpvMemoryAccessAligned, 4);
+		else
+			r = hm_spirv_emit_load(m, &t, &w, a, 1, &v);
+		off = HM_SPV_OP(m, F, HM_SpvOpIAdd, u32, v, hm_spirv_const_u32(m, salt + i));
+	}
+	HM_SPV(m, F, HM_SpvOpStore,
+	       HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb,
+			 HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, out,
+				   HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
+					     HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, gidx),
+					     hm_spirv_const_u32(m, 2)))),
+	       off, HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, F, HM_SpvOpReturn);
+	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	if (!r)
+		r = hm_spirv_module_finish(m, ret_w, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/*
+ * --tiers N,...: what the two tiers cost a new pipeline of N loads through
+ * the call site, beside a raw module of N loads: each tier's compile
+ * (hm_engine_pipeline_new_tiered, one tier only) and its first dispatch
+ * (lavapipe JIT-compiles there, NVIDIA at the pipeline), and with both tiers (the
+ * default) the time from hm_engine_pipeline_new() to its first dispatch's
+ * return (which must not wait for tier two: at most the compact compile +
+ * 10 %), then until tier two is ready and switched to.  Every module is new
+ * (salted).  One JSON object (or line) per N.
+ */
+static int run_tiers(struct mb *b, const char *list)
 {
 	struct hm_vk_params vp = { .validation = -1 };
+	struct hm_space_params sp = { .size = 4u << 20, .chunk_shift = 16,
+				      .flags = HM_SPACE_POPULATE, .backend = b->backend };
+	/* a long limit: lavapipe compiles a module at its first dispatch */
+	struct hm_engine_params ep = { .chunk_shift = 16, .hot_marks = 9,
+				       .timeout_ns = 600ull * 1000000000 };
+	uint32_t salt = (uint32_t)now_ns(), mask = (4u << 20) - 4, *w0 = NULL, id0;
+	uint32_t push0[4];
+	char buf[256], *tok, *save;
+	size_t nw0;
+	int err;
+
+	if (strlen(list) >= sizeof(buf))
+		return -EINVAL;
+	strcpy(buf, list);
+	err = hm_vk_new(&vp, &b->vk);
+	if (!err)
+		err = hm_space_new(&sp, &b->s);
+	if (!err)
+		err = hm_engine_new(b->vk, &ep, &b->e);
+	if (!err)
+		err = hm_engine_add_space(b->e, b->s, GUEST, NULL);
+	if (!err)
+		err = hm_engine_advise(b->e, GUEST, 4u << 20, HM_ADVICE_READ_MOSTLY);
+	if (!err)
+		err = hm_vk_buffer_new(b->vk, 64 * 4, HM_VK_MEM_HOST, &b->out);
+	if (err)
+		return err;
+	push0[0] = (uint32_t)GUEST;
+	push0[1] = (uint32_t)(GUEST >> 32);
+	push0[2] = (uint32_t)b->out.addr;
+	push0[3] = (uint32_t)(b->out.addr >> 32);
+	memset(hm_space_addr(b->s), 0x11, 4u << 20);
+	/* the uploads and the window first, outside every timing */
+	err = sites_build(false, 1, salt, mask, &w0, &nw0);
+	if (!err)
+		err = hm_engine_pipeline_new_tiered(b->e, w0, nw0, "main", 4,
+						    HM_PIPELINE_COMPACT_ONLY, &id0);
+	free(w0);
+	if (!err)
+		err = hm_engine_dispatch(b->e, id0, 1, 1, 1, push0, 4, 0);
+	if (err)
+		return err;
+	hm_engine_pipeline_free(b->e, id0);
+	if (!b->json)
+		printf("device %s: tiers of modules of N loads through the call site (ms)\n"
+		       "%8s %8s %8s %8s %8s %8s %8s\n", dev_name(b), "loads", "raw", "compact",
+		       "spec", "first", "first/c", "tier 2");
+	for (tok = strtok_r(buf, ",", &save); tok && !err; tok = strtok_r(NULL, ",", &save)) {
+		long n = strtol(tok, NULL, 10);
+		struct hm_engine_pipeline_info pi;
+		struct hm_vk_pipeline rawp;
+		uint32_t *w = NULL, id, push[4] = { (uint32_t)GUEST, (uint32_t)(GUEST >> 32),
+						    (uint32_t)b->out.addr,
+						    (uint32_t)(b->out.addr >> 32) };
+		size_t nw;
+		double raw_ms, c_ms = 0, s_ms = 0, c1_ms = 0, s1_ms = 0, first_ms, two_ms, t0;
+		bool switched;
+
+		if (n < 1 || n > 100000)
+			return -EINVAL;
+		/* raw */
+		err = sites_build(true, n, salt += 0x10000, mask, &w, &nw);
+		if (err)
+			break;
+		t0 = now_ns();
+		err = hm_vk_pipeline_new(b->vk, w, nw, "main", 4 * (HM_DEVICE_TABLE_PUSH_WORDS + 4),
+					 &rawp);
+		raw_ms = (now_ns() - t0) / 1e6;
+		free(w);
+		if (err)
+			break;
+		hm_vk_pipeline_free(b->vk, &rawp);
+		/* each tier alone */
+		for (int tier = 0; tier < 2 && !err; tier++) {
+			err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
+			if (err)
+				break;
+			t0 = now_ns();
+			err = hm_engine_pipeline_new_tiered(b->e, w, nw, "main", 4,
+							    tier ? HM_PIPELINE_SPECULATIVE_ONLY :
+								   HM_PIPELINE_COMPACT_ONLY, &id);
+			*(tier ? &s_ms : &c_ms) = (now_ns() - t0) / 1e6;
+			free(w);
+			if (!err) {
+				/* its first dispatch (lavapipe compiles there) */
+				t0 = now_ns();
+				err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
+				*(tier ? &s1_ms : &c1_ms) = (now_ns() - t0) / 1e6;
+				hm_engine_pipeline_free(b->e, id);
+			}
+		}
+		if (err)
+			break;
+		/* the compiles so far, in case a time limit ends the rest */
+		if (b->json) {
+			printf("{\"bench\":\"mirror\",\"case\":\"tiers_compile\",\"device\":\"%s\","
+			       "\"loads\":%ld,\"raw_compile_ms\":%.1f,\"compact_compile_ms\":%.1f,"
+			       "\"speculative_compile_ms\":%.1f,\"compact_first_dispatch_ms\":%.1f,"
+			       "\"speculative_first_dispatch_ms\":%.1f}\n", dev_name(b), n, raw_ms,
+			       c_ms, s_ms, c1_ms, s1_ms);
+			fflush(stdout);
+		}
+		/* both: the first dispatch, then tier two */
+		err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
+		if (err)
+			break;
+		t0 = now_ns();
+		err = hm_engine_pipeline_new(b->e, w, nw, "main", 4, &id);
+		if (!err)
+			err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
+		first_ms = (now_ns() - t0) / 1e6;
+		free(w);
+		if (!err)
+			err = hm_engine_pipeline_wait(b->e, id, 600ull * 1000000000);
+		if (!err)
+			err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
+		if (err)
+			fprintf(stderr, "mirror: tiers of %ld loads: %s\n", n, strerror(-err));
+		two_ms = (now_ns() - t0) / 1e6;
+		if (!err)
+			err = hm_engine_pipeline_info(b->e, id, &pi);
+		if (err)
+			break;
+		switched = pi.tier == HM_TIER_SPECULATIVE;
+		if (!switched)
+			b->failed = 1;
+		hm_engine_pipeline_free(b->e, id);
+		if (b->json)
+			printf("{\"bench\":\"mirror\",\"case\":\"tiers\",\"device\":\"%s\","
+			       "\"loads\":%ld,\"raw_compile_ms\":%.1f,\"compact_compile_ms\":%.1f,"
+			       "\"speculative_compile_ms\":%.1f,\"first_dispatch_ms\":%.1f,"
+			       "\"first_dispatch_vs_compact\":%.3f,\"tier_two_switched_ms\":%.1f,"
+			       "\"engine_compact_ms\":%.1f,\"engine_speculative_ms\":%.1f,"
+			       "\"compact_first_dispatch_ms\":%.1f,\"speculative_first_dispatch_ms\":%.1f,"
+			       "\"switched\":%s,\"tier_two_error\":%d}\n",
+			       dev_name(b), n, raw_ms, c_ms, s_ms, first_ms,
+			       c_ms > 0 ? first_ms / c_ms : 0, two_ms,
+			       pi.ns_compile_compact / 1e6, pi.ns_compile_speculative / 1e6, c1_ms, s1_ms,
+			       switched ? "true" : "false", pi.tier_two_error);
+		else
+			printf("%8ld %8.1f %8.1f %8.1f %8.1f %8.3f %8.1f%s\n", n, raw_ms, c_ms, s_ms,
+			       first_ms, c_ms > 0 ? first_ms / c_ms : 0, two_ms,
+			       switched ? "" : "  NOT SWITCHED");
+		fflush(stdout);
+	}
+	if (!err && hm_vk_validation_count(b->vk))
+		b->failed = 1;
+	return err;
+}
+
+static int run(struct mb *b)
+{
+	struct hm_vk_params vp = { .validation = -1,
+				   .flags = b->sparse_window ? HM_VK_SPARSE : 0 };
 	struct hm_space_params sp = { .size = b->size, .chunk_shift = b->shift,
 				      .flags = HM_SPACE_POPULATE, .backend = b->backend };
 	struct hm_engine_params ep = { .chunk_shift = b->shift, .mirror_budget = 2 * b->size,
@@ -1231,7 +1540,7 @@ static int run(struct mb *b)
 	static const int progs[3] = { P_CHASE, P_COAL, P_TREE };
 	unsigned lanes = 64 * b->groups;
 	uint32_t *home_out[3] = { 0 }, *mir_out;
-	double home_ns[3], mir_ns[3];
+	double home_ns[3], mir_ns[3], site_ns[2];
 	const char *why;
 	int err;
 
@@ -1307,11 +1616,30 @@ static int run(struct mb *b)
 		fprintf(stderr, "mirror: import of the space refused: %s\n", strerror(-err));
 		return err;
 	}
-	for (int p = 0; p < NR_P; p++) {
+	for (int p = 0; p < NR_SPVASM_P; p++) {
 		err = hm_engine_pipeline_new(b->e, hm_bench_mirror_spv, hm_bench_mirror_spv_words,
 					     entry[p], USER_WORDS, &b->pipe[p]);
 		if (err) {
 			fprintf(stderr, "mirror: pipeline %s: %s\n", entry[p], strerror(-err));
+			return err;
+		}
+	}
+	{
+		uint32_t *w;
+		size_t n;
+
+		err = chase_site_build(&w, &n);
+		if (!err)
+			err = hm_engine_pipeline_new_tiered(b->e, w, n, "main", USER_WORDS,
+							    HM_PIPELINE_SPECULATIVE_ONLY,
+							    &b->pipe[P_SITE]);
+		if (!err)
+			err = hm_engine_pipeline_new_tiered(b->e, w, n, "main", USER_WORDS,
+							    HM_PIPELINE_COMPACT_ONLY,
+							    &b->pipe[P_SITE_C]);
+		free(w);
+		if (err) {
+			fprintf(stderr, "mirror: the call-site chase: %s\n", strerror(-err));
 			return err;
 		}
 	}
@@ -1365,6 +1693,20 @@ static int run(struct mb *b)
 		b->mismatches += bad;
 		emit_access(b, cases[c], "mirrored", mir_ns[c], home_ns[c], bad);
 	}
+	/* the same chase through the load call site (D969a): the speculative
+	 * tier reads the window, the compact tier calls the helper */
+	for (int c = 0; c < 2; c++) {
+		int p = c ? P_SITE_C : P_SITE;
+		long bad;
+
+		err = access_cost(b, p, &site_ns[c], mir_out);
+		if (err)
+			return err;
+		bad = check_out(b, P_CHASE, mir_out) + (memcmp(mir_out, home_out[0], lanes * 4) ? 1 : 0);
+		b->mismatches += bad;
+		emit_access(b, c ? "scattered_site_compact" : "scattered_site", "mirrored", site_ns[c],
+			    home_ns[0], bad);
+	}
 	{
 		double dev_ns = 0;
 
@@ -1374,11 +1716,17 @@ static int run(struct mb *b)
 		if (b->json)
 			printf("{\"bench\":\"mirror\",\"case\":\"scattered\",\"data\":\"ratios\","
 			       "\"mirrored_vs_device_raw\":%.3f,\"home_vs_mirrored\":%.3f,"
+			       "\"site_mirrored_vs_device_raw\":%.3f,"
+			       "\"site_compact_mirrored_vs_device_raw\":%.3f,"
 			       "\"changed_bytes\":0,\"copied_home_bytes\":0,\"mismatches\":0}\n",
-			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
+			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0,
+			       dev_ns > 0 ? site_ns[0] / dev_ns : 0, dev_ns > 0 ? site_ns[1] / dev_ns : 0);
 		else
-			printf("scattered  mirrored / plain device memory %.2fx, home / mirrored %.1fx\n",
-			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
+			printf("scattered  mirrored / plain device memory %.2fx (through the load call "
+			       "site: speculative %.2fx, compact %.2fx), home / mirrored %.1fx\n",
+			       dev_ns > 0 ? mir_ns[0] / dev_ns : 0, dev_ns > 0 ? site_ns[0] / dev_ns : 0,
+			       dev_ns > 0 ? site_ns[1] / dev_ns : 0,
+			       mir_ns[0] > 0 ? home_ns[0] / mir_ns[0] : 0);
 	}
 	{
 		struct hm_engine_stats st;
@@ -1404,12 +1752,16 @@ static int run(struct mb *b)
 			printf("{\"bench\":\"mirror\",\"case\":\"stats\",\"dispatches\":%lu,\"uploads\":%lu,"
 			       "\"upload_bytes\":%lu,\"uploads_discarded\":%lu,\"mirrors_dropped_by_guard\":%lu,"
 			       "\"thrash_backoffs\":%lu,\"marks_scanned\":%lu,\"bytes_copied_home\":%lu,"
+			       "\"window_sparse\":%s,\"window_bytes\":%lu,\"window_binds\":%lu,"
+			       "\"window_copies\":%lu,"
 			       "\"table_device_local\":%s,\"marks_imported\":%s,\"import_pieces\":%lu,"
 			       "\"validation_messages\":%u,\"changed_bytes\":0,\"copied_home_bytes\":0,"
 			       "\"mismatches\":%ld}\n",
 			       st.dispatches, st.uploads, st.upload_bytes, st.uploads_discarded,
 			       st.mirrors_dropped_by_guard, st.thrash_backoffs, st.marks_scanned,
-			       st.bytes_copied_home, st.table_device_local ? "true" : "false",
+			       st.bytes_copied_home, st.window_sparse ? "true" : "false",
+			       (unsigned long)st.window_bytes, (unsigned long)st.window_binds,
+			       (unsigned long)st.window_copies, st.table_device_local ? "true" : "false",
 			       st.marks_imported ? "true" : "false", st.import_pieces,
 			       hm_vk_validation_count(b->vk), b->mismatches);
 		else
@@ -1438,16 +1790,19 @@ int bench_mirror(int argc, char **argv)
 		{ "quick", no_argument, NULL, 'q' },
 		{ "imports", no_argument, NULL, 'i' },
 		{ "import-matrix", no_argument, NULL, 'm' },
+		{ "tiers", required_argument, NULL, 't' },
+		{ "window", required_argument, NULL, 'w' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	struct mb b = { .size = 64ull << 20, .shift = 16, .groups = 128, .steps = 64, .rounds = 5,
 			.backend = HM_BACKEND_UFFD_ASYNC };
 	bool imports = false, matrix = false;
+	const char *tiers = NULL;
 	int c, err;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "js:b:g:n:r:c:k:qimh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "js:b:g:n:r:c:k:qimt:w:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j': b.json = true; break;
 		case 's': b.size = parse_size(optarg); break;
@@ -1467,6 +1822,14 @@ int bench_mirror(int argc, char **argv)
 		case 'q': b.size = 16ull << 20; b.rounds = 3; b.steps = 16; b.groups = 32; break;
 		case 'i': imports = true; break;
 		case 'm': matrix = true; break;
+		case 't': tiers = optarg; break;
+		case 'w':
+			if (strcmp(optarg, "sparse") && strcmp(optarg, "dense")) {
+				fprintf(stderr, "mirror: --window sparse|dense\n");
+				return -EINVAL;
+			}
+			b.sparse_window = !strcmp(optarg, "sparse");
+			break;
 		case 'h': usage(); return 0;
 		default: usage(); return -EINVAL;
 		}
@@ -1485,7 +1848,7 @@ int bench_mirror(int argc, char **argv)
 	if (b.copyback > b.size / 2)
 		b.copyback = b.size / 2;
 	b.copyback &= ~((1ull << b.shift) - 1);
-	err = run(&b);
+	err = tiers ? run_tiers(&b, tiers) : run(&b);
 	hm_vk_buffer_free(b.vk, &b.out);
 	free(b.starts);
 	hm_engine_free(b.e);

@@ -48,6 +48,7 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer W1 { uint v;
 
 layout(push_constant) uniform Push {
 	uint table_lo, table_hi, nr_home, chunk_shift, marks_lo, marks_hi;
+	uint window[6];	/* the mirror window (D969a): unused, loads go through hm_lookup */
 	uint nodes_lo, nodes_hi, prims_lo, prims_hi;
 	uint rays_lo, rays_hi, hits_lo, hits_hi;
 	uint first_ray, nr_rays;

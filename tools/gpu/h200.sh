@@ -7,7 +7,8 @@
 #   hmirror-bench lookup                the table engineer's lookup bench
 # or, with ONLY=lookup, the lookup bench alone, three times; with
 # ONLY=dispatch-ab OLD_HMIRRORD=path, two daemons' dispatch overhead; with
-# ONLY=compile, the driver's compile time of each call-site form.
+# ONLY=compile, the driver's compile time of each call-site form; with
+# ONLY=d969a, issue 14's benchmarks (the load call site, mirror 4G, tiers).
 # with the uffd-async watch backend (falls back, and says so, where the
 # machine's kernel lacks it: gVisor has no userfaultfd write-protect).
 #
@@ -100,6 +101,60 @@ if [ "${ONLY:-}" = compile ]; then
 	cat "$OUT/compile.jsonl"
 	echo "compile: exit $r ($SECONDS s)"
 	exit 0
+fi
+if [ "${ONLY:-}" = d969a ]; then
+	# issue 14's benchmarks in one call: loads through the call site beside
+	# raw (the lookup bench's variants section: site, site-miss,
+	# site-compact), three runs; hmirror-bench mirror at 4 GiB three times
+	# (scattered_site against device_raw and CUDA's device figure in
+	# cuda_anchors.txt); then both tiers' compile times and a new
+	# pipeline's first dispatch at TIER_SITES loads (default 250,1000,4000,
+	# each line written as it is measured: a time limit keeps what was).
+	# The engine's selftests first, on this device, where validation
+	# layers exist (they SKIP otherwise), with the dense window and with
+	# the sparse one; a fourth mirror run with the sparse window.
+	echo "== test-engine ($SECONDS s)"
+	timeout "$(lim 60)" build/bin/test-engine >"$OUT/test-engine.txt" 2>&1
+	tail -3 "$OUT/test-engine.txt"
+	echo "== test-engine, sparse window ($SECONDS s)"
+	HMIRROR_TEST_SPARSE=1 timeout "$(lim 60)" build/bin/test-engine \
+		>"$OUT/test-engine-sparse.txt" 2>&1
+	grep 'window (' "$OUT/test-engine-sparse.txt"; tail -3 "$OUT/test-engine-sparse.txt"
+	for i in $(seq 1 "${LOOKUP_RUNS:-3}"); do
+		echo "== lookup run $i ($SECONDS s)"
+		timeout "$(lim 60)" "$BENCH" lookup --json >"$OUT/lookup-$i.jsonl"
+		r=$?
+		echo "lookup run $i: exit $r ($SECONDS s)"
+		grep '"variant":"\(site\|site-miss\|site-compact\|u64x2\|ref-sentinel\)"' \
+			"$OUT/lookup-$i.jsonl" | grep '"section":"variants"'
+		[ $r = 0 ] || rc=1
+	done
+	for i in $(seq 1 "${MIRROR_RUNS:-3}"); do
+		ms=${MIRROR_SIZE:-4G}
+		echo "== mirror $ms run $i ($SECONDS s)"
+		timeout "$(lim 60)" "$BENCH" mirror --json --backend uffd-async --size "$ms" \
+			--groups ${GROUPS_:-128} --steps ${STEPS:-256} --rounds 5 \
+			>"$OUT/mirror-$ms-$i.jsonl"
+		r=$?
+		grep '"case":"scattered' "$OUT/mirror-$ms-$i.jsonl"
+		echo "mirror $ms run $i: exit $r ($SECONDS s)"
+		[ $r = 0 ] || rc=1
+	done
+	echo "== mirror ${MIRROR_SIZE:-4G}, sparse window ($SECONDS s)"
+	timeout "$(lim 60)" "$BENCH" mirror --json --backend uffd-async --size "${MIRROR_SIZE:-4G}" \
+		--groups ${GROUPS_:-128} --steps ${STEPS:-256} --rounds 5 --window sparse \
+		>"$OUT/mirror-sparse.jsonl"
+	r=$?
+	grep '"case":"\(scattered\|upload\|stats\)' "$OUT/mirror-sparse.jsonl"
+	echo "mirror sparse: exit $r ($SECONDS s)"
+	echo "== tiers ($SECONDS s)"
+	timeout "$(lim 400)" "$BENCH" mirror --json --tiers "${TIER_SITES:-250,1000,4000}" \
+		>"$OUT/tiers.jsonl"
+	r=$?
+	cat "$OUT/tiers.jsonl"
+	echo "tiers: exit $r ($SECONDS s)"
+	echo "== done, exit $rc"
+	exit $rc
 fi
 if [ "${ONLY:-}" = lookup ]; then
 	# the lookup bench alone, LOOKUP_RUNS times (default 3: the spread

@@ -7,6 +7,9 @@
 #                                 runs (ONLY=lookup)
 #   tools/gpu/run-all.sh compile  CUDA anchors + the compile time of modules of
 #                                 many accesses in each call-site form
+#   tools/gpu/run-all.sh d969a    CUDA anchors + issue 14: the load call site
+#                                 beside raw (lookup x3), mirror 4G x3, both
+#                                 tiers' compile times and first dispatch
 #   tools/gpu/run-all.sh dispatch-ab  CUDA anchors + the dispatch overhead of
 #                                 .oldd/hmirrord (an earlier build) and ours
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
@@ -42,6 +45,9 @@ lookup)
 	;;
 compile)
 	ONLY=compile OUT=$res bash tools/gpu/h200.sh
+	;;
+d969a)
+	H200_BUDGET=${H200_BUDGET:-450} ONLY=d969a OUT=$res bash tools/gpu/h200.sh
 	;;
 dispatch-ab)
 	ONLY=dispatch-ab OLD_HMIRRORD=${OLD_HMIRRORD:-.oldd/hmirrord} OUT=$res bash tools/gpu/h200.sh

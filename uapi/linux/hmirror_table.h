@@ -46,10 +46,27 @@ struct hm_table_slot {
 #define HM_MARK_INDEX(slot)	(1 + (slot))
 
 /*
- * Push block: the device table's words come first, in this order, then the
- * user's words.  DEVICE_TABLE_PUSH_WORDS = 6.
+ * Mirror window (D969a): one device range over the guest spaces at one
+ * delta.  A mirrored chunk's bytes lie at guest + window delta; every
+ * other window word, and a guard of at least HM_WINDOW_GUARD_BYTES before
+ * and after the spaces, reads HM_WINDOW_SENTINEL.  A speculative load
+ * clamps guest + delta into [window first, window last] (last = the
+ * device address of the window's last HM_ACCESS_MAX_BYTES) and trusts a
+ * word that is not the sentinel; a guest word equal to it only costs the
+ * lookup.  A window with nothing mirrored (rule 5, or none built) is the
+ * guard alone: every clamped load reads the sentinel.
  */
-#define HM_DEVICE_TABLE_PUSH_WORDS 6
+#define HM_WINDOW_SENTINEL	0xffffffffU
+#define HM_WINDOW_GUARD_BYTES	65536
+
+/*
+ * Push block: the device table's words first, in this order, then the
+ * mirror window's, then the user's words.  Layout version 2 (the window's
+ * words added); version 1 had the six table words alone.
+ * DEVICE_TABLE_PUSH_WORDS = 12.
+ */
+#define HM_PUSH_LAYOUT_VERSION	2
+#define HM_DEVICE_TABLE_PUSH_WORDS 12
 #define DEVICE_TABLE_PUSH_WORDS	HM_DEVICE_TABLE_PUSH_WORDS
 enum hm_device_table_push_word {
 	HM_PUSH_TABLE_ADDR_LO	= 0,	/* device address of slot 0 */
@@ -58,6 +75,12 @@ enum hm_device_table_push_word {
 	HM_PUSH_CHUNK_SHIFT	= 3,
 	HM_PUSH_MARKS_ADDR_LO	= 4,	/* device address of the sink word */
 	HM_PUSH_MARKS_ADDR_HI	= 5,
+	HM_PUSH_WINDOW_DELTA_LO	= 6,	/* window device address - guest address */
+	HM_PUSH_WINDOW_DELTA_HI	= 7,
+	HM_PUSH_WINDOW_FIRST_LO	= 8,	/* device address of the window's first byte */
+	HM_PUSH_WINDOW_FIRST_HI	= 9,
+	HM_PUSH_WINDOW_LAST_LO	= 10,	/* ... of its last 64 bytes */
+	HM_PUSH_WINDOW_LAST_HI	= 11,
 };
 
 struct hm_device_table_push {
@@ -67,6 +90,12 @@ struct hm_device_table_push {
 	__u32 chunk_shift;
 	__u32 marks_addr_lo;
 	__u32 marks_addr_hi;
+	__u32 window_delta_lo;
+	__u32 window_delta_hi;
+	__u32 window_first_lo;
+	__u32 window_first_hi;
+	__u32 window_last_lo;
+	__u32 window_last_hi;
 };
 
 #endif /* _UAPI_LINUX_HMIRROR_TABLE_H */

@@ -57,6 +57,13 @@ int  hm_client_advise(struct hm_client *c, uint64_t guest_addr,
 int  hm_client_pipeline_new(struct hm_client *c, const uint32_t *spirv,
 			    size_t nr_words, const char *entry,
 			    uint32_t user_push_words, uint32_t *ret_pipeline);
+/* the same with one tier only: flags HM_PIPEF_COMPACT_ONLY or
+ * HM_PIPEF_SPECULATIVE_ONLY (protocol.h); 0: both tiers where the module has
+ * load functions (HM_FEAT_TIERS) */
+int  hm_client_pipeline_new_tiered(struct hm_client *c, const uint32_t *spirv,
+				   size_t nr_words, const char *entry,
+				   uint32_t user_push_words, uint32_t flags,
+				   uint32_t *ret_pipeline);
 int  hm_client_pipeline_free(struct hm_client *c, uint32_t pipeline);
 
 struct hm_client_dispatch {

@@ -39,8 +39,15 @@ struct hm_engine;
  * cost an empty dispatch 42 -> 90 us on lavapipe; hosts that do not read
  * ns_dispatch_gpu (hmirrord) set it */
 #define HM_ENGINE_NO_TIMESTAMPS	(1u << 2)
+/* no mirror window: every speculative load misses and takes the helper
+ * (for measuring, and the window's tests) */
+#define HM_ENGINE_NO_WINDOW	(1u << 3)
+/* a dense window even where the device binds sparse (hm_vk made with
+ * HM_VK_SPARSE on a device with sparseResidencyAliased) */
+#define HM_ENGINE_WINDOW_DENSE	(1u << 4)
 #define HM_ENGINE_FLAGS_ALL	(HM_ENGINE_NO_MIRRORS | HM_ENGINE_TABLE_HOST | \
-				 HM_ENGINE_NO_TIMESTAMPS)
+				 HM_ENGINE_NO_TIMESTAMPS | HM_ENGINE_NO_WINDOW | \
+				 HM_ENGINE_WINDOW_DENSE)
 
 /* Limits */
 #define HM_ENGINE_MAX_SPACES	64
@@ -50,7 +57,7 @@ struct hm_engine;
  * state), at most HM_ENGINE_MAX_CHUNKS_LIMIT (256 Mi: 5 GiB of host state) */
 #define HM_ENGINE_MAX_CHUNKS	(1u << 24)
 #define HM_ENGINE_MAX_CHUNKS_LIMIT (1u << 28)
-#define HM_ENGINE_MAX_USER_PUSH_WORDS 26	/* 128-byte push block - 6 table words */
+#define HM_ENGINE_MAX_USER_PUSH_WORDS 20	/* 128-byte push block - 12 table and window words */
 
 struct hm_engine_params {
 	uint32_t flags;
@@ -72,6 +79,9 @@ struct hm_engine_params {
 	uint64_t max_chunks;            /* chunks over all spaces; 0 = HM_ENGINE_MAX_CHUNKS,
 					   > HM_ENGINE_MAX_CHUNKS_LIMIT: -EINVAL */
 	uint32_t twin_mode;             /* enum hm_twin_mode */
+	/* largest mirror window; 0 = maxBufferSize, at most a quarter of the
+	 * device-local heap.  Guest bytes past it are served by the helper. */
+	uint64_t max_window_bytes;
 	/* testing: called after an upload's copy completed and before its
 	 * generations are checked (a CPU write here must discard it) */
 	void (*test_after_upload_copy)(void *arg);
@@ -138,6 +148,43 @@ int  hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
 void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id);
 
 /*
+ * Two tiers (D969a; Documentation/engine.rst, "Two tiers").  A module whose
+ * loads call the load functions of lookup.h (hm_spirv_emit_load()) has two
+ * forms (hm_spirv_tier_form()): the compact one (every load calls the
+ * helper: quick to compile) and the speculative one (loads read the mirror
+ * window first).  hm_engine_pipeline_new() builds the compact pipeline and
+ * returns, so the first dispatch runs at once; the engine's compile thread
+ * builds the speculative one, and the dispatch after it is ready switches
+ * to it (between two dispatches: both forms answer the same).  A module
+ * whose speculative form this engine compiled before (its pipeline cache
+ * holds it) is built in that form at once, skipping tier one.  A module
+ * without load functions has one form.  flags ask for one tier only.
+ */
+#define HM_PIPELINE_COMPACT_ONLY	(1u << 0)
+#define HM_PIPELINE_SPECULATIVE_ONLY	(1u << 1)
+#define HM_PIPELINE_FLAGS_ALL	(HM_PIPELINE_COMPACT_ONLY | HM_PIPELINE_SPECULATIVE_ONLY)
+int  hm_engine_pipeline_new_tiered(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
+				   const char *entry, uint32_t user_push_words, uint32_t flags,
+				   uint32_t *ret_id);
+/* Queue the speculative form of spirv (the module pipeline id was built
+ * from, in its compact form, elsewhere: hm_engine_pipeline_adopt()) on the
+ * compile thread.  -ENOENT for a module with one form. */
+int  hm_engine_pipeline_queue_tier(struct hm_engine *e, uint32_t id, const uint32_t *spirv,
+				   size_t nr_words, const char *entry);
+struct hm_engine_pipeline_info {
+	uint32_t tier;                  /* enum hm_tier dispatched now (0: the only form) */
+	bool pending;                   /* tier two queued or compiling */
+	bool tier_one_skipped;          /* built speculative at once: cached */
+	int tier_two_error;             /* its compile failed (stays on tier one) */
+	uint64_t ns_compile_compact;    /* wall time of each compile, 0 if none */
+	uint64_t ns_compile_speculative;
+};
+int  hm_engine_pipeline_info(struct hm_engine *e, uint32_t id, struct hm_engine_pipeline_info *ret);
+/* Wait until no tier-two compile of pipeline id is pending (timeout_ns, 0
+ * = 10 s; -ETIMEDOUT).  The switch itself happens at the next dispatch. */
+int  hm_engine_pipeline_wait(struct hm_engine *e, uint32_t id, uint64_t timeout_ns);
+
+/*
  * Run a dispatch: harvest CPU writes and drop the mirrors they hit, upload
  * clean wanted chunks (one batched copy, published only if their write
  * generation held), dispatch with the push block, then scan the marks and
@@ -202,6 +249,17 @@ struct hm_engine_stats {
 	uint64_t ns_marks;
 	uint64_t ns_copy_back;          /* diff + copy home (submit + wait) */
 	uint64_t ns_total;
+	/* mirror window and tiers */
+	uint64_t window_bytes;          /* the window buffer, 0 if none */
+	uint64_t window_syncs;          /* dispatch boundaries that changed it */
+	uint64_t window_copies;         /* mirrors copied into it */
+	uint64_t window_fills;          /* chunks refilled with the sentinel */
+	uint64_t window_refusals;       /* buffers refused: no window */
+	uint64_t window_uncovered_bytes; /* guest bytes past the largest window (now) */
+	uint64_t window_binds;          /* sparse binds made (mirrors and sentinel) */
+	bool window_sparse;             /* the window is bound sparse */
+	uint64_t tier_switches;         /* pipelines switched to tier two */
+	uint64_t tier_one_skipped;      /* built speculative at once (cached) */
 	uint32_t table_nr_home;
 	bool table_device_local;
 	bool marks_imported;

@@ -250,6 +250,62 @@ int  hm_spirv_emit_access(struct hm_spirv_module *m, const struct hm_spirv_table
 int  hm_spirv_emit_lookup(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
 			  uint32_t guest, uint32_t *ret_dev, uint32_t *ret_mark);
 
+/* The table's and the window's ids from the push words of
+ * hm_spirv_compute_main() (push[0 .. HM_DEVICE_TABLE_PUSH_WORDS)), joined
+ * in the open function; ret_w may be NULL. */
+struct hm_spirv_window_ids {
+	uint32_t delta;         /* u64: window device address - guest address */
+	uint32_t first;         /* u64: device address of the window's first byte */
+	uint32_t last;          /* u64: ... of its last HM_ACCESS_MAX_BYTES */
+};
+int  hm_spirv_push_ids(struct hm_spirv_module *m, const uint32_t *push,
+		       struct hm_spirv_table_ids *ret_t, struct hm_spirv_window_ids *ret_w);
+
+/* ---- the load call site (D969a) ------------------------------------------
+ * A load of nr_words (1..16) 32-bit words at guest address g, emitted as
+ * one call (one per access, as for the helper):
+ *
+ *   %r = OpFunctionCall %result %hm_load.compact.N %g %table %nr_home %shift
+ *                       %marks %wdelta %wfirst %wlast
+ *
+ * result = struct of N u32 (hm_spirv_load_result_type()).  The builder
+ * writes two forms of the function into the helper section, the first time
+ * a width is asked for:
+ *   hm_load.compact.N  (DontInline) D969: the shared lookups through
+ *                      hm_lookup, each word loaded where its device address
+ *                      is not 0, else 0;
+ *   hm_load.spec.N     (Inline) D969a: a = clamp(g + wdelta, wfirst, wlast),
+ *                      the N words at a; if none is HM_WINDOW_SENTINEL they
+ *                      are the answer, else the compact form's lookups and
+ *                      loads (a guest word equal to the sentinel only costs
+ *                      that).  One sentinel test for the whole access.
+ * Calls go to the compact form, so the module as built is the compact
+ * tier; hm_spirv_tier_form() gives either tier.  Loads only: stores and
+ * atomics keep the helper, their call site and the marks (D969).
+ */
+uint32_t hm_spirv_load_result_type(struct hm_spirv_module *m, uint32_t nr_words);
+uint32_t hm_spirv_load_fn(struct hm_spirv_module *m, uint32_t nr_words);
+int  hm_spirv_emit_load(struct hm_spirv_module *m, const struct hm_spirv_table_ids *t,
+			const struct hm_spirv_window_ids *w, uint32_t guest, uint32_t nr_words,
+			uint32_t *ret_words);
+
+/*
+ * The two tiers of one module (Documentation/table.rst, "Two tiers"):
+ *   HM_TIER_COMPACT      the load functions' speculative forms removed;
+ *   HM_TIER_SPECULATIVE  every call of hm_load.compact.N retargeted to
+ *                        hm_load.spec.N, the compact forms removed.
+ * The functions are found by their OpName.  -ENOENT where the module has
+ * no load function (it is its own only form), -EINVAL for a module that is
+ * not SPIR-V or names one form without the other.  *ret_words malloc()ed.
+ */
+enum hm_tier {
+	HM_TIER_NONE = 0,
+	HM_TIER_COMPACT = 1,
+	HM_TIER_SPECULATIVE = 2,
+};
+int  hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
+			uint32_t **ret_words, size_t *ret_nr);
+
 /* ---- SPIR-V numbers the builder, the tests and the benchmark use -------- */
 enum hm_spv_op {
 	HM_SpvOpName = 5, HM_SpvOpExtension = 10, HM_SpvOpMemoryModel = 14,

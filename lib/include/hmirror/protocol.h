@@ -67,7 +67,16 @@ struct hm_msg_hdr {
 #define HM_FEAT_MEMFD_SPIRV	(1ull << 0)	/* PIPELINE_NEW by memfd */
 #define HM_FEAT_ENGINE		(1ull << 1)	/* dispatches run (else -ENOSYS) */
 #define HM_FEAT_NETLINK		(1ull << 2)	/* module events received */
-#define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK)
+/* push blocks carry the table's and the mirror window's words
+ * (HM_PUSH_LAYOUT_VERSION 2, HM_DEVICE_TABLE_PUSH_WORDS 12).  A client whose
+ * modules expect another layout does not announce it, and its HELLO is
+ * refused with -EPROTONOSUPPORT: no module runs with the wrong words. */
+#define HM_FEAT_PUSH_LAYOUT2	(1ull << 3)
+/* PIPELINE_NEW builds the two tiers of a module with load functions
+ * (engine.h, "Two tiers") and honours HM_PIPEF_*_ONLY */
+#define HM_FEAT_TIERS		(1ull << 4)
+#define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
+				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS)
 
 struct hm_msg_hello {
 	uint32_t version_min;
@@ -123,7 +132,12 @@ struct hm_msg_advise {
  * The reply comes once the module is validated and compiled; a client
  * with 4 such requests unanswered gets -EBUSY for a fifth. */
 #define HM_PIPEF_MEMFD		0x1u
-#define HM_PIPEF_ALL		HM_PIPEF_MEMFD
+/* one tier only (both set: -EINVAL); without either, two tiers: the reply
+ * comes with the compact pipeline built, the speculative one follows and
+ * is switched to at a dispatch boundary */
+#define HM_PIPEF_COMPACT_ONLY	0x2u
+#define HM_PIPEF_SPECULATIVE_ONLY 0x4u
+#define HM_PIPEF_ALL		(HM_PIPEF_MEMFD | HM_PIPEF_COMPACT_ONLY | HM_PIPEF_SPECULATIVE_ONLY)
 
 struct hm_msg_pipeline_new {
 	uint32_t nr_words;
@@ -186,6 +200,8 @@ enum hm_engine_stat {
 	HM_ESTAT_MIRRORS_DROPPED,
 	HM_ESTAT_BYTES_UPLOADED,
 	HM_ESTAT_BYTES_COPIED_HOME,
+	HM_ESTAT_TIER_SWITCHES,		/* pipelines switched to tier two */
+	HM_ESTAT_TIER_ONE_SKIPPED,	/* built speculative at once */
 	HM_ESTAT_NR
 };
 

@@ -39,9 +39,11 @@ extern "C" {
  */
 enum hm_vk_flags {
 	HM_VK_NO_HOST_IMPORT = 1u << 0, /* accept a device without VK_EXT_external_memory_host */
-	/* enable sparseBinding + sparseResidencyBuffer where the device and a
-	 * compute queue family have them (hm_vk.sparse says so); for the
-	 * lookup bench's measurement of device-MMU translation */
+	/* enable sparseBinding + sparseResidencyBuffer (+ sparseResidencyAliased
+	 * where present) where the device and a compute queue family have them
+	 * (hm_vk.sparse says so): the engine's mirror window is then bound
+	 * sparse (engine.h), and the lookup bench measures device-MMU
+	 * translation */
 	HM_VK_SPARSE = 1u << 1,
 };
 
@@ -90,6 +92,7 @@ struct hm_vk {
 	bool has_8bit_storage;          /* storageBuffer8BitAccess enabled */
 	bool has_int8;                  /* shaderInt8 enabled */
 	bool sparse;                    /* HM_VK_SPARSE asked and enabled */
+	bool sparse_aliased;            /* ... and sparseResidencyAliased with it */
 	bool owns;                      /* instance/device created by hm_vk_new() */
 	bool lost;                      /* a submission returned VK_ERROR_DEVICE_LOST */
 	double timestamp_period_ns;
@@ -165,6 +168,10 @@ struct hm_vk_pipeline {
 int  hm_vk_pipeline_new(struct hm_vk *vk, const uint32_t *spirv, size_t nr_words,
 			const char *entry, uint32_t push_bytes,
 			struct hm_vk_pipeline *ret);
+/* The same through a pipeline cache of the caller's (VK_NULL_HANDLE: none). */
+int  hm_vk_pipeline_new_cached(struct hm_vk *vk, VkPipelineCache cache, const uint32_t *spirv,
+			       size_t nr_words, const char *entry, uint32_t push_bytes,
+			       struct hm_vk_pipeline *ret);
 void hm_vk_pipeline_free(struct hm_vk *vk, struct hm_vk_pipeline *p);
 
 /* ---- one-shot submission ------------------------------------------------ */

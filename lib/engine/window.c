@@ -1,0 +1,543 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * The mirror window (D969a): one device buffer over the engine's guest
+ * spaces at one delta, in which a speculative load finds a mirrored
+ * chunk's bytes at guest + delta and every other word reads
+ * HM_WINDOW_SENTINEL.
+ *
+ * Layout: [guard][lo, hi) of the guest spaces][guard], each guard
+ * HM_WINDOW_GUARD_BYTES of sentinel, so that a guest address outside the
+ * spaces, clamped into the window, reads the sentinel too.
+ *
+ * Sparse form, where the engine's hm_vk binds sparse with aliasing
+ * (HM_VK_SPARSE, sparseResidencyAliased; not HM_ENGINE_WINDOW_DENSE): the
+ * window is a sparse buffer; a published mirror's pool memory is bound at
+ * its window offset (the same memory the pool's slab names: nothing is
+ * copied), every other block to one sentinel region, aliased.  The binds
+ * are made at the dispatch boundary, one vkQueueBindSparse waited for.
+ * A sparse setup the device refuses falls back to the dense form.
+ *
+ * Dense form, for devices without sparse binding (lavapipe):
+ * the buffer holds real memory for the whole span.  A published mirror
+ * lives in the window: the table names its window bytes, so that the
+ * device's loads (speculative or through the helper) and its stores see
+ * one copy.  The pool slot keeps the copy the engine uploads into, diffs
+ * and copies home from (upload.c, copyback.c, unchanged): sync copies it
+ * into the window when the chunk is published, and after a dispatch the
+ * chunks the device wrote are copied back out of the window into it.
+ *
+ * The window changes only at dispatch boundaries, with the table (rule 1):
+ * upload.c notes each chunk whose table entry changed (hm_window_note());
+ * hm_window_sync(), just before the dispatch, makes the window agree with
+ * the table for exactly those chunks: a published mirror copied in (and
+ * the table repointed at it), anything else filled with the sentinel.  A
+ * dispatch shared with the CPU (rule 5) is given the guard alone as its
+ * window, so that every speculative load misses and reads home.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define HM_WINDOW_GUARD_ONLY_BYTES 4096
+
+static uint64_t window_limit(struct hm_engine *e)
+{
+	uint32_t type;
+	uint64_t lim = e->vk->max_buffer;
+
+	if (!hm_vk_memory_type(e->vk, ~0u, HM_VK_MEM_DEVICE, &type) &&
+	    hm_vk_heap_size(e->vk, type) / 4 < lim)
+		lim = hm_vk_heap_size(e->vk, type) / 4;
+	if (e->p.max_window_bytes && e->p.max_window_bytes < lim)
+		lim = e->p.max_window_bytes;
+	return lim;
+}
+
+#define HM_WINDOW_SPARSE_FLAGS (VK_BUFFER_CREATE_SPARSE_BINDING_BIT | \
+				VK_BUFFER_CREATE_SPARSE_RESIDENCY_BIT | \
+				VK_BUFFER_CREATE_SPARSE_ALIASED_BIT)
+#define HM_WINDOW_SENTINEL_MAX (64ull << 20)   /* one bind covers this much */
+
+/* A sparse buffer of bytes, unbound, with its device address. */
+static int sparse_buffer_new(struct hm_engine *e, VkDeviceSize bytes, struct hm_vk_buffer *ret,
+			     VkMemoryRequirements *ret_req)
+{
+	VkBufferCreateInfo bci = {
+		.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+		.flags = HM_WINDOW_SPARSE_FLAGS,
+		.size = bytes,
+		.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+			 VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+		.sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+	};
+	VkBufferDeviceAddressInfo bai = { .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO };
+	int err;
+
+	memset(ret, 0, sizeof(*ret));
+	err = hm_vk_errno(vkCreateBuffer(e->vk->dev, &bci, NULL, &ret->buf));
+	if (err)
+		return err;
+	if (ret_req)
+		vkGetBufferMemoryRequirements(e->vk->dev, ret->buf, ret_req);
+	bai.buffer = ret->buf;
+	ret->addr = vkGetBufferDeviceAddress(e->vk->dev, &bai);
+	ret->size = bytes;
+	if (!ret->addr) {
+		hm_vk_buffer_free(e->vk, ret);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Can the window be sparse here?  Its block must divide a chunk and the
+ * guard, the pool's and the sentinel's memory types must be bindable. */
+static int sparse_init(struct hm_engine *e)
+{
+	struct hm_window *w = &e->win;
+	struct hm_vk_buffer probe;
+	VkMemoryRequirements req;
+	uint64_t bytes;
+	uint32_t type;
+	int err;
+
+	err = sparse_buffer_new(e, HM_WINDOW_GUARD_BYTES, &probe, &req);
+	if (err)
+		return err;
+	hm_vk_buffer_free(e->vk, &probe);
+	if (!req.alignment || e->chunk % req.alignment || HM_WINDOW_GUARD_BYTES % req.alignment ||
+	    hm_vk_memory_type(e->vk, req.memoryTypeBits, HM_VK_MEM_DEVICE, &type))
+		return -EOPNOTSUPP;
+	bytes = HM_WINDOW_SENTINEL_MAX / req.alignment * req.alignment;
+	err = hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_DEVICE, &w->sentinel);
+	if (err)
+		return err;
+	if (!(req.memoryTypeBits & (1u << w->sentinel.mem_type))) {
+		hm_vk_buffer_free(e->vk, &w->sentinel);
+		return -EOPNOTSUPP;
+	}
+	w->align = req.alignment;
+	w->type_bits = req.memoryTypeBits;
+	w->sparse = true;
+	e->st.window_sparse = true;
+	return 0;
+}
+
+static int add_bind(struct hm_window *w, uint64_t off, uint64_t size, VkDeviceMemory mem,
+		    uint64_t mem_off)
+{
+	if (hm_grow((void **)&w->binds, &w->cap_binds, w->nr_binds + 1, sizeof(*w->binds)))
+		return -ENOMEM;
+	w->binds[w->nr_binds++] = (VkSparseMemoryBind){ .resourceOffset = off, .size = size,
+							.memory = mem, .memoryOffset = mem_off };
+	return 0;
+}
+
+/* The sentinel region bound over [off, off + size) of the window. */
+static int bind_sentinel(struct hm_window *w, uint64_t off, uint64_t size)
+{
+	while (size) {
+		uint64_t n = size < w->sentinel.size ? size : w->sentinel.size;
+		int err = add_bind(w, off, n, w->sentinel.mem, 0);
+
+		if (err)
+			return err;
+		off += n;
+		size -= n;
+	}
+	return 0;
+}
+
+/* Make the planned binds, and wait for them (the dispatch follows). */
+static int sparse_submit(struct hm_engine *e)
+{
+	struct hm_window *w = &e->win;
+	VkSparseBufferMemoryBindInfo bi = { .buffer = w->buf.buf, .bindCount = w->nr_binds,
+					    .pBinds = w->binds };
+	VkBindSparseInfo si = { .sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO,
+				.bufferBindCount = 1, .pBufferBinds = &bi };
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+	VkFence fence;
+	int err;
+
+	if (!w->nr_binds)
+		return 0;
+	err = hm_vk_errno(vkCreateFence(e->vk->dev, &fci, NULL, &fence));
+	if (err)
+		return err;
+	pthread_mutex_lock(&e->vk->lock);
+	err = hm_vk_errno(vkQueueBindSparse(e->vk->queue, 1, &si, fence));
+	pthread_mutex_unlock(&e->vk->lock);
+	if (!err)
+		err = hm_vk_errno(vkWaitForFences(e->vk->dev, 1, &fence, VK_TRUE,
+						  e->p.timeout_ns ? e->p.timeout_ns :
+								    10000000000ull));
+	vkDestroyFence(e->vk->dev, fence, NULL);
+	if (!err)
+		e->st.window_binds += w->nr_binds;
+	w->nr_binds = 0;
+	return err;
+}
+
+int hm_window_init(struct hm_engine *e)
+{
+	struct hm_window *w = &e->win;
+	VkCommandBuffer cb;
+	int err;
+
+	memset(w, 0, sizeof(*w));
+	w->enabled = e->mirrors && !(e->p.flags & HM_ENGINE_NO_WINDOW);
+	w->limit = window_limit(e);
+	err = hm_vk_buffer_new(e->vk, HM_WINDOW_GUARD_ONLY_BYTES, HM_VK_MEM_DEVICE, &w->guard);
+	if (!err)
+		err = hm_vk_cmd_new(e->vk, &w->cmd);
+	if (err)
+		return err;
+	err = hm_vk_cmd_start(e->vk, &w->cmd, &cb);
+	if (err)
+		return err;
+	vkCmdFillBuffer(cb, w->guard.buf, 0, VK_WHOLE_SIZE, HM_WINDOW_SENTINEL);
+	if (w->enabled && e->vk->sparse && e->vk->sparse_aliased &&
+	    !(e->p.flags & HM_ENGINE_WINDOW_DENSE) && !sparse_init(e))
+		vkCmdFillBuffer(cb, w->sentinel.buf, 0, VK_WHOLE_SIZE, HM_WINDOW_SENTINEL);
+	hm_vk_cmd_barrier(cb);
+	return hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
+}
+
+void hm_window_finish(struct hm_engine *e)
+{
+	struct hm_window *w = &e->win;
+
+	hm_vk_buffer_free(e->vk, &w->buf);
+	hm_vk_buffer_free(e->vk, &w->guard);
+	hm_vk_buffer_free(e->vk, &w->sentinel);
+	hm_vk_cmd_free(e->vk, &w->cmd);
+	free(w->dirty);
+	free(w->ops);
+	free(w->binds);
+	memset(w, 0, sizeof(*w));
+}
+
+void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_window *w = &e->win;
+
+	if (!w->buf.buf || w->rebuild)
+		return;         /* nothing in it yet, or rebuilt whole anyway */
+	if (hm_grow((void **)&w->dirty, &w->cap_dirty, w->nr_dirty + 1, sizeof(*w->dirty))) {
+		w->rebuild = true;      /* cannot remember it: redo them all */
+		return;
+	}
+	w->dirty[w->nr_dirty++] = hm_ref(space, idx);
+}
+
+void hm_window_spaces_changed(struct hm_engine *e)
+{
+	e->win.rebuild = true;
+}
+
+/* Queue the window change of one chunk: published -> copy its mirror in
+ * and name its window bytes in the table; else -> sentinel. */
+static int plan_chunk(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_window *w = &e->win;
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c;
+	struct hm_window_op *op;
+	uint64_t guest, off;
+
+	if (!sp->used || idx >= sp->nr_chunks)
+		return 0;       /* space gone: its range was refilled on rebuild */
+	c = &sp->ch[idx];
+	guest = sp->guest + (idx << e->shift);
+	off = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo);
+	if (guest - w->guest_lo >= w->covered) {
+		/* past the window: its mirror is named at its pool slot */
+		if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
+			return hm_table_update(e->table, sp->first_chunk + idx,
+					       (int64_t)(hm_pool_mirror_addr(e, c->mirror) - guest));
+		return 0;
+	}
+	if (w->sparse) {
+		bool pub = c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
+		const struct hm_vk_buffer *slab = pub ?
+			&e->pool.slabs[c->mirror / e->pool.slots_per_slab] : NULL;
+		int err;
+
+		if (!pub)
+			return bind_sentinel(w, off, e->chunk);
+		if (!(w->type_bits & (1u << slab->mem_type)))
+			return -EOPNOTSUPP;     /* the pool's memory cannot be bound here */
+		err = add_bind(w, off, e->chunk, slab->mem,
+			       (uint64_t)(c->mirror % e->pool.slots_per_slab) * e->chunk);
+		if (!err)
+			err = hm_table_update(e->table, sp->first_chunk + idx,
+					      (int64_t)(w->buf.addr + off - guest));
+		return err;
+	}
+	if (hm_grow((void **)&w->ops, &w->cap_ops, w->nr_ops + 1, sizeof(*w->ops)))
+		return -ENOMEM;
+	op = &w->ops[w->nr_ops++];
+	op->off = off;
+	op->mirror = HM_NO_MIRROR;
+	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED)) {
+		int err = hm_table_update(e->table, sp->first_chunk + idx,
+					  (int64_t)(w->buf.addr + off - guest));
+
+		if (err)
+			return err;
+		op->mirror = c->mirror;
+	}
+	return 0;
+}
+
+/* Every published mirror, in the window's terms (after a rebuild). */
+static int plan_all(struct hm_engine *e)
+{
+	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
+		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
+			int err = plan_chunk(e, e->pool.m[id].space, e->pool.m[id].idx);
+
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
+/* Point every published mirror's table entry at its pool copy: the
+ * window is gone (too big, or its buffer refused). */
+static int unwindow_all(struct hm_engine *e)
+{
+	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
+		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
+			struct hm_mirror *m = &e->pool.m[id];
+			struct hm_espace *sp = &e->spaces[m->space];
+			uint64_t guest = sp->guest + ((uint64_t)m->idx << e->shift);
+			int err;
+
+			if (!(sp->ch[m->idx].flags & HM_CH_PUBLISHED))
+				continue;
+			err = hm_table_update(e->table, sp->first_chunk + m->idx,
+					      (int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
+/* A new buffer for the spaces as they are now, all sentinel. */
+static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
+{
+	struct hm_window *w = &e->win;
+	uint64_t lo = UINT64_MAX, hi = 0, bytes;
+	int err;
+
+	*ret_filled = false;
+	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
+		struct hm_espace *sp = &e->spaces[id];
+
+		if (!sp->used)
+			continue;
+		if (sp->guest < lo)
+			lo = sp->guest;
+		if (sp->guest + sp->size > hi)
+			hi = sp->guest + sp->size;
+	}
+	/* the old buffer is freed only after the table no longer names it:
+	 * plan_all() below or unwindow_all() repoints every mirror */
+	hm_vk_buffer_free(e->vk, &w->old);
+	w->old = w->buf;
+	memset(&w->buf, 0, sizeof(w->buf));
+	w->nr_dirty = 0;
+	w->rebuild = false;
+	if (lo >= hi)
+		return 0;
+	/* at most w->limit bytes (NVIDIA 580: maxBufferSize 4094 MiB): a span
+	 * beyond it is covered from its start, and the chunks past the
+	 * window are served by the helper (their clamped loads read the
+	 * guard's sentinel) */
+	if (w->limit < 2 * (uint64_t)HM_WINDOW_GUARD_BYTES + e->chunk) {
+		e->st.window_refusals++;
+		return 0;
+	}
+	w->covered = hi - lo;
+	if (w->covered > w->limit - 2 * (uint64_t)HM_WINDOW_GUARD_BYTES)
+		w->covered = (w->limit - 2 * (uint64_t)HM_WINDOW_GUARD_BYTES) & ~(e->chunk - 1);
+	e->st.window_uncovered_bytes = hi - lo - w->covered;
+	bytes = w->covered + 2 * (uint64_t)HM_WINDOW_GUARD_BYTES;
+	if (w->sparse) {
+		bytes = (bytes + w->align - 1) / w->align * w->align;
+		if (bytes > e->vk->props.limits.sparseAddressSpaceSize ||
+		    sparse_buffer_new(e, bytes, &w->buf, NULL)) {
+			memset(&w->buf, 0, sizeof(w->buf));
+			e->st.window_refusals++;
+			return 0;
+		}
+		w->guest_lo = lo;
+		w->nr_binds = 0;
+		return bind_sentinel(w, 0, bytes);      /* before any mirror's bind */
+	}
+	err = hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_DEVICE, &w->buf);
+	if (err) {
+		memset(&w->buf, 0, sizeof(w->buf));
+		e->st.window_refusals++;
+		return 0;       /* loads go to the helper, as without a window */
+	}
+	w->guest_lo = lo;
+	vkCmdFillBuffer(cb, w->buf.buf, 0, VK_WHOLE_SIZE, HM_WINDOW_SENTINEL);
+	*ret_filled = true;
+	return 0;
+}
+
+/* Record the planned fills and copies, after a barrier on what came before. */
+static void record_ops(struct hm_engine *e, VkCommandBuffer cb)
+{
+	struct hm_window *w = &e->win;
+
+	for (size_t i = 0; i < w->nr_ops; i++) {
+		struct hm_window_op *op = &w->ops[i];
+
+		if (op->mirror == HM_NO_MIRROR) {
+			vkCmdFillBuffer(cb, w->buf.buf, op->off, e->chunk, HM_WINDOW_SENTINEL);
+			e->st.window_fills++;
+		} else {
+			uint64_t so;
+			VkBuffer slab = hm_pool_slab(e, op->mirror, &so);
+			VkBufferCopy r = { .srcOffset = so, .dstOffset = op->off, .size = e->chunk };
+
+			vkCmdCopyBuffer(cb, slab, w->buf.buf, 1, &r);
+			e->st.window_copies++;
+		}
+	}
+}
+
+int hm_window_sync(struct hm_engine *e, bool shared)
+{
+	struct hm_window *w = &e->win;
+	VkCommandBuffer cb;
+	bool filled = false;
+	int err;
+
+	if (!w->enabled || shared)
+		return 0;       /* a shared dispatch sees the guard alone */
+	if (!w->rebuild && !w->nr_dirty)
+		return 0;
+	err = hm_vk_cmd_start(e->vk, &w->cmd, &cb);
+	if (err)
+		return err;
+	w->nr_ops = 0;
+	if (!w->rebuild)
+		w->nr_binds = 0;
+	if (w->rebuild) {
+		err = rebuild(e, cb, &filled);
+		if (!err)
+			err = w->buf.buf ? plan_all(e) : unwindow_all(e);
+	} else {
+		for (size_t i = 0; i < w->nr_dirty && !err; i++)
+			err = plan_chunk(e, hm_ref_space(w->dirty[i]), hm_ref_idx(w->dirty[i]));
+	}
+	w->nr_dirty = 0;
+	if (err == -EOPNOTSUPP && w->sparse) {
+		/* the device will not bind the pool's memory: dense from now,
+		 * rebuilt at once (the table may name the sparse window) */
+		w->sparse = false;
+		e->st.window_sparse = false;
+		w->nr_binds = 0;
+		w->rebuild = true;
+		return hm_window_sync(e, shared);
+	}
+	if (err) {
+		/* the table may name window bytes not yet filled: start over
+		 * at the next dispatch, with every mirror replanned */
+		w->rebuild = true;
+		return err;
+	}
+	if (w->sparse) {
+		err = sparse_submit(e);
+		hm_vk_buffer_free(e->vk, &w->old);
+		if (err) {
+			w->rebuild = true;
+			return err;
+		}
+		e->st.window_syncs++;
+		return 0;
+	}
+	if (filled && w->nr_ops) {
+		VkMemoryBarrier mb = {
+			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+			.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+		};
+
+		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+				     VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+	}
+	record_ops(e, cb);
+	hm_vk_cmd_barrier(cb);
+	err = hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
+	hm_vk_buffer_free(e->vk, &w->old);
+	if (err) {
+		w->rebuild = true;
+		return err;
+	}
+	e->st.window_syncs++;
+	return 0;
+}
+
+void hm_window_push(const struct hm_engine *e, bool shared, uint32_t *words)
+{
+	const struct hm_window *w = &e->win;
+	uint64_t delta = 0, first, last;
+
+	if (w->enabled && !shared && w->buf.buf) {
+		delta = w->buf.addr + HM_WINDOW_GUARD_BYTES - w->guest_lo;
+		first = w->buf.addr;
+		last = w->buf.addr + w->buf.size - HM_ACCESS_MAX_BYTES;
+	} else {
+		first = w->guard.addr;
+		last = w->guard.addr + w->guard.size - HM_ACCESS_MAX_BYTES;
+	}
+	words[HM_PUSH_WINDOW_DELTA_LO] = (uint32_t)delta;
+	words[HM_PUSH_WINDOW_DELTA_HI] = (uint32_t)(delta >> 32);
+	words[HM_PUSH_WINDOW_FIRST_LO] = (uint32_t)first;
+	words[HM_PUSH_WINDOW_FIRST_HI] = (uint32_t)(first >> 32);
+	words[HM_PUSH_WINDOW_LAST_LO] = (uint32_t)last;
+	words[HM_PUSH_WINDOW_LAST_HI] = (uint32_t)(last >> 32);
+}
+
+/* After the dispatch, before the copy-back: the chunks the device wrote
+ * (e->back, found by the marks) copied out of the window into their pool
+ * copies, which the copy-back diffs against the twins. */
+int hm_window_after_dispatch(struct hm_engine *e, bool shared)
+{
+	struct hm_window *w = &e->win;
+	VkCommandBuffer cb;
+	int err;
+
+	if (!w->enabled || shared || !w->buf.buf || !e->nr_back || w->sparse)
+		return 0;       /* sparse: the window's pages are the pool's memory */
+	err = hm_vk_cmd_start(e->vk, &w->cmd, &cb);
+	if (err)
+		return err;
+	for (size_t i = 0; i < e->nr_back; i++) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->back[i])];
+		uint64_t idx = hm_ref_idx(e->back[i]);
+		struct hm_chunk *c = &sp->ch[idx];
+		uint64_t guest = sp->guest + (idx << e->shift), so;
+		VkBuffer slab;
+		VkBufferCopy r;
+
+		if (c->mirror == HM_NO_MIRROR || !(c->flags & HM_CH_PUBLISHED) ||
+		    guest - w->guest_lo >= w->covered)
+			continue;
+		slab = hm_pool_slab(e, c->mirror, &so);
+		r = (VkBufferCopy){ .srcOffset = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo),
+				    .dstOffset = so, .size = e->chunk };
+		vkCmdCopyBuffer(cb, w->buf.buf, slab, 1, &r);
+	}
+	hm_vk_cmd_barrier(cb);
+	return hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
+}
