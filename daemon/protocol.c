@@ -18,6 +18,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "hmirrord.h"
@@ -59,19 +61,13 @@ struct hmd_req {
 };
 
 static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
-static unsigned bad_count[HMD_MAX_CLIENTS * 4];	/* by client id */
-
-static unsigned *bad_of(struct hmd_client *c)
-{
-	return &bad_count[c->id % (sizeof(bad_count) / sizeof(bad_count[0]))];
-}
 
 static void reply(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
 		  const void *p, size_t len)
 {
 	if (status < 0) {
 		hmd.stats[HM_DSTAT_BAD_MSGS]++;
-		if (++*bad_of(c) > HMD_MAX_BAD) {
+		if (++c->bad_msgs > HMD_MAX_BAD) {
 			hmd_client_send(c, type, seq, status, p, len);
 			hmd_client_disconnect(c, "too many bad messages");
 			return;
@@ -116,7 +112,7 @@ static void req_finish(struct hmd_req *r)
 static struct hmd_space *space_by_handle(struct hmd_client *c, uint32_t h)
 {
 	if (h == 0 || h > HMD_MAX_SPACES || !c->spaces[h - 1].used ||
-	    c->spaces[h - 1].removing)
+	    c->spaces[h - 1].removing || c->spaces[h - 1].adding)
 		return NULL;
 	return &c->spaces[h - 1];
 }
@@ -198,6 +194,7 @@ static __attribute__((unused)) void space_add_done(struct hmd_job *j)
 		req_finish(r);
 		return;
 	}
+	sp->adding = false;	/* the handle exists from this reply on */
 	a.space = hm_le32((uint32_t)(sp - c->spaces) + 1);
 	a.chunk_shift = hm_le32(sp->chunk_shift);
 	a.size = hm_le64(sp->size);
@@ -213,6 +210,55 @@ static void close_fds(int *fds, unsigned n)
 			fds[i] = -1;
 		}
 }
+
+#if HMIRRORD_HAVE_WATCH
+/*
+ * The fds of a space, checked before the import keeps any: the pages (a
+ * memfd sealed against shrinking, so they cannot vanish under the
+ * daemon's mappings; or the module's space fd, alone, which the import
+ * proves with its ioctl), a userfaultfd, /proc/PID/pagemap.  Anything
+ * else (a socket, above all the client's own connection, which would
+ * never see its hang-up) is refused.  *ret_pages: the memfd, or -1.
+ */
+static int space_fds_check(const int *fds, unsigned n, int *ret_pages)
+{
+	unsigned nr_pages = 0;
+
+	*ret_pages = -1;
+	for (unsigned i = 0; i < n; i++) {
+		char link[64], target[256];
+		struct statfs sfs;
+		struct stat st;
+		ssize_t len;
+		int seals;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fds[i]);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len < 0 || fstat(fds[i], &st) < 0)
+			return -EBADF;
+		target[len] = 0;
+		if (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISDIR(st.st_mode))
+			return -EBADF;
+		if (!strncmp(target, "/memfd:", 7)) {
+			seals = fcntl(fds[i], F_GET_SEALS);
+			if (seals < 0 || !(seals & F_SEAL_SHRINK))
+				return -EPERM;
+			*ret_pages = fds[i];
+			nr_pages++;
+		} else if (!strcmp(target, "anon_inode:[userfaultfd]")) {
+			continue;
+		} else if (fstatfs(fds[i], &sfs) == 0 && sfs.f_type == PROC_SUPER_MAGIC &&
+			   len >= 8 && !strcmp(target + len - 8, "/pagemap")) {
+			continue;
+		} else if (n == 1 && !S_ISREG(st.st_mode)) {
+			nr_pages++;	/* the module's space fd */
+		} else {
+			return -EBADF;
+		}
+	}
+	return nr_pages == 1 ? 0 : -EBADF;
+}
+#endif
 
 static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 			size_t len, int *fds, unsigned nr_fds)
@@ -236,7 +282,11 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 #if HMIRRORD_HAVE_WATCH
 	struct hm_space_handoff h = { 0 };
 	struct hm_space *s;
-	int rr;
+	int rr, pages_fd;
+
+	rr = space_fds_check(fds, nr_fds, &pages_fd);
+	if (rr < 0)
+		return rr;
 
 	for (unsigned i = 0; i < nr_fds; i++)
 		h.fds[i] = fds[i];
@@ -248,7 +298,14 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 		return rr;
 	/* the import took what it needs (dup or own); ours are closed below */
 	uint64_t size = hm_space_size(s);
+	struct stat st;
 
+	/* a mapping past the file's end would fault with SIGBUS */
+	if (pages_fd >= 0 && (fstat(pages_fd, &st) < 0 ||
+			      (uint64_t)st.st_size < size)) {
+		hm_space_free(s);
+		return -EINVAL;
+	}
 	if (__builtin_add_overflow(gaddr, size, &end) || size == 0) {
 		hm_space_free(s);
 		return -EOVERFLOW;
@@ -277,6 +334,7 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 	}
 	memset(sp, 0, sizeof(*sp));
 	sp->used = true;
+	sp->adding = true;
 	sp->guest_addr = gaddr;
 	sp->size = size;
 	sp->chunk_shift = hm_space_chunk_shift(s);
@@ -474,6 +532,10 @@ static void compile_run(struct hmd_job *j)
 		r->pl.mod = NULL;
 		return;
 	}
+	/* built before for this client and parked: the device thread takes
+	 * that one (and builds it itself in the rare case it went since) */
+	if (r->pl.cached && hmd_eng_pipeline_parked(j->client, r->pl.mod))
+		return;
 	j->status = hmd_eng_pipeline_build(r->pl.mod, &r->pl.prebuilt);
 }
 

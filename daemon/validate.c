@@ -254,3 +254,10 @@ void hmd_module_put(struct hmd_module *m)
 		m->refs--;	/* stays cached until evicted */
 	pthread_mutex_unlock(&cache_lock);
 }
+
+void hmd_module_ref(struct hmd_module *m)
+{
+	pthread_mutex_lock(&cache_lock);
+	m->refs++;
+	pthread_mutex_unlock(&cache_lock);
+}

@@ -185,11 +185,14 @@ static int hm_cmp_u64(const void *a, const void *b)
 
 int hm_memfd_create(struct hm_space *s, const struct hm_space_params *p)
 {
-	int fd = memfd_create("hmirror-space", MFD_CLOEXEC);
+	int fd = memfd_create("hmirror-space", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)s->size) < 0)
+	/* sealed against shrinking: an importer (the daemon) refuses pages
+	 * that could vanish under its mappings */
+	if (ftruncate(fd, (off_t)s->size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
 		goto fail;
 	if ((p->flags & HM_SPACE_POPULATE) && fallocate(fd, 0, 0, (off_t)s->size) < 0)
 		goto fail;
