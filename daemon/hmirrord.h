@@ -60,6 +60,11 @@ void hmd_module_ref(struct hmd_module *m);	/* one more reference */
 int  hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 		     char *ret_msg, size_t msg_cap);
 
+/* ---- isolate.c: every device pointer a module forms comes from the lookup
+ * helper (compile thread); 0 or -EACCES with the reason in ret_msg */
+int  hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
+			 char *ret_msg, size_t msg_cap);
+
 /* ---- device.c: libdrm render nodes <-> Vulkan physical devices */
 struct hmd_device_choice {
 	int vk_index;			/* physical device index, -1: none */

@@ -210,6 +210,8 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	pthread_mutex_unlock(&cache_lock);
 	stat_inc(HM_DSTAT_VALIDATIONS);
 	r = hmd_spirv_check(words, nr_words, entry, msg, cap);
+	if (r == 0)
+		r = hmd_isolation_check(words, nr_words, hmd.dev.is_cpu, msg, cap);
 	if (r < 0) {
 		stat_inc(HM_DSTAT_VALIDATION_FAILS);
 		return r;

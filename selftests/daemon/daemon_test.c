@@ -30,6 +30,7 @@
 
 #include <hmirror/client.h>
 #include <hmirror/watch.h>
+#include <hmirror/lookup.h>
 
 #include "kselftest_harness.h"
 
@@ -1154,7 +1155,16 @@ TEST_F(daemon, bad_message_count_dies_with_its_connection)
 	ASSERT_GT(0, r);
 	hm_client_free(c);
 	for (int i = 0; i < 255; i++) {
-		ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+		int r2 = -1;
+
+		/* 64 clients at most: the teardowns of the last ones may still
+		 * be queued (a refused connection takes no client id) */
+		for (uint64_t t0 = now_ms(); r2 < 0 && now_ms() - t0 < 5000;) {
+			r2 = hm_client_connect(self->sock, &c);
+			if (r2 < 0)
+				usleep(2000);
+		}
+		ASSERT_EQ(0, r2);
 		hm_client_free(c);
 	}
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
@@ -1352,6 +1362,233 @@ TEST_F(daemon, shrinkable_memfd_refused)
 	/* the library's own spaces are sealed: they go through */
 	ASSERT_EQ(0, new_space(&s, 1 << 20));
 	EXPECT_EQ(0, hm_client_space_add(c, s, 1ull << 32, &id));
+	hm_client_free(c);
+	hm_space_free(s);
+}
+
+/* ---- isolation (defect 2): what a module may point at ------------------ */
+
+enum module_kind {
+	MOD_GOOD,		/* the helper's form: dev != 0 ? dev : mark */
+	MOD_RAW_PUSH,		/* a pointer straight from the client's push words */
+	MOD_BITCAST,		/* the same by OpBitcast */
+	MOD_FAKE_TABLE,		/* the helper asked of a table the client names */
+	MOD_NO_NULL_TEST,	/* dev used without its != 0 test */
+	MOD_OFFSET_DEV,		/* dev + 4096: past the word looked up */
+	MOD_WIDE,		/* 16 bytes from a word's dev */
+	MOD_MISALIGNED,		/* a guest address not masked to 4 bytes */
+	MOD_TAMPERED_HELPER,	/* a helper that is not lib/lookup_spirv.c's */
+	MOD_LOCAL_OOB,		/* a private array indexed by a push word (CPU) */
+	MOD_NR
+};
+static const char *const module_kind_name[MOD_NR] = {
+	"good", "raw pointer from push words", "bitcast pointer", "fake table",
+	"dev without its null test", "dev + 4096", "16 bytes from a word's dev",
+	"misaligned guest address", "tampered helper", "private array out of range",
+};
+
+static uint32_t spv_join(struct hm_spirv_module *m, uint32_t lo, uint32_t hi)
+{
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+
+	return HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpBitwiseOr, u64,
+			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, lo),
+			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, hi),
+				   hm_spirv_const_u32(m, 32)));
+}
+
+/*
+ * One store of user word 2 at the guest address of user words 0, 1 (push
+ * words 6..8), as a translator emits it through the lookup helper, or
+ * broken in one way (kind).
+ */
+static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
+{
+	const enum hm_spv_section F = HM_SPV_SEC_FUNCTION;
+	struct hm_spirv_module *m;
+	uint32_t push[9], u32, u64, bl, pu32, guest, g, dev, mark, addr, p, val;
+	struct hm_spirv_table_ids t;
+	int r;
+
+	if (hm_spirv_module_new(&m) < 0)
+		return -ENOMEM;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	pu32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	uint32_t arr = 0, voidt = 0, fnt = 0, local_fn = 0;
+
+	if (kind == MOD_LOCAL_OOB) {
+		/* u32[4], declared by hand (the builder has no arrays) */
+		arr = hm_spirv_id(m);
+		HM_SPV(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeArray, arr, u32, hm_spirv_const_u32(m, 4));
+		voidt = hm_spirv_type_void(m);
+		fnt = hm_spirv_type_function(m, voidt, (const uint32_t[]){ u32, u32 }, 2);
+		local_fn = hm_spirv_id(m);
+	}
+	if (!hm_spirv_compute_main(m, 9, 1, push, NULL)) {
+		hm_spirv_module_free(m);
+		return -EINVAL;
+	}
+	t.table = spv_join(m, push[0], push[1]);
+	t.nr_home = push[2];
+	t.chunk_shift = push[3];
+	t.marks = spv_join(m, push[4], push[5]);
+	guest = spv_join(m, push[6], push[7]);
+	val = push[8];
+	if (kind == MOD_FAKE_TABLE)
+		t.table = guest;
+	g = kind == MOD_MISALIGNED ? guest :
+		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
+	r = hm_spirv_emit_lookup(m, &t, g, &dev, &mark);
+	if (r) {
+		hm_spirv_module_free(m);
+		return r;
+	}
+	uint32_t nz = HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
+
+	switch (kind) {
+	case MOD_RAW_PUSH:
+		addr = guest;
+		break;
+	case MOD_NO_NULL_TEST:
+		addr = dev;
+		break;
+	case MOD_OFFSET_DEV:
+		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz,
+				 HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, dev, hm_spirv_const_u64(m, 4096)),
+				 mark);
+		break;
+	default:
+		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz, dev, mark);
+		break;
+	}
+	if (kind == MOD_WIDE) {
+		uint32_t v4 = hm_spirv_type_vector(m, u32, 4);
+
+		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4), addr);
+		HM_SPV(m, F, HM_SpvOpStore, p,
+		       HM_SPV_OP(m, F, HM_SpvOpCompositeConstruct, v4, val, val, val, val),
+		       HM_SpvMemoryAccessAligned, 4);
+	} else if (kind == MOD_BITCAST) {
+		p = HM_SPV_OP(m, F, HM_SpvOpBitcast, pu32, guest);
+		HM_SPV(m, F, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+	} else {
+		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr);
+		HM_SPV(m, F, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+	}
+	p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark);
+	HM_SPV(m, F, HM_SpvOpStore, p, hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	if (kind == MOD_LOCAL_OOB)
+		HM_SPV_OP(m, F, HM_SpvOpFunctionCall, voidt, local_fn, push[8], push[6]);
+	HM_SPV(m, F, HM_SpvOpReturn);
+	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	if (kind == MOD_LOCAL_OOB) {
+		/* f(i, v) { uint a[4]; a[i] = v; }: i is the client's push word */
+		uint32_t i, v, var;
+
+		HM_SPV(m, F, HM_SpvOpFunction, voidt, local_fn, HM_SpvFunctionControlDontInline, fnt);
+		i = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter, u32);
+		v = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter, u32);
+		HM_SPV(m, F, HM_SpvOpLabel, hm_spirv_id(m));
+		var = HM_SPV_OP(m, F, HM_SpvOpVariable,
+				hm_spirv_type_pointer(m, HM_SpvStorageFunction, arr),
+				HM_SpvStorageFunction);
+		HM_SPV(m, F, HM_SpvOpStore,
+		       HM_SPV_OP(m, F, HM_SpvOpAccessChain,
+				 hm_spirv_type_pointer(m, HM_SpvStorageFunction, u32), var, i), v);
+		HM_SPV(m, F, HM_SpvOpReturn);
+		hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	}
+	r = hm_spirv_module_finish(m, ret, ret_n);
+	hm_spirv_module_free(m);
+	if (r == 0 && kind == MOD_TAMPERED_HELPER) {
+		/* the helper's hash multiplier, changed: the same shape, another
+		 * function */
+		uint32_t *w = *ret;
+
+		for (size_t i = 5; i < *ret_n; i += w[i] >> 16)
+			if ((w[i] & 0xffff) == HM_SpvOpConstant && (w[i] >> 16) == 4 &&
+			    w[i + 3] == HM_TABLE_HASH_MUL_LO)
+				w[i + 3] ^= 0x10000;
+	}
+	return r;
+}
+
+static int run_store(struct hm_client *c, uint32_t p, uint64_t guest, uint32_t value)
+{
+	uint32_t push[3] = { (uint32_t)guest, (uint32_t)(guest >> 32), value };
+	struct hm_client_dispatch d = {
+		.pipeline = p, .groups = { 1, 1, 1 }, .nr_push = 3, .push = push,
+	};
+	struct hm_client_result res;
+
+	return hm_client_dispatch(c, &d, 10000, &res);
+}
+
+/*
+ * Defect 2: a module may form a device pointer only from the lookup
+ * helper's answer, within the access's bounds.  The helper's own form
+ * goes through and its store lands in guest memory; each way of forming
+ * another pointer is refused at PIPELINE_NEW with -EACCES.  Had one been
+ * taken, its dispatch aimed at address 16 would have killed hmirrord
+ * (lavapipe: the daemon's own memory), and on a GPU written any memory
+ * of the device.
+ */
+TEST_F(daemon, modules_point_only_where_the_helper_answers)
+{
+	const uint64_t G = 1ull << 32;
+	struct hm_client *c, *obs;
+	struct hm_space *s;
+	uint32_t id, good, p, *w;
+	size_t n;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, 1 << 20);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 3, &good));
+	free(w);
+	ASSERT_EQ(0, run_store(c, good, G + 0x100, 0xc0ffee));
+	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
+	/* outside every space: the store marks the sink, lands nowhere */
+	EXPECT_EQ(0, run_store(c, good, 16, 0xbad));
+
+	for (int k = MOD_GOOD + 1; k < MOD_NR; k++) {
+		int r;
+
+		ASSERT_EQ(0, store_module(k, &w, &n));
+		r = hm_client_pipeline_new(c, w, n, "main", 3, &p);
+		free(w);
+		if (k == MOD_LOCAL_OOB && r == 0 && !strstr(hm_client_info(c)->device, "llvmpipe")) {
+			hm_client_pipeline_free(c, p);
+			continue;	/* only CPU devices refuse it */
+		}
+		EXPECT_EQ(-EACCES, r) TH_LOG("%s: taken", module_kind_name[k]);
+		if (r == 0) {
+			run_store(c, p, 16, 0xbad);
+			EXPECT_TRUE(daemon_alive(self->pid)) TH_LOG("%s killed the daemon",
+							    module_kind_name[k]);
+			if (!daemon_alive(self->pid))
+				break;
+		}
+	}
+	if (!daemon_alive(self->pid)) {
+		hm_client_free(c);
+		hm_space_free(s);
+		return;
+	}
+	/* the good client's bytes and its pipeline are as they were */
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	EXPECT_EQ(0, hm_client_ping(obs));
+	hm_client_free(obs);
+	ASSERT_EQ(0, run_store(c, good, G + 0x200, 0x5eed));
+	EXPECT_EQ(0x5eed, ((volatile uint32_t *)hm_space_addr(s))[0x80]);
+	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
 	hm_client_free(c);
 	hm_space_free(s);
 }
