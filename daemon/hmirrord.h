@@ -45,6 +45,7 @@ struct hmd_module {
 	size_t nr_words;
 	char entry[HM_PROTO_ENTRY_MAX];
 	uint32_t user_push_words;
+	bool isolated;		/* passed hmd_isolation_check() */
 	unsigned refs;
 	struct hmd_module *next;
 };
@@ -196,6 +197,8 @@ struct hmd_state {
 	uint32_t next_client_id;
 	uid_t allow_uid;		/* besides root and the daemon's euid */
 	bool allow_any;			/* --allow-any: socket mode decides */
+	bool isolate_all;		/* --isolate-all: check root's and our
+					   own uid's modules too */
 	bool shutting_down;
 	uint64_t t_start;
 	uint64_t dispatch_seq;

@@ -515,6 +515,16 @@ static void pipeline_done(struct hmd_job *j)
 }
 
 /*
+ * A module that fails the isolation check (isolate.c) runs only for a
+ * client that could reach the daemon's memory anyway: root, or the
+ * daemon's own uid (ptrace).  --isolate-all refuses it to those too.
+ */
+static bool client_trusted(const struct hmd_client *c)
+{
+	return !hmd.isolate_all && (c->uid == 0 || c->uid == geteuid());
+}
+
+/*
  * PIPELINE_NEW in two steps: the compile thread validates the module and
  * builds its pipeline on the shared device (seconds, for a big module on
  * some drivers: no other client waits for it, nor the loop), then the
@@ -530,6 +540,14 @@ static void compile_run(struct hmd_job *j)
 	r->pl.words = NULL;
 	if (j->status < 0) {
 		r->pl.mod = NULL;
+		return;
+	}
+	if (!r->pl.mod->isolated && !client_trusted(j->client)) {
+		if (r->pl.cached)
+			snprintf(r->pl.msg, sizeof(r->pl.msg), "isolation: refused before");
+		hmd_module_put(r->pl.mod);
+		r->pl.mod = NULL;
+		j->status = -EACCES;
 		return;
 	}
 	/* built before for this client and parked: the device thread takes

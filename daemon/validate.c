@@ -210,8 +210,6 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	pthread_mutex_unlock(&cache_lock);
 	stat_inc(HM_DSTAT_VALIDATIONS);
 	r = hmd_spirv_check(words, nr_words, entry, msg, cap);
-	if (r == 0)
-		r = hmd_isolation_check(words, nr_words, hmd.dev.is_cpu, msg, cap);
 	if (r < 0) {
 		stat_inc(HM_DSTAT_VALIDATION_FAILS);
 		return r;
@@ -229,6 +227,8 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	m->hash = h;
 	snprintf(m->entry, sizeof(m->entry), "%s", entry);
 	m->user_push_words = user_push_words;
+	/* isolate.c; whether it matters depends on the client (protocol.c) */
+	m->isolated = hmd_isolation_check(words, nr_words, hmd.dev.is_cpu, msg, cap) == 0;
 	m->refs = 1;
 	pthread_mutex_lock(&cache_lock);
 	while ((cache_nr >= CACHE_MAX_MODULES ||

@@ -1543,12 +1543,19 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 	struct hm_client *c, *obs;
 	struct hm_space *s;
 	uint32_t id, good, p, *w;
+	char sock2[160];
 	size_t n;
 
 	if (!self->engine)
 		SKIP(return, "daemon has no engine");
 	SPACE_OR_SKIP(s, 1 << 20);
-	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	/* the test runs as root or the daemon's uid, whose modules are not
+	 * held to the check by default: a daemon that checks every client */
+	stop_daemon(self->pid, 5000);
+	snprintf(sock2, sizeof(sock2), "%s/iso", self->dir);
+	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	ASSERT_GT(self->pid, 0);
+	ASSERT_EQ(0, hm_client_connect(sock2, &c));
 	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
 	ASSERT_EQ(0, store_module(MOD_GOOD, &w, &n));
 	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 3, &good));
@@ -1583,7 +1590,7 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 		return;
 	}
 	/* the good client's bytes and its pipeline are as they were */
-	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	ASSERT_EQ(0, hm_client_connect(sock2, &obs));
 	EXPECT_EQ(0, hm_client_ping(obs));
 	hm_client_free(obs);
 	ASSERT_EQ(0, run_store(c, good, G + 0x200, 0x5eed));
@@ -1591,6 +1598,58 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
 	hm_client_free(c);
 	hm_space_free(s);
+	unlink(sock2);
+}
+
+/*
+ * Who is held to the isolation check by default: every client but root
+ * and the daemon's own uid (who could ptrace the daemon anyway).  A module
+ * root had taken (from the cache) is still refused to uid 65534.
+ */
+TEST_F(daemon, other_uids_are_held_to_the_isolation_check)
+{
+	uint32_t *raw, *good, p;
+	size_t nraw, ngood;
+	struct hm_client *c;
+	char sock2[160];
+	pid_t d2, child;
+	int st;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to connect as another uid");
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	ASSERT_EQ(0, store_module(MOD_RAW_PUSH, &raw, &nraw));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &good, &ngood));
+	snprintf(sock2, sizeof(sock2), "%s/uid", self->dir);
+	d2 = start_daemon(sock2, "--socket-mode=0666", "--allow-uid=65534");
+	ASSERT_GT(d2, 0);
+	chmod(self->dir, 0755);
+	/* root's: taken (never dispatched), and cached */
+	ASSERT_EQ(0, hm_client_connect(sock2, &c));
+	EXPECT_EQ(0, hm_client_pipeline_new(c, raw, nraw, "main", 3, &p));
+	child = fork();
+	if (child == 0) {
+		struct hm_client *u;
+
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(10);
+		if (hm_client_connect(sock2, &u) < 0)
+			_exit(11);
+		if (hm_client_pipeline_new(u, raw, nraw, "main", 3, &p) != -EACCES)
+			_exit(12);
+		if (hm_client_pipeline_new(u, good, ngood, "main", 3, &p) != 0)
+			_exit(13);
+		_exit(0);
+	}
+	ASSERT_EQ(child, waitpid(child, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st)) TH_LOG("10-11: setup; 12: the raw module was "
+					     "taken; 13: the good one refused");
+	hm_client_free(c);
+	free(raw);
+	free(good);
+	EXPECT_EQ(0, stop_daemon(d2, 5000));
+	unlink(sock2);
 }
 
 TEST_HARNESS_MAIN
