@@ -59,8 +59,8 @@ void hmd_client_refresh_estats(struct hmd_client *c)
 struct hmd_worker {
 	bool spin;			/* look for the next job before sleeping */
 	/* never the same client twice in a row while another's job waits
-	 * (the compile thread: one client's compiles, seconds each, cannot
-	 * hold up another's); else strictly in submission order */
+	 * (one client's compiles or dispatches, seconds each, cannot hold up
+	 * another's); a client's own jobs stay in submission order */
 	bool fair;
 	struct hmd_client *last;	/* whose job ran last (never dereferenced) */
 	pthread_t thread;
@@ -75,6 +75,9 @@ struct hmd_worker {
 
 static struct hmd_worker dev_worker = {
 	.spin = true,
+	/* one client's queue of long dispatches delays another's by one
+	 * dispatch at most; each client's own jobs stay in order */
+	.fair = true,
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 	.queue_tail = &dev_worker.queue_head, .done_tail = &dev_worker.done_head,
 	.efd = -1,

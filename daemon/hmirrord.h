@@ -138,6 +138,9 @@ void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
 #define HMD_MAX_PARKED		64
 #define HMD_MAX_SPACE_BYTES	(64ull << 30)
 #define HMD_MAX_SPIRV_WORDS	(4u << 20)
+/* workgroups a dispatch (x * y * z): the protocol's 65535^3 would keep a
+ * CPU device busy for days with an empty program */
+#define HMD_MAX_GROUPS		(1u << 24)
 
 struct hmd_space {
 	bool used, removing;

@@ -762,6 +762,13 @@ static void dispatch_done(struct hmd_job *j)
 	if (r->send_status < 0 && r->send_status != -ENOTCONN && !c->dead)
 		hmd_client_disconnect(c, r->send_status == -EAGAIN ?
 				      "not reading replies" : "send failed");
+	/* a dispatch past the client's time budget (--timeout; the device
+	 * may not say so: lavapipe runs a submission to its end inside
+	 * vkQueueSubmit): end what can be ended, the client's queued work
+	 * and its connection (Documentation/daemon.rst) */
+	if ((j->status == -ETIMEDOUT || (r->replied &&
+	     j->t_done - j->t_started > hmd.dispatch_timeout_ns)) && !c->dead)
+		hmd_client_disconnect(c, "dispatch over its time budget");
 	req_finish(r);
 }
 
@@ -785,13 +792,18 @@ static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
 		return -ENOENT;
 	if (nr_push != pp->mod->user_push_words)
 		return -EINVAL;
+	uint64_t total = 1;
+
 	for (unsigned i = 0; i < 3; i++) {
 		uint32_t g = hm_from_le32(m.groups[i]);
 
 		if (g == 0 || g > 65535)
 			return -EINVAL;
 		m.groups[i] = g;
+		total *= g;
 	}
+	if (total > HMD_MAX_GROUPS)
+		return -E2BIG;
 	for (unsigned i = nr_push; i < HM_PROTO_MAX_PUSH; i++)
 		if (m.push[i])
 			return -EINVAL;
