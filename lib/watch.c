@@ -381,6 +381,30 @@ enum hm_backend hm_space_backend(const struct hm_space *s) { return s ? s->backe
 const char *hm_space_backend_reason(const struct hm_space *s) { return s ? s->reason : ""; }
 unsigned hm_space_caps(const struct hm_space *s) { return s ? s->caps : 0; }
 
+int hm_space_protect(struct hm_space *s, void *addr, size_t len, int prot)
+{
+	uintptr_t a = (uintptr_t)addr;
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t c, c2;
+	int m, err;
+
+	if (!s || !len || (a | len) & (uintptr_t)(pg - 1) || !(prot & PROT_READ) ||
+	    (prot & ~(PROT_READ | PROT_WRITE)))
+		return -EINVAL;
+	hm_lock(s);
+	m = hm_map_lookup(s, a, &c);
+	if (m < 0 || hm_map_lookup(s, a + len - 1, &c2) != m) {
+		hm_unlock(s);
+		return -EINVAL;	/* one watched mapping, whole */
+	}
+	if (s->ops->app_protect)
+		err = s->ops->app_protect(s, m, a, len, prot);
+	else
+		err = mprotect(addr, len, prot) < 0 ? -errno : 0;
+	hm_unlock(s);
+	return err;
+}
+
 int hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret)
 {
 	if (!s || !ret)
