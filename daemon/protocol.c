@@ -1005,10 +1005,6 @@ void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,
 			hmd_client_disconnect(c, "receive error");
 			return;
 		}
-		if (n == 0) {
-			hmd_client_disconnect(c, "hang-up");
-			return;
-		}
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
 		     cm = CMSG_NXTHDR(&mh, cm)) {
 			if (cm->cmsg_level != SOL_SOCKET ||
@@ -1023,6 +1019,13 @@ void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,
 				else
 					close(in[j]);
 			}
+		}
+		if (n == 0) {
+			/* end of file, or an empty datagram: fds may ride on
+			 * either (found by the protocol fuzzer) */
+			close_fds(fds, nr_fds);
+			hmd_client_disconnect(c, "hang-up");
+			return;
 		}
 		if (nr_fds > HM_PROTO_MAX_FDS)
 			too_many = true;

@@ -224,6 +224,9 @@ static int hm_uffd_async_maps_present(struct hm_space *s)
 	long pg = sysconf(_SC_PAGESIZE);
 	unsigned char v;
 
+	/* an importer's maps are its exporter's: not ours to look at */
+	if (s->imported)
+		return 0;
 	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
 		uintptr_t a = s->maps[i].addr;
 

@@ -1780,4 +1780,277 @@ TEST_F(daemon, dispatch_over_budget_ends_its_client)
 	unlink(sock2);
 }
 
+/* ---- the protocol fuzzer ---------------------------------------------------
+ *
+ * Hostile clients send every message type, valid-shaped then mutated
+ * (bytes flipped, truncated, extended, oversized, flags and padding set),
+ * out of order, with wrong fds (sockets, a pipe, /dev/null, unsealed and
+ * sealed memfds, another client's connection) and handle numbers other
+ * clients use, for HMIRROR_FUZZ_SECONDS (default 12), while a good client
+ * stores through the helper and checks every word it wrote.  It fails on a
+ * daemon crash, a wrong byte for the good client, or fds, clients, spaces
+ * or pipelines the hostile clients leave behind.
+ */
+struct good_arg {
+	const char *sock;
+	struct hm_space *s;
+	volatile bool stop;
+	unsigned dispatches, mismatches;
+	int status;
+};
+
+static void *good_client(void *p)
+{
+	struct good_arg *g = p;
+	const uint64_t G = 1ull << 32;
+	volatile uint32_t *mem = hm_space_addr(g->s);
+	struct hm_client *c;
+	uint32_t id, pl, *w;
+	size_t n;
+
+	g->status = hm_client_connect(g->sock, &c);
+	if (g->status)
+		return NULL;
+	if ((g->status = hm_client_space_add(c, g->s, G, &id)) ||
+	    (g->status = store_module(MOD_GOOD, &w, &n)))
+		goto out;
+	g->status = hm_client_pipeline_new(c, w, n, "main", 3, &pl);
+	free(w);
+	if (g->status)
+		goto out;
+	for (uint32_t i = 1; !g->stop; i++) {
+		uint32_t word = (i * 2654435761u) % (1u << 18);	/* of 1 MiB */
+
+		g->status = run_store(c, pl, G + 4ull * word, i);
+		if (g->status)
+			break;
+		g->dispatches++;
+		if (mem[word] != i)
+			g->mismatches++;
+	}
+out:
+	hm_client_free(c);
+	return NULL;
+}
+
+static uint32_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return (uint32_t)(*x >> 11);
+}
+
+/* a real space's handoff blob, for SPACE_ADDs that reach the import */
+static struct hm_space_handoff fuzz_handoff;
+
+/* a valid-shaped payload of type t (some fields random); its length */
+static size_t fuzz_payload(uint16_t t, uint8_t *p, uint64_t *x, const uint32_t *mod, size_t mod_n)
+{
+	switch (t) {
+	case HM_MSG_HELLO: {
+		struct hm_msg_hello h = { .version_min = 1, .version_max = rnd(x) % 3 };
+
+		memcpy(p, &h, sizeof(h));
+		return sizeof(h);
+	}
+	case HM_MSG_SPACE_ADD: {
+		struct hm_msg_space_add m = {
+			.guest_addr = (uint64_t)(rnd(x) % 8) << 30, .nr_fds = 1 + rnd(x) % 3,
+			.blob_len = rnd(x) % 80,
+		};
+
+		for (unsigned i = 0; i < sizeof(m.blob); i++)
+			m.blob[i] = (uint8_t)rnd(x);
+		if (rnd(x) % 2) {
+			m.nr_fds = fuzz_handoff.nr_fds;
+			m.blob_len = fuzz_handoff.blob_len;
+			memcpy(m.blob, fuzz_handoff.blob, fuzz_handoff.blob_len);
+		}
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	case HM_MSG_SPACE_REMOVE: case HM_MSG_PIPELINE_FREE: {
+		struct hm_msg_handle m = { .handle = rnd(x) % 6 };
+
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	case HM_MSG_ADVISE: {
+		struct hm_msg_advise m = {
+			.guest_addr = (1ull << 32) + (rnd(x) % 64) * 4096, .size = rnd(x) % (2 << 20),
+			.advice = rnd(x) % 5,
+		};
+
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	case HM_MSG_PIPELINE_NEW: {
+		struct hm_msg_pipeline_new m = { .nr_words = (uint32_t)mod_n, .user_push_words = 3 };
+
+		strcpy(m.entry, rnd(x) % 4 ? "main" : "nope");
+		memcpy(p, &m, sizeof(m));
+		memcpy(p + sizeof(m), mod, mod_n * 4);
+		return sizeof(m) + mod_n * 4;
+	}
+	case HM_MSG_DISPATCH: {
+		struct hm_msg_dispatch m = {
+			.pipeline = rnd(x) % 4, .groups = { 1 + rnd(x) % 4, 1, 1 },
+			.nr_push = rnd(x) % 2 ? 3 : 2,
+		};
+
+		m.push[0] = rnd(x);
+		m.push[1] = rnd(x) % 3;
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	default:
+		return rnd(x) % 64;
+	}
+}
+
+TEST_F(daemon, protocol_fuzz)
+{
+	static uint8_t buf[HM_PROTO_MAX_MSG + 4096];
+	uint64_t seed = getenv("HMIRROR_FUZZ_SEED") ? strtoull(getenv("HMIRROR_FUZZ_SEED"), NULL, 0) :
+			(uint64_t)time(NULL) | 1, x = seed;
+	int secs = getenv("HMIRROR_FUZZ_SECONDS") ? atoi(getenv("HMIRROR_FUZZ_SECONDS")) : 12;
+	struct good_arg g = { .sock = self->sock };
+	unsigned msgs = 0, reconnects = 0, with_fds = 0, replies = 0;
+	struct hm_client *h = NULL, *obs;
+	uint32_t *mod, *raw;
+	size_t mod_n, raw_n;
+	int fds0, pfd[2], nul, sealed, unsealed;
+	struct hm_space *fs;
+	long rss0, rss1;
+	pthread_t t;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(g.s, 1 << 20);
+	ASSERT_EQ(0, new_space(&fs, 1 << 20));
+	ASSERT_EQ(0, hm_space_export(fs, &fuzz_handoff));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &mod, &mod_n));
+	ASSERT_EQ(0, store_module(MOD_RAW_PUSH, &raw, &raw_n));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	ASSERT_EQ(0, hm_client_ping(obs));
+	fds0 = proc_fds(self->pid);
+	rss0 = proc_rss_kib(self->pid);
+	ASSERT_EQ(0, pipe(pfd));
+	nul = open("/dev/null", O_RDWR);
+	unsealed = memfd_create("fuzz", MFD_CLOEXEC);
+	ASSERT_EQ(0, ftruncate(unsealed, 1 << 20));
+	sealed = memfd_create("fuzz-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ASSERT_EQ(0, ftruncate(sealed, 1 << 20));
+	ASSERT_EQ(0, fcntl(sealed, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE));
+	ASSERT_EQ(0, pthread_create(&t, NULL, good_client, &g));
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)secs * 1000 && daemon_alive(self->pid);) {
+		uint16_t type = (uint16_t)(rnd(&x) % (HM_MSG_NR + 2));
+		struct hm_msg_hdr *hd = (struct hm_msg_hdr *)buf;
+		size_t len;
+		int fds[4], nf = 0;
+
+		if (!h) {
+			if (hm_client_connect(self->sock, &h) < 0) {
+				h = NULL;
+				usleep(5000);
+				continue;
+			}
+			reconnects++;
+		}
+		len = fuzz_payload(type, buf + sizeof(*hd),
+				   &x, rnd(&x) % 8 ? mod : raw, rnd(&x) % 8 ? mod_n : raw_n);
+		raw_hdr(buf, type, rnd(&x), len);
+		len += sizeof(*hd);
+		switch (rnd(&x) % 8) {	/* the mutation */
+		case 0:
+			for (int k = 1 + rnd(&x) % 4; k; k--)
+				buf[rnd(&x) % len] ^= (uint8_t)(1u << (rnd(&x) % 8));
+			break;
+		case 1:
+			len = rnd(&x) % len;		/* truncated */
+			break;
+		case 2:
+			len += rnd(&x) % 64;		/* trailing junk */
+			break;
+		case 3:
+			if (rnd(&x) % 16 == 0)
+				len = HM_PROTO_MAX_MSG + 1 + rnd(&x) % 1000;	/* oversized */
+			else
+				hd->flags = (uint16_t)rnd(&x), hd->pad = rnd(&x) % 2;
+			break;
+		default:
+			break;			/* valid-shaped */
+		}
+		if (rnd(&x) % 3 == 0) {
+			int pool[] = { pfd[0], pfd[1], nul, unsealed, sealed,
+				       hm_client_fd(h), hm_client_fd(obs) };
+
+			nf = 1 + rnd(&x) % 4;
+			for (int k = 0; k < nf; k++)
+				fds[k] = pool[rnd(&x) % (sizeof(pool) / sizeof(pool[0]))];
+			/* the real space's fds, one of them swapped for a wrong one */
+			if (type == HM_MSG_SPACE_ADD && rnd(&x) % 2) {
+				nf = (int)fuzz_handoff.nr_fds;
+				memcpy(fds, fuzz_handoff.fds, nf * sizeof(int));
+				if (rnd(&x) % 2)
+					fds[rnd(&x) % nf] = pool[rnd(&x) % (sizeof(pool) / sizeof(pool[0]))];
+			}
+			with_fds++;
+		}
+		if (hm_client_send_raw(h, buf, len, nf ? fds : NULL, nf) < 0) {
+			hm_client_free(h);	/* closed for its bad messages */
+			h = NULL;
+			continue;
+		}
+		msgs++;
+		/* read what came back, so as not to be dropped as a non-reader */
+		while (hm_client_recv_raw(h, buf, sizeof(buf), 0) > 0)
+			replies++;
+		/* some hostile clients hang up themselves (their teardown
+		   then starts from the hang-up, not from the daemon) */
+		if (rnd(&x) % 64 == 0) {
+			hm_client_free(h);
+			h = NULL;
+		}
+	}
+	hm_client_free(h);
+	g.stop = true;
+	pthread_join(t, NULL);
+	struct hm_client_stats fst;
+
+	hm_client_stats(obs, &fst);
+	TH_LOG("seed %#llx: %u hostile messages (%u with fds) in %d s, %u replies, %u connections, "
+	       "%llu answered with an error; good client %u dispatches, %u wrong words",
+	       (unsigned long long)seed, msgs, with_fds, secs, replies, reconnects,
+	       (unsigned long long)fst.daemon[HM_DSTAT_BAD_MSGS], g.dispatches, g.mismatches);
+	ASSERT_TRUE(daemon_alive(self->pid)) TH_LOG("hmirrord died (seed %#llx)",
+						    (unsigned long long)seed);
+	EXPECT_EQ(0, g.status);
+	EXPECT_EQ(0, g.mismatches);
+	/* served all along: one client's hostility starves no other */
+	EXPECT_LT(10u * secs, g.dispatches);
+	/* everything the hostile clients made went with them */
+	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 10000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_INFLIGHT, 0, 5000));
+	EXPECT_GE(fds0, proc_fds(self->pid));
+	rss1 = proc_rss_kib(self->pid);
+	TH_LOG("daemon RSS %ld -> %ld KiB", rss0, rss1);
+	EXPECT_GT(64 * 1024, rss1 - rss0);
+	EXPECT_EQ(0, hm_client_ping(obs));
+	hm_client_free(obs);
+	close(pfd[0]);
+	close(pfd[1]);
+	close(nul);
+	close(sealed);
+	close(unsealed);
+	free(mod);
+	free(raw);
+	hm_handoff_close(&fuzz_handoff);
+	hm_space_free(fs);
+	hm_space_free(g.s);
+}
+
 TEST_HARNESS_MAIN
