@@ -218,7 +218,8 @@ static void close_fds(int *fds, unsigned n)
  * daemon's mappings; or the module's space fd, alone, which the import
  * proves with its ioctl), a userfaultfd, /proc/PID/pagemap.  Anything
  * else (a socket, above all the client's own connection, which would
- * never see its hang-up) is refused.  *ret_pages: the memfd, or -1.
+ * never see its hang-up; a pipe, a directory, a plain file beside other
+ * fds) is refused.  *ret_pages: the memfd, or -1.
  */
 static int space_fds_check(const int *fds, unsigned n, int *ret_pages)
 {
@@ -250,8 +251,10 @@ static int space_fds_check(const int *fds, unsigned n, int *ret_pages)
 		} else if (fstatfs(fds[i], &sfs) == 0 && sfs.f_type == PROC_SUPER_MAGIC &&
 			   len >= 8 && !strcmp(target + len - 8, "/pagemap")) {
 			continue;
-		} else if (n == 1 && !S_ISREG(st.st_mode)) {
-			nr_pages++;	/* the module's space fd */
+		} else if (n == 1) {
+			/* the module's space fd (an inode of its own file
+			 * system): the import proves it by its ioctl */
+			nr_pages++;
 		} else {
 			return -EBADF;
 		}

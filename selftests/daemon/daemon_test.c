@@ -1718,17 +1718,26 @@ TEST_F(daemon, long_dispatches_delay_another_client_by_one)
 	big.groups[0] = 1;
 	ASSERT_EQ(0, hm_client_dispatch(b, &big, 60000, &res));
 	b_ms = now_ms() - t0;
-	for (int i = 0; i < N; i++)
+	double b_run = res.run_ns / 1e6, a_max = 0, a_sum = 0;
+
+	for (int i = 0; i < N; i++) {
 		EXPECT_EQ(0, hm_client_wait(a, t[i], 60000, &res));
-	TH_LOG("one of A's dispatches %.0f ms; B's empty one behind %d of them: %llu ms",
-	       one, N, (unsigned long long)b_ms);
-	EXPECT_GT(2.5 * one + 50, (double)b_ms);
+		a_sum += res.run_ns / 1e6;
+		if (res.run_ns / 1e6 > a_max)
+			a_max = res.run_ns / 1e6;
+	}
+	TH_LOG("A's dispatches %.0f ms (alone), %.0f ms at most and %.0f ms in all queued; "
+	       "B's empty one behind them: %llu ms (%.0f ms its own)",
+	       one, a_max, a_sum, (unsigned long long)b_ms, b_run);
+	/* behind the one running, not behind all eight (the machine's load
+	   moves each dispatch's time: bound by what they took) */
+	EXPECT_GT(a_max + b_run + 100, (double)b_ms);
 	hm_client_free(a);
 	hm_client_free(b);
 }
 
 /*
- * Defect 3: a client whose dispatch outruns its time budget (--timeout)
+ * Defect 3: a client whose dispatch outruns its time budget (--timeout 1)
  * is disconnected (-ETIMEDOUT where the device's wait says so; lavapipe
  * runs a submission to its end inside vkQueueSubmit, so there it is told
  * afterwards), its queued dispatches dropped; the other client is served.
@@ -1746,7 +1755,7 @@ TEST_F(daemon, dispatch_over_budget_ends_its_client)
 	if (!self->engine)
 		SKIP(return, "daemon has no engine");
 	snprintf(sock2, sizeof(sock2), "%s/budget", self->dir);
-	d2 = start_daemon(sock2, "--timeout=0.3", NULL);
+	d2 = start_daemon(sock2, "--timeout=1", NULL);
 	ASSERT_GT(d2, 0);
 	ASSERT_EQ(0, hm_client_connect(sock2, &a));
 	ASSERT_EQ(0, hm_client_connect(sock2, &b));
@@ -1756,8 +1765,8 @@ TEST_F(daemon, dispatch_over_budget_ends_its_client)
 	ASSERT_LE(0, rows_ms(a, pa, 1));	/* the code made, under budget */
 	ASSERT_EQ(0, hm_client_ping(a));
 	uint32_t apush[2] = { 1, 0 };
-	struct hm_client_dispatch d = {	/* about 1.5 s */
-		.pipeline = pa, .groups = { 65535, 32, 1 }, .nr_push = 2, .push = apush,
+	struct hm_client_dispatch d = {	/* 3-10 s here: past 1 s however loaded */
+		.pipeline = pa, .groups = { 65535, 64, 1 }, .nr_push = 2, .push = apush,
 	};
 	struct hm_client_dispatch e = {
 		.pipeline = pb, .groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
