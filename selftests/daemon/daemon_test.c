@@ -127,6 +127,8 @@ FIXTURE(daemon) {
 	char dir[64];
 	char sock[128];
 	pid_t pid;
+	pid_t extra;		/* a second daemon of the test's, stopped even
+				   when an assertion ends the test early */
 	bool engine;
 };
 
@@ -148,6 +150,8 @@ FIXTURE_TEARDOWN(daemon)
 {
 	if (self->pid > 0)
 		stop_daemon(self->pid, 5000);
+	if (self->extra > 0)
+		stop_daemon(self->extra, 10000);
 	unlink(self->sock);
 	rmdir(self->dir);
 }
@@ -1626,6 +1630,7 @@ TEST_F(daemon, other_uids_are_held_to_the_isolation_check)
 	snprintf(sock2, sizeof(sock2), "%s/uid", self->dir);
 	d2 = start_daemon(sock2, "--socket-mode=0666", "--allow-uid=65534");
 	ASSERT_GT(d2, 0);
+	self->extra = d2;
 	chmod(self->dir, 0755);
 	/* root's: taken (never dispatched), and cached */
 	ASSERT_EQ(0, hm_client_connect(sock2, &c));
@@ -1651,6 +1656,7 @@ TEST_F(daemon, other_uids_are_held_to_the_isolation_check)
 	free(raw);
 	free(good);
 	EXPECT_EQ(0, stop_daemon(d2, 5000));
+	self->extra = 0;
 	unlink(sock2);
 }
 
@@ -1757,6 +1763,7 @@ TEST_F(daemon, dispatch_over_budget_ends_its_client)
 	snprintf(sock2, sizeof(sock2), "%s/budget", self->dir);
 	d2 = start_daemon(sock2, "--timeout=1", NULL);
 	ASSERT_GT(d2, 0);
+	self->extra = d2;
 	ASSERT_EQ(0, hm_client_connect(sock2, &a));
 	ASSERT_EQ(0, hm_client_connect(sock2, &b));
 	ASSERT_EQ(0, hm_client_pipeline_new(a, hm_test_spin_spv, sizeof(hm_test_spin_spv) / 4,
@@ -1786,6 +1793,7 @@ TEST_F(daemon, dispatch_over_budget_ends_its_client)
 	hm_client_free(a);
 	hm_client_free(b);
 	EXPECT_EQ(0, stop_daemon(d2, 10000));
+	self->extra = 0;
 	unlink(sock2);
 }
 
