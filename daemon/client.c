@@ -44,6 +44,7 @@ void hmd_client_put(struct hmd_client *c)
 	hmd.stats[HM_DSTAT_CLIENTS] = hmd.nr_clients;
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_mutex_destroy(&c->park_lock);
 	free(c);
 }
 
@@ -92,6 +93,7 @@ int hmd_client_accept(int lfd)
 		close(fd);
 		return -ENOMEM;
 	}
+	pthread_mutex_init(&c->park_lock, NULL);
 	c->fd = fd;
 	c->pid = cr.pid;
 	c->uid = cr.uid;

@@ -15,8 +15,9 @@ LIB_OBJS += $(CLIENT_OBJS)
 
 DAEMON_OBJS := $(O)/daemon/main.o $(O)/daemon/loop.o $(O)/daemon/client.o \
 	$(O)/daemon/protocol.o $(O)/daemon/dispatch.o $(O)/daemon/validate.o \
-	$(O)/daemon/device.o $(O)/daemon/netlink.o
-DAEMON_DEP_OBJS := $(if $(filter 1,$(HMIRRORD_ENGINE)),$(ENGINE_OBJS) $(TABLE_OBJS) $(VKCTX_OBJS)) \
+	$(O)/daemon/device.o $(O)/daemon/netlink.o $(O)/daemon/isolate.o
+# isolate.c compares client helpers with lib/lookup_spirv.c's own
+DAEMON_DEP_OBJS := $(O)/lib/lookup_spirv.o $(if $(filter 1,$(HMIRRORD_ENGINE)),$(ENGINE_OBJS) $(TABLE_OBJS) $(VKCTX_OBJS)) \
 	$(if $(filter 1,$(HMIRRORD_WATCH)),$(WATCH_OBJS))
 DAEMON_LIBS := -luring -lnl-genl-3 -lnl-3 -lsystemd -ldrm -lvulkan \
 	-lSPIRV-Tools -lstdc++ -lm $(WATCH_LIBS) $(ENGINE_LIBS)
@@ -63,11 +64,11 @@ $(B)/include/daemon/%.spv.h: selftests/daemon/%.comp | $(DEPS)
 $(O)/selftests/daemon/daemon_test.o: $(B)/include/daemon/empty.spv.h \
 	$(B)/include/daemon/spin.spv.h $(B)/include/daemon/heavy.spv.h $(HMIRRORD_CONFIG)
 $(O)/selftests/daemon/daemon_test.o: CFLAGS += -include $(HMIRRORD_CONFIG) -Wno-sign-compare
-$(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) $(O)/lib/lookup_spirv.o \
-		$$(sort $$(WATCH_OBJS)) | $(B)/bin/hmirrord
+$(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
+		$(O)/lib/lookup_spirv.o $$(sort $$(WATCH_OBJS)) | $(B)/bin/hmirrord
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) $(O)/lib/lookup_spirv.o \
-		$(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS)
+	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
+		$(O)/lib/lookup_spirv.o $(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS)
 NATIVE_TESTS += $(B)/bin/test-daemon
 
 # ---- hmirror-bench dispatch: through the daemon vs in-process ---------------

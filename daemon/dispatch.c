@@ -60,8 +60,8 @@ void hmd_client_refresh_estats(struct hmd_client *c)
 struct hmd_worker {
 	bool spin;			/* look for the next job before sleeping */
 	/* never the same client twice in a row while another's job waits
-	 * (the compile thread: one client's compiles, seconds each, cannot
-	 * hold up another's); else strictly in submission order */
+	 * (one client's compiles or dispatches, seconds each, cannot hold up
+	 * another's); a client's own jobs stay in submission order */
 	bool fair;
 	struct hmd_client *last;	/* whose job ran last (never dereferenced) */
 	pthread_t thread;
@@ -76,6 +76,9 @@ struct hmd_worker {
 
 static struct hmd_worker dev_worker = {
 	.spin = true,
+	/* one client's queue of long dispatches delays another's by one
+	 * dispatch at most; each client's own jobs stay in order */
+	.fair = true,
 	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
 	.queue_tail = &dev_worker.queue_head, .done_tail = &dev_worker.done_head,
 	.efd = -1,
@@ -385,13 +388,16 @@ int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
 
 	if (r < 0)
 		return r;
-	return hm_engine_add_space(e, sp->space, sp->guest_addr, &sp->engine_id);
+	r = hm_engine_add_space(e, sp->space, sp->guest_addr, &sp->engine_id);
+	sp->in_engine = r == 0;
+	return r;
 }
 
 void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
 {
-	if (c->engine && sp->engine_id)
+	if (c->engine && sp->in_engine)
 		hm_engine_remove_space(c->engine, sp->engine_id);
+	sp->in_engine = false;
 	sp->engine_id = 0;
 	hm_space_free(sp->space);
 	sp->space = NULL;
@@ -465,7 +471,54 @@ void hmd_eng_pipeline_discard(void *prebuilt)
 	free(prebuilt);
 }
 
-/* device thread: adopt what the compile thread built (or build it here) */
+bool hmd_eng_pipeline_parked(struct hmd_client *c, const struct hmd_module *m)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&c->park_lock);
+	for (unsigned i = 0; i < c->nr_parked && !found; i++)
+		found = c->parked[i].mod == m;
+	pthread_mutex_unlock(&c->park_lock);
+	return found;
+}
+
+/* device thread: the engine id of a parked pipeline of m, taken out of
+ * the parked list; false if none */
+static bool unpark(struct hmd_client *c, const struct hmd_module *m, uint32_t *ret_id)
+{
+	bool found = false;
+
+	pthread_mutex_lock(&c->park_lock);
+	for (unsigned i = 0; i < c->nr_parked; i++) {
+		if (c->parked[i].mod != m)
+			continue;
+		*ret_id = c->parked[i].engine_id;
+		hmd_module_put(c->parked[i].mod);
+		c->parked[i] = c->parked[--c->nr_parked];
+		found = true;
+		break;
+	}
+	pthread_mutex_unlock(&c->park_lock);
+	return found;
+}
+
+/* device thread: keep a freed pipeline built; the oldest parked one goes
+ * when the list is full */
+static void park(struct hmd_client *c, struct hmd_module *m, uint32_t engine_id)
+{
+	pthread_mutex_lock(&c->park_lock);
+	if (c->nr_parked == HMD_MAX_PARKED) {
+		hm_engine_pipeline_free(c->engine, c->parked[0].engine_id);
+		hmd_module_put(c->parked[0].mod);
+		memmove(c->parked, c->parked + 1, --c->nr_parked * sizeof(c->parked[0]));
+	}
+	hmd_module_ref(m);
+	c->parked[c->nr_parked++] = (struct hmd_parked){ .mod = m, .engine_id = engine_id };
+	pthread_mutex_unlock(&c->park_lock);
+}
+
+/* device thread: adopt what the compile thread built, or a parked
+ * pipeline of the same module, or build it here */
 int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 {
 	struct hm_engine *e;
@@ -488,6 +541,8 @@ int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 		if (r == 0 && tier == HM_TIER_COMPACT && !(p->tier_flags & HM_PIPEF_COMPACT_ONLY))
 			hm_engine_pipeline_queue_tier(e, p->engine_id, p->mod->words,
 						      p->mod->nr_words, p->mod->entry);
+	} else if (unpark(c, p->mod, &p->engine_id)) {
+		r = 0;
 	} else {
 		r = hm_engine_pipeline_new(e, p->mod->words, p->mod->nr_words,
 					   p->mod->entry, p->mod->user_push_words,
@@ -500,7 +555,9 @@ int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 
 void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)
 {
-	if (c->engine && p->engine_ready)
+	if (c->engine && p->engine_ready && !c->dead)
+		park(c, p->mod, p->engine_id);
+	else if (c->engine && p->engine_ready)
 		hm_engine_pipeline_free(c->engine, p->engine_id);
 	p->engine_ready = false;
 	hmd_eng_pipeline_discard(p->prebuilt);
@@ -559,8 +616,12 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 
 void hmd_eng_client_free(struct hmd_client *c)
 {
-	hm_engine_free(c->engine);
+	hm_engine_free(c->engine);	/* with every parked pipeline */
 	c->engine = NULL;
+	pthread_mutex_lock(&c->park_lock);
+	while (c->nr_parked)
+		hmd_module_put(c->parked[--c->nr_parked].mod);
+	pthread_mutex_unlock(&c->park_lock);
 }
 
 /*
@@ -674,6 +735,11 @@ int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **re
 {
 	*ret = NULL;
 	return 0;
+}
+
+bool hmd_eng_pipeline_parked(struct hmd_client *c, const struct hmd_module *m)
+{
+	return false;
 }
 
 void hmd_eng_pipeline_discard(void *prebuilt)

@@ -45,6 +45,7 @@ struct hmd_module {
 	size_t nr_words;
 	char entry[HM_PROTO_ENTRY_MAX];
 	uint32_t user_push_words;
+	bool isolated;		/* passed hmd_isolation_check() */
 	unsigned refs;
 	bool spec_built;		/* its speculative form was compiled (atomic) */
 	struct hmd_module *next;
@@ -57,8 +58,14 @@ int  hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 		    uint32_t user_push_words, struct hmd_module **ret,
 		    bool *ret_cached, char *ret_msg, size_t msg_cap);
 void hmd_module_put(struct hmd_module *m);
+void hmd_module_ref(struct hmd_module *m);	/* one more reference */
 int  hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 		     char *ret_msg, size_t msg_cap);
+
+/* ---- isolate.c: every device pointer a module forms comes from the lookup
+ * helper (compile thread); 0 or -EACCES with the reason in ret_msg */
+int  hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
+			 char *ret_msg, size_t msg_cap);
 
 /* ---- device.c: libdrm render nodes <-> Vulkan physical devices */
 struct hmd_device_choice {
@@ -113,6 +120,8 @@ unsigned hmd_engine_validation_count(void);	/* messages so far */
  * device for any client's engine to adopt (hmd_eng_pipeline()); *ret NULL
  * without an engine */
 int  hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret);
+/* compile thread: c has m built and parked (no compile needed) */
+bool hmd_eng_pipeline_parked(struct hmd_client *c, const struct hmd_module *m);
 void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
 
 /* ---- client.c: per-client state */
@@ -123,11 +132,21 @@ void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
  * copy of its words until validated); more are refused with -EBUSY */
 #define HMD_MAX_COMPILES	4
 #define HMD_MAX_INFLIGHT	64
+/* pipelines a client freed, kept built in its engine for the next
+ * PIPELINE_NEW of the same module: a driver may keep memory of every
+ * pipeline it ever compiled (lavapipe: 19 KiB), so the same module is
+ * never compiled twice for one client */
+#define HMD_MAX_PARKED		64
 #define HMD_MAX_SPACE_BYTES	(64ull << 30)
 #define HMD_MAX_SPIRV_WORDS	(4u << 20)
+/* workgroups a dispatch (x * y * z): the protocol's 65535^3 would keep a
+ * CPU device busy for days with an empty program */
+#define HMD_MAX_GROUPS		(1u << 24)
 
 struct hmd_space {
 	bool used, removing;
+	bool adding;		/* SPACE_ADD not answered yet: no handle */
+	bool in_engine;		/* engine_id names it (ids start at 0) */
 	uint64_t guest_addr, size;
 	uint32_t chunk_shift;
 	uint32_t engine_id;
@@ -158,6 +177,15 @@ struct hmd_client {
 	unsigned nr_spaces, nr_pipes, inflight;
 	unsigned nr_compiling;		/* loop thread: PIPELINE_NEWs queued */
 	uint64_t space_bytes;
+	unsigned bad_msgs;		/* answered with an error, this connection */
+	/* freed pipelines still built in the engine: written on the device
+	 * thread, read by the compile thread, under park_lock */
+	pthread_mutex_t park_lock;
+	struct hmd_parked {
+		struct hmd_module *mod;	/* referenced */
+		uint32_t engine_id;
+	} parked[HMD_MAX_PARKED];
+	unsigned nr_parked;
 	/* the engine's counters after its last job: written by the device
 	 * thread, read by STATS on the loop thread, under hmd_estats_lock */
 	uint64_t estats[HM_ESTAT_NR];
@@ -174,6 +202,8 @@ struct hmd_state {
 	uint32_t next_client_id;
 	uid_t allow_uid;		/* besides root and the daemon's euid */
 	bool allow_any;			/* --allow-any: socket mode decides */
+	bool isolate_all;		/* --isolate-all: check root's and our
+					   own uid's modules too */
 	bool shutting_down;
 	uint64_t t_start;
 	uint64_t dispatch_seq;

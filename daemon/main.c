@@ -203,6 +203,8 @@ static void usage(FILE *f)
 		"  --socket-mode OCTAL  permissions of the socket (default 0660)\n"
 		"  --allow-uid UID      also accept this uid (root and ours always)\n"
 		"  --allow-any          accept any peer the socket mode lets in\n"
+		"  --isolate-all        refuse modules that fail the isolation check\n"
+		"                       to root and our own uid too\n"
 		"  --device WANT        index, /dev/dri/renderD*, PCI address or name\n"
 		"  --list-devices       print devices and exit\n"
 		"  --no-netlink         do not subscribe to the module's events\n"
@@ -220,6 +222,7 @@ int main(int argc, char **argv)
 		{ "socket-mode", required_argument, NULL, 'm' },
 		{ "allow-uid", required_argument, NULL, 'u' },
 		{ "allow-any", no_argument, NULL, 'a' },
+		{ "isolate-all", no_argument, NULL, 'I' },
 		{ "device", required_argument, NULL, 'd' },
 		{ "list-devices", no_argument, NULL, 'l' },
 		{ "no-netlink", no_argument, NULL, 'n' },
@@ -245,6 +248,7 @@ int main(int argc, char **argv)
 		case 'm': mode = (mode_t)strtoul(optarg, NULL, 8) & 0777; break;
 		case 'u': hmd.allow_uid = (uid_t)strtoul(optarg, NULL, 10); break;
 		case 'a': hmd.allow_any = true; break;
+		case 'I': hmd.isolate_all = true; break;
 		case 'd': want = optarg; break;
 		case 'l': return hmd_device_list() < 0 ? 1 : 0;
 		case 'n': use_netlink = false; break;

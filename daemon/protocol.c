@@ -18,6 +18,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "hmirrord.h"
@@ -60,19 +62,13 @@ struct hmd_req {
 };
 
 static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
-static unsigned bad_count[HMD_MAX_CLIENTS * 4];	/* by client id */
-
-static unsigned *bad_of(struct hmd_client *c)
-{
-	return &bad_count[c->id % (sizeof(bad_count) / sizeof(bad_count[0]))];
-}
 
 static void reply(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
 		  const void *p, size_t len)
 {
 	if (status < 0) {
 		hmd.stats[HM_DSTAT_BAD_MSGS]++;
-		if (++*bad_of(c) > HMD_MAX_BAD) {
+		if (++c->bad_msgs > HMD_MAX_BAD) {
 			hmd_client_send(c, type, seq, status, p, len);
 			hmd_client_disconnect(c, "too many bad messages");
 			return;
@@ -117,7 +113,7 @@ static void req_finish(struct hmd_req *r)
 static struct hmd_space *space_by_handle(struct hmd_client *c, uint32_t h)
 {
 	if (h == 0 || h > HMD_MAX_SPACES || !c->spaces[h - 1].used ||
-	    c->spaces[h - 1].removing)
+	    c->spaces[h - 1].removing || c->spaces[h - 1].adding)
 		return NULL;
 	return &c->spaces[h - 1];
 }
@@ -201,6 +197,7 @@ static __attribute__((unused)) void space_add_done(struct hmd_job *j)
 		req_finish(r);
 		return;
 	}
+	sp->adding = false;	/* the handle exists from this reply on */
 	a.space = hm_le32((uint32_t)(sp - c->spaces) + 1);
 	a.chunk_shift = hm_le32(sp->chunk_shift);
 	a.size = hm_le64(sp->size);
@@ -216,6 +213,58 @@ static void close_fds(int *fds, unsigned n)
 			fds[i] = -1;
 		}
 }
+
+#if HMIRRORD_HAVE_WATCH
+/*
+ * The fds of a space, checked before the import keeps any: the pages (a
+ * memfd sealed against shrinking, so they cannot vanish under the
+ * daemon's mappings; or the module's space fd, alone, which the import
+ * proves with its ioctl), a userfaultfd, /proc/PID/pagemap.  Anything
+ * else (a socket, above all the client's own connection, which would
+ * never see its hang-up; a pipe, a directory, a plain file beside other
+ * fds) is refused.  *ret_pages: the memfd, or -1.
+ */
+static int space_fds_check(const int *fds, unsigned n, int *ret_pages)
+{
+	unsigned nr_pages = 0;
+
+	*ret_pages = -1;
+	for (unsigned i = 0; i < n; i++) {
+		char link[64], target[256];
+		struct statfs sfs;
+		struct stat st;
+		ssize_t len;
+		int seals;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fds[i]);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len < 0 || fstat(fds[i], &st) < 0)
+			return -EBADF;
+		target[len] = 0;
+		if (S_ISSOCK(st.st_mode) || S_ISFIFO(st.st_mode) || S_ISDIR(st.st_mode))
+			return -EBADF;
+		if (!strncmp(target, "/memfd:", 7)) {
+			seals = fcntl(fds[i], F_GET_SEALS);
+			if (seals < 0 || !(seals & F_SEAL_SHRINK))
+				return -EPERM;
+			*ret_pages = fds[i];
+			nr_pages++;
+		} else if (!strcmp(target, "anon_inode:[userfaultfd]")) {
+			continue;
+		} else if (fstatfs(fds[i], &sfs) == 0 && sfs.f_type == PROC_SUPER_MAGIC &&
+			   len >= 8 && !strcmp(target + len - 8, "/pagemap")) {
+			continue;
+		} else if (n == 1) {
+			/* the module's space fd (an inode of its own file
+			 * system): the import proves it by its ioctl */
+			nr_pages++;
+		} else {
+			return -EBADF;
+		}
+	}
+	return nr_pages == 1 ? 0 : -EBADF;
+}
+#endif
 
 static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 			size_t len, int *fds, unsigned nr_fds)
@@ -239,7 +288,11 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 #if HMIRRORD_HAVE_WATCH
 	struct hm_space_handoff h = { 0 };
 	struct hm_space *s;
-	int rr;
+	int rr, pages_fd;
+
+	rr = space_fds_check(fds, nr_fds, &pages_fd);
+	if (rr < 0)
+		return rr;
 
 	for (unsigned i = 0; i < nr_fds; i++)
 		h.fds[i] = fds[i];
@@ -251,7 +304,14 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 		return rr;
 	/* the import took what it needs (dup or own); ours are closed below */
 	uint64_t size = hm_space_size(s);
+	struct stat st;
 
+	/* a mapping past the file's end would fault with SIGBUS */
+	if (pages_fd >= 0 && (fstat(pages_fd, &st) < 0 ||
+			      (uint64_t)st.st_size < size)) {
+		hm_space_free(s);
+		return -EINVAL;
+	}
 	if (__builtin_add_overflow(gaddr, size, &end) || size == 0) {
 		hm_space_free(s);
 		return -EOVERFLOW;
@@ -280,6 +340,7 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 	}
 	memset(sp, 0, sizeof(*sp));
 	sp->used = true;
+	sp->adding = true;
 	sp->guest_addr = gaddr;
 	sp->size = size;
 	sp->chunk_shift = hm_space_chunk_shift(s);
@@ -460,6 +521,16 @@ static void pipeline_done(struct hmd_job *j)
 }
 
 /*
+ * A module that fails the isolation check (isolate.c) runs only for a
+ * client that could reach the daemon's memory anyway: root, or the
+ * daemon's own uid (ptrace).  --isolate-all refuses it to those too.
+ */
+static bool client_trusted(const struct hmd_client *c)
+{
+	return !hmd.isolate_all && (c->uid == 0 || c->uid == geteuid());
+}
+
+/*
  * PIPELINE_NEW in two steps: the compile thread validates the module and
  * builds its pipeline on the shared device (seconds, for a big module on
  * some drivers: no other client waits for it, nor the loop), then the
@@ -477,6 +548,18 @@ static void compile_run(struct hmd_job *j)
 		r->pl.mod = NULL;
 		return;
 	}
+	if (!r->pl.mod->isolated && !client_trusted(j->client)) {
+		if (r->pl.cached)
+			snprintf(r->pl.msg, sizeof(r->pl.msg), "isolation: refused before");
+		hmd_module_put(r->pl.mod);
+		r->pl.mod = NULL;
+		j->status = -EACCES;
+		return;
+	}
+	/* built before for this client and parked: the device thread takes
+	 * that one (and builds it itself in the rare case it went since) */
+	if (r->pl.cached && hmd_eng_pipeline_parked(j->client, r->pl.mod))
+		return;
 	j->status = hmd_eng_pipeline_build(r->pl.mod, r->pl.flags, &r->pl.prebuilt);
 }
 
@@ -688,6 +771,13 @@ static void dispatch_done(struct hmd_job *j)
 	if (r->send_status < 0 && r->send_status != -ENOTCONN && !c->dead)
 		hmd_client_disconnect(c, r->send_status == -EAGAIN ?
 				      "not reading replies" : "send failed");
+	/* a dispatch past the client's time budget (--timeout; the device
+	 * may not say so: lavapipe runs a submission to its end inside
+	 * vkQueueSubmit): end what can be ended, the client's queued work
+	 * and its connection (Documentation/daemon.rst) */
+	if ((j->status == -ETIMEDOUT || (r->replied &&
+	     j->t_done - j->t_started > hmd.dispatch_timeout_ns)) && !c->dead)
+		hmd_client_disconnect(c, "dispatch over its time budget");
 	req_finish(r);
 }
 
@@ -711,13 +801,18 @@ static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
 		return -ENOENT;
 	if (nr_push != pp->mod->user_push_words)
 		return -EINVAL;
+	uint64_t total = 1;
+
 	for (unsigned i = 0; i < 3; i++) {
 		uint32_t g = hm_from_le32(m.groups[i]);
 
 		if (g == 0 || g > 65535)
 			return -EINVAL;
 		m.groups[i] = g;
+		total *= g;
 	}
+	if (total > HMD_MAX_GROUPS)
+		return -E2BIG;
 	for (unsigned i = nr_push; i < HM_PROTO_MAX_PUSH; i++)
 		if (m.push[i])
 			return -EINVAL;
@@ -919,10 +1014,6 @@ void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,
 			hmd_client_disconnect(c, "receive error");
 			return;
 		}
-		if (n == 0) {
-			hmd_client_disconnect(c, "hang-up");
-			return;
-		}
 		for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm;
 		     cm = CMSG_NXTHDR(&mh, cm)) {
 			if (cm->cmsg_level != SOL_SOCKET ||
@@ -937,6 +1028,13 @@ void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,
 				else
 					close(in[j]);
 			}
+		}
+		if (n == 0) {
+			/* end of file, or an empty datagram: fds may ride on
+			 * either (found by the protocol fuzzer) */
+			close_fds(fds, nr_fds);
+			hmd_client_disconnect(c, "hang-up");
+			return;
 		}
 		if (nr_fds > HM_PROTO_MAX_FDS)
 			too_many = true;

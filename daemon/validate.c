@@ -227,6 +227,8 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	m->hash = h;
 	snprintf(m->entry, sizeof(m->entry), "%s", entry);
 	m->user_push_words = user_push_words;
+	/* isolate.c; whether it matters depends on the client (protocol.c) */
+	m->isolated = hmd_isolation_check(words, nr_words, hmd.dev.is_cpu, msg, cap) == 0;
 	m->refs = 1;
 	pthread_mutex_lock(&cache_lock);
 	while ((cache_nr >= CACHE_MAX_MODULES ||
@@ -252,5 +254,12 @@ void hmd_module_put(struct hmd_module *m)
 	pthread_mutex_lock(&cache_lock);
 	if (m && m->refs)
 		m->refs--;	/* stays cached until evicted */
+	pthread_mutex_unlock(&cache_lock);
+}
+
+void hmd_module_ref(struct hmd_module *m)
+{
+	pthread_mutex_lock(&cache_lock);
+	m->refs++;
 	pthread_mutex_unlock(&cache_lock);
 }

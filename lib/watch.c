@@ -185,11 +185,14 @@ static int hm_cmp_u64(const void *a, const void *b)
 
 int hm_memfd_create(struct hm_space *s, const struct hm_space_params *p)
 {
-	int fd = memfd_create("hmirror-space", MFD_CLOEXEC);
+	int fd = memfd_create("hmirror-space", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)s->size) < 0)
+	/* sealed against shrinking: an importer (the daemon) refuses pages
+	 * that could vanish under its mappings */
+	if (ftruncate(fd, (off_t)s->size) < 0 ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
 		goto fail;
 	if ((p->flags & HM_SPACE_POPULATE) && fallocate(fd, 0, 0, (off_t)s->size) < 0)
 		goto fail;
@@ -377,6 +380,30 @@ uint64_t hm_space_nr_chunks(const struct hm_space *s) { return s ? s->nr_chunks 
 enum hm_backend hm_space_backend(const struct hm_space *s) { return s ? s->backend : HM_BACKEND_AUTO; }
 const char *hm_space_backend_reason(const struct hm_space *s) { return s ? s->reason : ""; }
 unsigned hm_space_caps(const struct hm_space *s) { return s ? s->caps : 0; }
+
+int hm_space_protect(struct hm_space *s, void *addr, size_t len, int prot)
+{
+	uintptr_t a = (uintptr_t)addr;
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t c, c2;
+	int m, err;
+
+	if (!s || !len || (a | len) & (uintptr_t)(pg - 1) || !(prot & PROT_READ) ||
+	    (prot & ~(PROT_READ | PROT_WRITE)))
+		return -EINVAL;
+	hm_lock(s);
+	m = hm_map_lookup(s, a, &c);
+	if (m < 0 || hm_map_lookup(s, a + len - 1, &c2) != m) {
+		hm_unlock(s);
+		return -EINVAL;	/* one watched mapping, whole */
+	}
+	if (s->ops->app_protect)
+		err = s->ops->app_protect(s, m, a, len, prot);
+	else
+		err = mprotect(addr, len, prot) < 0 ? -errno : 0;
+	hm_unlock(s);
+	return err;
+}
 
 int hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret)
 {

@@ -69,6 +69,9 @@ struct hm_backend_ops {
 	/* after a successful export, lock NOT held */
 	void (*exported)(struct hm_space *s);
 	int  (*poll_fd)(struct hm_space *s);
+	/* hm_space_protect() of [addr, addr+len) in watched mapping m, lock
+	   held; NULL = plain mprotect() (guards live in the page tables) */
+	int  (*app_protect)(struct hm_space *s, int m, uintptr_t addr, size_t len, int prot);
 	int  (*device_view)(struct hm_space *s, void **ret_addr);
 	/* optional overrides of the common state machine (kmod: the module
 	   keeps the state) */

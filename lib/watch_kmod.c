@@ -309,7 +309,8 @@ static int hm_kmod_export(struct hm_space *s, struct hm_space_handoff *h)
 const struct hm_backend_ops hm_kmod_ops = {
 	.backend = HM_BACKEND_KMOD,
 	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_POLL | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT |
-		HM_CAP_KERNEL_TRIP | HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE,
+		HM_CAP_KERNEL_TRIP | HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE |
+		HM_CAP_MPROTECT | HM_CAP_MADVISE,
 	.probe = hm_kmod_probe,
 	.create = hm_kmod_create,
 	.import = hm_kmod_import,

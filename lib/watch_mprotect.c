@@ -39,6 +39,10 @@
 #include "watch_internal.h"
 
 static _Atomic(struct hm_space *) hm_mp_spaces[HM_MPROTECT_MAX_SPACES];
+/* pages (of the space, in any mapping) the application made read-only
+   through hm_space_protect(), by slot; a write there is the application's
+   fault, not a trip.  Allocated on first use, under the space lock. */
+static uint64_t *hm_mp_app_ro[HM_MPROTECT_MAX_SPACES];
 static atomic_int hm_mp_inflight;
 static pthread_mutex_t hm_mp_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned hm_mp_nr;		/* live spaces; under hm_mp_reg_lock */
@@ -62,6 +66,24 @@ static int hm_mp_protect_all_maps(struct hm_space *s, uint64_t first, uint64_t c
 	return 0;
 }
 
+static uint64_t *hm_mp_ro_of(const struct hm_space *s)
+{
+	return hm_mp_app_ro[(uintptr_t)s->priv - 1];
+}
+
+/* re-protect the application's read-only pages of chunk c in mapping m */
+static void hm_mp_keep_app_ro(struct hm_space *s, int m, uint64_t c)
+{
+	uint64_t *ro = hm_mp_ro_of(s);
+	unsigned shift = 12, per = 1u << (s->chunk_shift - shift);
+
+	if (!ro)
+		return;
+	for (uint64_t p = c * per; p < (c + 1) * per; p++)
+		if (hm_test_bit(ro, p))
+			mprotect((void *)(s->maps[m].addr + (p << shift)), 1ul << shift, PROT_READ);
+}
+
 /* a trip (lock held, in the signal handler) */
 static void hm_mp_trip(struct hm_space *s, int m, uint64_t c)
 {
@@ -72,8 +94,10 @@ static void hm_mp_trip(struct hm_space *s, int m, uint64_t c)
 		hm_set_bit(s->open, c);
 	}
 	s->stats.trips++;
-	if (!mprotect(a, 1ull << s->chunk_shift, PROT_READ | PROT_WRITE))
+	if (!mprotect(a, 1ull << s->chunk_shift, PROT_READ | PROT_WRITE)) {
+		hm_mp_keep_app_ro(s, m, c);
 		return;
+	}
 	/* the VMA wall: open everything in whole mappings, record everything */
 	s->stats.overflows++;
 	hm_mp_protect_all_maps(s, 0, s->nr_chunks, PROT_READ | PROT_WRITE);
@@ -123,6 +147,10 @@ static void hm_mp_handler(int sig, siginfo_t *si, void *uc)
 				continue;
 			hm_lock(s);
 			m = hm_map_lookup(s, addr, &c);
+			/* a page the application made read-only: its fault */
+			if (m >= 0 && hm_mp_ro_of(s) &&
+			    hm_test_bit(hm_mp_ro_of(s), (addr - s->maps[m].addr) >> 12))
+				m = -1;
 			if (m >= 0) {
 				ours = true;
 				hm_mp_trip(s, m, c);
@@ -182,6 +210,8 @@ static void hm_mp_unregister(struct hm_space *s)
 	/* a handler that saw s before the store is done with it after this */
 	while (atomic_load(&hm_mp_inflight))
 		sched_yield();
+	free(hm_mp_app_ro[slot]);
+	hm_mp_app_ro[slot] = NULL;
 	if (!--hm_mp_nr) {
 		struct sigaction cur;
 
@@ -271,9 +301,58 @@ static int hm_mprotect_refresh(struct hm_space *s, uint64_t first, uint64_t coun
 	return hm_refresh_open(s, first, count, hm_mp_reprotect);
 }
 
+/*
+ * The application's mprotect through the library: the pages get prot, and
+ * every armed chunk that is not open stays read-only (a raw mprotect to
+ * PROT_WRITE would make it writable unseen).  Pages made read-only this
+ * way fault as the application's own (chained to its handler), never as
+ * trips.  Lock held.
+ */
+static int hm_mprotect_app_protect(struct hm_space *s, int m, uintptr_t addr, size_t len,
+				   int prot)
+{
+	int slot = (int)(uintptr_t)s->priv - 1;
+	uint64_t first = (addr - s->maps[m].addr) >> 12, n = len >> 12;
+	uint64_t c0 = (first << 12) >> s->chunk_shift;
+	uint64_t c1 = (((first + n) << 12) - 1) >> s->chunk_shift;
+	uint64_t *ro;
+
+	if (slot < 0)
+		return -EINVAL;
+	ro = hm_mp_app_ro[slot];
+	if (!ro && !(prot & PROT_WRITE)) {
+		ro = calloc((s->size >> 12) / 64 + 1, 8);
+		if (!ro)
+			return -ENOMEM;
+		hm_mp_app_ro[slot] = ro;
+	}
+	for (uint64_t p = first; ro && p < first + n; p++) {
+		if (prot & PROT_WRITE)
+			hm_clear_bit(ro, p);
+		else
+			hm_set_bit(ro, p);
+	}
+	if (mprotect((void *)addr, len, prot) < 0)
+		return -errno;
+	if (!(prot & PROT_WRITE))
+		return 0;
+	for (uint64_t c = c0; c <= c1; c++) {
+		uintptr_t lo = s->maps[m].addr + (c << s->chunk_shift);
+		uintptr_t hi = lo + (1ull << s->chunk_shift);
+
+		if (!hm_test_bit(s->armed, c) || hm_test_bit(s->open, c))
+			continue;
+		lo = lo < addr ? addr : lo;
+		hi = hi > addr + len ? addr + len : hi;
+		if (mprotect((void *)lo, hi - lo, PROT_READ) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
 const struct hm_backend_ops hm_mprotect_ops = {
 	.backend = HM_BACKEND_MPROTECT,
-	.caps = HM_CAP_POLL | HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE,
+	.caps = HM_CAP_POLL | HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE | HM_CAP_MADVISE,
 	.probe = hm_mprotect_probe,
 	.create = hm_mprotect_create,
 	.destroy = hm_mprotect_destroy,
@@ -281,4 +360,5 @@ const struct hm_backend_ops hm_mprotect_ops = {
 	.protect = hm_mprotect_protect,
 	.refresh = hm_mprotect_refresh,
 	.rearm = hm_mprotect_rearm,
+	.app_protect = hm_mprotect_app_protect,
 };

@@ -213,9 +213,35 @@ static int hm_uffd_async_refresh(struct hm_space *s, uint64_t first, uint64_t co
 	return 0;
 }
 
+/*
+ * An mremap of a watched mapping cannot be followed here (no thread reads
+ * the userfaultfd's events, and the registration does not move with the
+ * mapping without EVENT_REMAP): a harvest that finds the first or the last
+ * page of a watched mapping gone refuses with -EFAULT (lock held).
+ */
+static int hm_uffd_async_maps_present(struct hm_space *s)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char v;
+
+	/* an importer's maps are its exporter's: not ours to look at */
+	if (s->imported)
+		return 0;
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		uintptr_t a = s->maps[i].addr;
+
+		if (a && (mincore((void *)a, (size_t)pg, &v) < 0 ||
+			  mincore((void *)(a + s->size - (uint64_t)pg), (size_t)pg, &v) < 0))
+			return -EFAULT;
+	}
+	return 0;
+}
+
 static int hm_uffd_async_collect(struct hm_space *s)
 {
-	return hm_uffd_async_refresh(s, 0, s->nr_chunks);
+	int err = hm_uffd_async_maps_present(s);
+
+	return err ? err : hm_uffd_async_refresh(s, 0, s->nr_chunks);
 }
 
 /* the common case of a harvest: nothing pending, one watched mapping: the
@@ -229,6 +255,9 @@ static int hm_uffd_async_collect_direct(struct hm_space *s, uint64_t *out, size_
 
 	if (s->nr_pend || s->nr_maps != 1 || !s->maps[0].addr)
 		return -EAGAIN;
+	err = hm_uffd_async_maps_present(s);
+	if (err)
+		return err;
 	err = hm_scan_map(s, s->priv, s->maps[0].addr, 0, s->nr_chunks, &k);
 	*ret_n = k.n;
 	return err;
@@ -394,7 +423,7 @@ static int hm_uffd_async_export(struct hm_space *s, struct hm_space_handoff *h)
 const struct hm_backend_ops hm_uffd_async_ops = {
 	.backend = HM_BACKEND_UFFD_ASYNC,
 	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT | HM_CAP_KERNEL_TRIP |
-		HM_CAP_RECLAIM_SAFE,
+		HM_CAP_RECLAIM_SAFE | HM_CAP_MPROTECT | HM_CAP_MADVISE,
 	.probe = hm_uffd_async_probe,
 	.create = hm_uffd_async_create,
 	.import = hm_uffd_async_import,

@@ -35,9 +35,15 @@ struct hm_uffd_sync {
 	int stop_fd;
 	pthread_t thread;
 	bool running;
+	/* part of a watched mapping was moved (mremap): writes there can no
+	   longer be placed; harvests fail with -EFAULT (lock held) */
+	bool broken;
 };
 
-static const uint64_t hm_sync_features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM;
+/* EVENT_REMAP: an mremap of a watched mapping waits until the handler
+   thread has read where it went, and the registration moves with it */
+static const uint64_t hm_sync_features = UFFD_FEATURE_WP_HUGETLBFS_SHMEM |
+					 UFFD_FEATURE_EVENT_REMAP;
 
 static int hm_uffd_sync_probe(const char **ret_reason)
 {
@@ -74,10 +80,32 @@ static void hm_uffd_sync_handle(struct hm_space *s, struct hm_uffd_sync *u, uint
 		hm_uffd_wp(u->uffd, s->maps[m].addr + (c << s->chunk_shift),
 			   1ull << s->chunk_shift, false);
 	} else {
-		/* not a mapping we know (cannot happen): let the writer go */
+		/* not a mapping we know (a part moved away by mremap: the space
+		   is broken, harvests say so): let the writer go */
 		long pg = sysconf(_SC_PAGESIZE);
 
 		hm_uffd_wp(u->uffd, addr & ~(uint64_t)(pg - 1), (uint64_t)pg, false);
+	}
+	hm_unlock(s);
+}
+
+/* a watched mapping moved (handler thread): follow it when it moved whole */
+static void hm_uffd_sync_remap(struct hm_space *s, struct hm_uffd_sync *u, uint64_t from,
+			       uint64_t to, uint64_t len)
+{
+	hm_lock(s);
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		uintptr_t a = s->maps[i].addr;
+
+		if (!a || from >= a + s->size || from + len <= a)
+			continue;
+		if (from == a && len == s->size) {
+			if (!s->imported && s->cpu_addr == (void *)a)
+				s->cpu_addr = (void *)(uintptr_t)to;
+			s->maps[i].addr = (uintptr_t)to;
+		} else {
+			u->broken = true;
+		}
 	}
 	hm_unlock(s);
 }
@@ -111,6 +139,9 @@ static void *hm_uffd_sync_thread(void *arg)
 			break;
 		}
 		for (size_t i = 0; i < (size_t)n / sizeof(msg[0]); i++) {
+			if (msg[i].event == UFFD_EVENT_REMAP)
+				hm_uffd_sync_remap(s, u, msg[i].arg.remap.from, msg[i].arg.remap.to,
+						   msg[i].arg.remap.len);
 			if (msg[i].event != UFFD_EVENT_PAGEFAULT)
 				continue;
 			hm_uffd_sync_handle(s, u, msg[i].arg.pagefault.address);
@@ -253,11 +284,19 @@ static int hm_uffd_sync_watch_map(struct hm_space *s, uintptr_t addr)
 
 static int hm_uffd_sync_rearm(struct hm_space *s, const uint64_t *chunks, size_t n)
 {
+	struct hm_uffd_sync *u = s->priv;
+
+	if (u->broken)
+		return -EFAULT;
 	return hm_rearm_open(s, chunks, n, hm_uffd_sync_protect_range);
 }
 
 static int hm_uffd_sync_refresh(struct hm_space *s, uint64_t first, uint64_t count)
 {
+	struct hm_uffd_sync *u = s->priv;
+
+	if (u->broken)
+		return -EFAULT;
 	return hm_refresh_open(s, first, count, hm_uffd_sync_protect_range);
 }
 
@@ -286,7 +325,8 @@ static void hm_uffd_sync_exported(struct hm_space *s)
 const struct hm_backend_ops hm_uffd_sync_ops = {
 	.backend = HM_BACKEND_UFFD_SYNC,
 	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_POLL | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT |
-		HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE,
+		HM_CAP_RECLAIM_SAFE | HM_CAP_HARVEST_TAKE | HM_CAP_MPROTECT | HM_CAP_MREMAP |
+		HM_CAP_MADVISE,
 	.probe = hm_uffd_sync_probe,
 	.create = hm_uffd_sync_create,
 	.import = hm_uffd_sync_import,

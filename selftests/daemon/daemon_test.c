@@ -24,11 +24,13 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <hmirror/client.h>
 #include <hmirror/watch.h>
+#include <hmirror/lookup.h>
 
 #include "kselftest_harness.h"
 #include "hmirror/lookup.h"
@@ -126,6 +128,8 @@ FIXTURE(daemon) {
 	char dir[64];
 	char sock[128];
 	pid_t pid;
+	pid_t extra;		/* a second daemon of the test's, stopped even
+				   when an assertion ends the test early */
 	bool engine;
 };
 
@@ -147,6 +151,8 @@ FIXTURE_TEARDOWN(daemon)
 {
 	if (self->pid > 0)
 		stop_daemon(self->pid, 5000);
+	if (self->extra > 0)
+		stop_daemon(self->extra, 10000);
 	unlink(self->sock);
 	rmdir(self->dir);
 }
@@ -1208,6 +1214,1035 @@ TEST_F(daemon, netlink_family_present_or_not)
 	hm_client_free(c);
 	EXPECT_EQ(0, stop_daemon(d2, 5000));
 	unlink(sock2);
+}
+
+
+/* ---- defects a hostile client found (issue 18), one short sequence each -- */
+
+/* the daemon's open fds and resident set, from /proc */
+static int proc_fds(pid_t pid)
+{
+	char path[64];
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	DIR *d = opendir(path);
+
+	if (!d)
+		return -1;
+	for (struct dirent *e; (e = readdir(d));)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static long proc_rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static bool daemon_alive(pid_t pid)
+{
+	int st;
+
+	return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+/* one daemon counter, waited for (teardowns are asynchronous) */
+static uint64_t dstat_wait(struct hm_client *c, unsigned which, uint64_t want, int ms)
+{
+	struct hm_client_stats st = { 0 };
+
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)ms;) {
+		if (hm_client_stats(c, &st) < 0)
+			return UINT64_MAX;
+		if (st.daemon[which] == want)
+			break;
+		usleep(2000);
+	}
+	return st.daemon[which];
+}
+
+/* a SPACE_ADD datagram of handoff h at gaddr, sent without waiting */
+static int send_space_add(struct hm_client *c, const struct hm_space_handoff *h,
+			  uint64_t gaddr, uint32_t seq)
+{
+	struct hm_msg_space_add m = {
+		.guest_addr = gaddr, .nr_fds = h->nr_fds, .blob_len = h->blob_len,
+	};
+	uint8_t buf[256];
+	int len = raw_hdr(buf, HM_MSG_SPACE_ADD, seq, sizeof(m));
+
+	memcpy(m.blob, h->blob, h->blob_len);
+	memcpy(buf + sizeof(struct hm_msg_hdr), &m, sizeof(m));
+	return hm_client_send_raw(c, buf, len, h->fds, h->nr_fds) == len ? 0 : -EIO;
+}
+
+static int send_handle(struct hm_client *c, uint16_t type, uint32_t handle, uint32_t seq)
+{
+	struct hm_msg_handle m = { .handle = handle };
+	uint8_t buf[64];
+	int len = raw_hdr(buf, type, seq, sizeof(m));
+
+	memcpy(buf + sizeof(struct hm_msg_hdr), &m, sizeof(m));
+	return hm_client_send_raw(c, buf, len, NULL, 0) == len ? 0 : -EIO;
+}
+
+/* a space the daemon can import, or SKIP */
+#define SPACE_OR_SKIP(s, size)							\
+	do {									\
+		int _r = new_space(&(s), (size));				\
+		if (_r < 0)							\
+			SKIP(return, "no watch backend here (%s)", strerror(-_r)); \
+		if (!(hm_space_caps(s) & HM_CAP_HANDOFF)) {			\
+			hm_space_free(s);					\
+			SKIP(return, "backend %s cannot hand a space over",	\
+			     hm_backend_name(hm_space_backend(s)));		\
+		}								\
+	} while (0)
+
+/*
+ * Defect 4: the bad-message count belongs to the connection.  A client
+ * closed for too many bad messages, then 255 others; the 256th after it
+ * (the same slot of a table indexed by client id) starts from zero.
+ */
+TEST_F(daemon, bad_message_count_dies_with_its_connection)
+{
+	uint8_t junk[32] = { 1, 2, 3 }, buf[256];
+	struct hm_client *c;
+	int r = 0;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	for (int i = 0; i < 200 && r >= 0; i++) {
+		r = hm_client_send_raw(c, junk, sizeof(junk), NULL, 0);
+		if (r >= 0)
+			r = hm_client_recv_raw(c, buf, sizeof(buf), 2000);
+	}
+	ASSERT_GT(0, r);
+	hm_client_free(c);
+	for (int i = 0; i < 255; i++) {
+		int r2 = -1;
+
+		/* 64 clients at most: the teardowns of the last ones may still
+		 * be queued (a refused connection takes no client id) */
+		for (uint64_t t0 = now_ms(); r2 < 0 && now_ms() - t0 < 5000;) {
+			r2 = hm_client_connect(self->sock, &c);
+			if (r2 < 0)
+				usleep(2000);
+		}
+		ASSERT_EQ(0, r2);
+		hm_client_free(c);
+	}
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(sizeof(junk), hm_client_send_raw(c, junk, sizeof(junk), NULL, 0));
+	EXPECT_LT(0, hm_client_recv_raw(c, buf, sizeof(buf), 2000));
+	EXPECT_EQ(0, hm_client_ping(c)) TH_LOG("closed at its first bad message");
+	hm_client_free(c);
+}
+
+/*
+ * Defect 5: a client that hands over its own socket (or any fd that is
+ * not part of a space) as a space's fd is refused, and the daemon keeps
+ * nothing of it: the connection ends when the client closes it.
+ */
+TEST_F(daemon, own_socket_as_space_fd_refused)
+{
+	struct hm_space_handoff h;
+	struct hm_client *c, *obs;
+	struct hm_msg_hdr rh;
+	struct hm_space *s;
+	int fds0, pfd[2];
+
+	SPACE_OR_SKIP(s, 1 << 20);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	fds0 = proc_fds(self->pid);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_space_export(s, &h));
+	ASSERT_LE(2, h.nr_fds);
+	/* every fd but the pages replaced by the client's own socket */
+	int saved = h.fds[h.nr_fds - 1];
+
+	h.fds[h.nr_fds - 1] = hm_client_fd(c);
+	ASSERT_EQ(0, send_space_add(c, &h, 1ull << 32, 41));
+	EXPECT_GT(0, raw_reply(c, &rh));
+	/* the pages replaced by a pipe */
+	ASSERT_EQ(0, pipe(pfd));
+	h.fds[h.nr_fds - 1] = saved;
+	int pages = h.fds[0];
+
+	h.fds[0] = pfd[0];
+	ASSERT_EQ(0, send_space_add(c, &h, 1ull << 32, 42));
+	EXPECT_GT(0, raw_reply(c, &rh));
+	h.fds[0] = pages;
+	close(pfd[0]);
+	close(pfd[1]);
+	hm_handoff_close(&h);
+	hm_client_free(c);
+	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 3000))
+		TH_LOG("the client that sent its socket never went away");
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 100));
+	/* nothing of the client's kept (transient fds of the daemon's own
+	 * may have closed meanwhile) */
+	EXPECT_GE(fds0, proc_fds(self->pid));
+	hm_client_free(obs);
+	hm_space_free(s);
+}
+
+/*
+ * Defect 6: a SPACE_ADD the engine refuses (a guest address that is not
+ * chunk-aligned), raced by a SPACE_REMOVE of the handle it would have had:
+ * the handle names nothing until the add is answered, the slot is released
+ * once, and later adds still succeed.
+ */
+TEST_F(daemon, refused_space_add_raced_by_remove)
+{
+	struct hm_space_handoff h;
+	struct hm_client *c;
+	struct hm_msg_hdr rh;
+	struct hm_space *s;
+	uint32_t id;
+	int st[2] = { 1, 1 };
+
+	SPACE_OR_SKIP(s, 1 << 20);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_space_export(s, &h));
+	ASSERT_EQ(0, send_space_add(c, &h, (1ull << 32) + 4096, 51));
+	ASSERT_EQ(0, send_handle(c, HM_MSG_SPACE_REMOVE, 1, 52));
+	for (int i = 0; i < 2; i++) {
+		int r = raw_reply(c, &rh);
+
+		if (rh.seq == 51 || rh.seq == 52)
+			st[rh.seq - 51] = r;
+	}
+	EXPECT_GT(0, st[0]);		/* misaligned: refused */
+	EXPECT_EQ(-ENOENT, st[1]);	/* no such handle yet */
+	EXPECT_EQ(0, dstat_wait(c, HM_DSTAT_SPACES, 0, 2000));
+	EXPECT_EQ(0, hm_client_space_add_handoff(c, &h, 1ull << 32, &id));
+	EXPECT_EQ(1, dstat_wait(c, HM_DSTAT_SPACES, 1, 2000));
+	EXPECT_EQ(0, hm_client_space_remove(c, id));
+	EXPECT_EQ(0, dstat_wait(c, HM_DSTAT_SPACES, 0, 2000));
+	hm_handoff_close(&h);
+	hm_client_free(c);
+	hm_space_free(s);
+}
+
+/*
+ * Defect 7: the first space (engine id 0) removed leaves nothing in the
+ * engine: the same range can be added again.
+ */
+TEST_F(daemon, first_space_removed_from_the_engine)
+{
+	struct hm_space *s1, *s2;
+	struct hm_client *c;
+	uint32_t id1, id2;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s1, 1 << 20);
+	ASSERT_EQ(0, new_space(&s2, 1 << 20));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_space_add(c, s1, 1ull << 32, &id1));
+	ASSERT_EQ(0, hm_client_space_remove(c, id1));
+	EXPECT_EQ(0, hm_client_space_add(c, s2, 1ull << 32, &id2))
+		TH_LOG("the removed space is still in the engine's table");
+	EXPECT_EQ(0, hm_client_ping(c));
+	hm_client_free(c);
+	hm_space_free(s1);
+	hm_space_free(s2);
+}
+
+/*
+ * Defect 8: a pipeline made and freed without a dispatch leaves nothing:
+ * the daemon's resident set is flat over hundreds of cycles.
+ */
+TEST_F(daemon, pipeline_cycles_keep_rss_flat)
+{
+	enum { WARM = 40, N = 300 };
+	struct hm_client *c;
+	long rss0, rss1;
+	uint32_t p;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	for (int i = 0; i < WARM; i++) {
+		ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+		ASSERT_EQ(0, hm_client_pipeline_free(c, p));
+	}
+	ASSERT_EQ(0, hm_client_ping(c));
+	rss0 = proc_rss_kib(self->pid);
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+		ASSERT_EQ(0, hm_client_pipeline_free(c, p));
+	}
+	ASSERT_EQ(0, hm_client_ping(c));
+	rss1 = proc_rss_kib(self->pid);
+	TH_LOG("RSS %ld -> %ld KiB over %d pipeline cycles (%.1f KiB a cycle)",
+	       rss0, rss1, N, (double)(rss1 - rss0) / N);
+	EXPECT_GT(4 * N, rss1 - rss0);	/* under 4 KiB a cycle */
+	hm_client_free(c);
+}
+
+/*
+ * Defect 1: the pages of a space must not vanish under the daemon.  A
+ * memfd that its sender could still shrink is refused at SPACE_ADD; had
+ * it been taken, the ftruncate below and a dispatch that reads the space
+ * would have killed the daemon with SIGBUS.
+ */
+TEST_F(daemon, shrinkable_memfd_refused)
+{
+	struct hm_space_handoff h;
+	struct hm_client *c, *obs;
+	struct hm_space *s;
+	uint32_t id, p, push[2] = { 0, 0 };
+	struct hm_client_dispatch d = {
+		.groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
+	};
+	struct hm_client_result res;
+	int fd, r;
+
+	SPACE_OR_SKIP(s, 1 << 20);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_space_export(s, &h));
+	fd = memfd_create("evil", MFD_CLOEXEC);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, 1 << 20));
+	memset(hm_space_addr(s), 1, 1 << 20);
+	close(h.fds[0]);
+	h.fds[0] = fd;
+	r = hm_client_space_add_handoff(c, &h, 1ull << 32, &id);
+	EXPECT_EQ(-EPERM, r);
+	if (r == 0 && self->engine) {
+		ASSERT_EQ(0, ftruncate(fd, 0));
+		ASSERT_EQ(0, hm_client_advise(c, 1ull << 32, 1 << 20, 2 /* HM_ADVICE_PREFER_DEVICE */));
+		ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+		d.pipeline = p;
+		for (int i = 0; i < 4; i++)
+			hm_client_dispatch(c, &d, 5000, &res);
+	}
+	usleep(50000);
+	EXPECT_TRUE(daemon_alive(self->pid));
+	if (daemon_alive(self->pid)) {
+		ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+		EXPECT_EQ(0, hm_client_ping(obs));
+		hm_client_free(obs);
+	}
+	hm_handoff_close(&h);
+	hm_space_free(s);
+	/* the library's own spaces are sealed: they go through */
+	ASSERT_EQ(0, new_space(&s, 1 << 20));
+	EXPECT_EQ(0, hm_client_space_add(c, s, 1ull << 32, &id));
+	hm_client_free(c);
+	hm_space_free(s);
+}
+
+/* ---- isolation (defect 2): what a module may point at ------------------ */
+
+enum module_kind {
+	MOD_GOOD,		/* the helper's form: dev != 0 ? dev : mark */
+	MOD_RAW_PUSH,		/* a pointer straight from the client's push words */
+	MOD_BITCAST,		/* the same by OpBitcast */
+	MOD_FAKE_TABLE,		/* the helper asked of a table the client names */
+	MOD_NO_NULL_TEST,	/* dev used without its != 0 test */
+	MOD_OFFSET_DEV,		/* dev + 4096: past the word looked up */
+	MOD_WIDE,		/* 16 bytes from a word's dev */
+	MOD_MISALIGNED,		/* a guest address not masked to 4 bytes */
+	MOD_TAMPERED_HELPER,	/* a helper that is not lib/lookup_spirv.c's */
+	MOD_LOCAL_OOB,		/* a private array indexed by a push word (CPU) */
+	MOD_NR
+};
+static const char *const module_kind_name[MOD_NR] = {
+	"good", "raw pointer from push words", "bitcast pointer", "fake table",
+	"dev without its null test", "dev + 4096", "16 bytes from a word's dev",
+	"misaligned guest address", "tampered helper", "private array out of range",
+};
+
+static uint32_t spv_join(struct hm_spirv_module *m, uint32_t lo, uint32_t hi)
+{
+	uint32_t u64 = hm_spirv_type_int(m, 64, false);
+
+	return HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpBitwiseOr, u64,
+			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, lo),
+			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, hi),
+				   hm_spirv_const_u32(m, 32)));
+}
+
+/*
+ * One store of user word 2 at the guest address of user words 0, 1 (push
+ * words 6..8), as a translator emits it through the lookup helper, or
+ * broken in one way (kind).
+ */
+static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
+{
+	const enum hm_spv_section F = HM_SPV_SEC_FUNCTION;
+	struct hm_spirv_module *m;
+	uint32_t push[9], u32, u64, bl, pu32, guest, g, dev, mark, addr, p, val;
+	struct hm_spirv_table_ids t;
+	int r;
+
+	if (hm_spirv_module_new(&m) < 0)
+		return -ENOMEM;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	pu32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	uint32_t arr = 0, voidt = 0, fnt = 0, local_fn = 0;
+
+	if (kind == MOD_LOCAL_OOB) {
+		/* u32[4], declared by hand (the builder has no arrays) */
+		arr = hm_spirv_id(m);
+		HM_SPV(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeArray, arr, u32, hm_spirv_const_u32(m, 4));
+		voidt = hm_spirv_type_void(m);
+		fnt = hm_spirv_type_function(m, voidt, (const uint32_t[]){ u32, u32 }, 2);
+		local_fn = hm_spirv_id(m);
+	}
+	if (!hm_spirv_compute_main(m, 9, 1, push, NULL)) {
+		hm_spirv_module_free(m);
+		return -EINVAL;
+	}
+	t.table = spv_join(m, push[0], push[1]);
+	t.nr_home = push[2];
+	t.chunk_shift = push[3];
+	t.marks = spv_join(m, push[4], push[5]);
+	guest = spv_join(m, push[6], push[7]);
+	val = push[8];
+	if (kind == MOD_FAKE_TABLE)
+		t.table = guest;
+	g = kind == MOD_MISALIGNED ? guest :
+		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
+	r = hm_spirv_emit_lookup(m, &t, g, &dev, &mark);
+	if (r) {
+		hm_spirv_module_free(m);
+		return r;
+	}
+	uint32_t nz = HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
+
+	switch (kind) {
+	case MOD_RAW_PUSH:
+		addr = guest;
+		break;
+	case MOD_NO_NULL_TEST:
+		addr = dev;
+		break;
+	case MOD_OFFSET_DEV:
+		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz,
+				 HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, dev, hm_spirv_const_u64(m, 4096)),
+				 mark);
+		break;
+	default:
+		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz, dev, mark);
+		break;
+	}
+	if (kind == MOD_WIDE) {
+		uint32_t v4 = hm_spirv_type_vector(m, u32, 4);
+
+		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4), addr);
+		HM_SPV(m, F, HM_SpvOpStore, p,
+		       HM_SPV_OP(m, F, HM_SpvOpCompositeConstruct, v4, val, val, val, val),
+		       HM_SpvMemoryAccessAligned, 4);
+	} else if (kind == MOD_BITCAST) {
+		p = HM_SPV_OP(m, F, HM_SpvOpBitcast, pu32, guest);
+		HM_SPV(m, F, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+	} else {
+		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr);
+		HM_SPV(m, F, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+	}
+	p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark);
+	HM_SPV(m, F, HM_SpvOpStore, p, hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	if (kind == MOD_LOCAL_OOB)
+		HM_SPV_OP(m, F, HM_SpvOpFunctionCall, voidt, local_fn, push[8], push[6]);
+	HM_SPV(m, F, HM_SpvOpReturn);
+	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	if (kind == MOD_LOCAL_OOB) {
+		/* f(i, v) { uint a[4]; a[i] = v; }: i is the client's push word */
+		uint32_t i, v, var;
+
+		HM_SPV(m, F, HM_SpvOpFunction, voidt, local_fn, HM_SpvFunctionControlDontInline, fnt);
+		i = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter, u32);
+		v = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter, u32);
+		HM_SPV(m, F, HM_SpvOpLabel, hm_spirv_id(m));
+		var = HM_SPV_OP(m, F, HM_SpvOpVariable,
+				hm_spirv_type_pointer(m, HM_SpvStorageFunction, arr),
+				HM_SpvStorageFunction);
+		HM_SPV(m, F, HM_SpvOpStore,
+		       HM_SPV_OP(m, F, HM_SpvOpAccessChain,
+				 hm_spirv_type_pointer(m, HM_SpvStorageFunction, u32), var, i), v);
+		HM_SPV(m, F, HM_SpvOpReturn);
+		hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	}
+	r = hm_spirv_module_finish(m, ret, ret_n);
+	hm_spirv_module_free(m);
+	if (r == 0 && kind == MOD_TAMPERED_HELPER) {
+		/* the helper's hash multiplier, changed: the same shape, another
+		 * function */
+		uint32_t *w = *ret;
+
+		for (size_t i = 5; i < *ret_n; i += w[i] >> 16)
+			if ((w[i] & 0xffff) == HM_SpvOpConstant && (w[i] >> 16) == 4 &&
+			    w[i + 3] == HM_TABLE_HASH_MUL_LO)
+				w[i + 3] ^= 0x10000;
+	}
+	return r;
+}
+
+static int run_store(struct hm_client *c, uint32_t p, uint64_t guest, uint32_t value)
+{
+	uint32_t push[3] = { (uint32_t)guest, (uint32_t)(guest >> 32), value };
+	struct hm_client_dispatch d = {
+		.pipeline = p, .groups = { 1, 1, 1 }, .nr_push = 3, .push = push,
+	};
+	struct hm_client_result res;
+
+	return hm_client_dispatch(c, &d, 10000, &res);
+}
+
+/*
+ * Defect 2: a module may form a device pointer only from the lookup
+ * helper's answer, within the access's bounds.  The helper's own form
+ * goes through and its store lands in guest memory; each way of forming
+ * another pointer is refused at PIPELINE_NEW with -EACCES.  Had one been
+ * taken, its dispatch aimed at address 16 would have killed hmirrord
+ * (lavapipe: the daemon's own memory), and on a GPU written any memory
+ * of the device.
+ */
+TEST_F(daemon, modules_point_only_where_the_helper_answers)
+{
+	const uint64_t G = 1ull << 32;
+	struct hm_client *c, *obs;
+	struct hm_space *s;
+	uint32_t id, good, p, *w;
+	char sock2[160];
+	size_t n;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, 1 << 20);
+	/* the test runs as root or the daemon's uid, whose modules are not
+	 * held to the check by default: a daemon that checks every client */
+	stop_daemon(self->pid, 5000);
+	snprintf(sock2, sizeof(sock2), "%s/iso", self->dir);
+	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	ASSERT_GT(self->pid, 0);
+	ASSERT_EQ(0, hm_client_connect(sock2, &c));
+	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 3, &good));
+	free(w);
+	ASSERT_EQ(0, run_store(c, good, G + 0x100, 0xc0ffee));
+	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
+	/* outside every space: the store marks the sink, lands nowhere */
+	EXPECT_EQ(0, run_store(c, good, 16, 0xbad));
+
+	for (int k = MOD_GOOD + 1; k < MOD_NR; k++) {
+		int r;
+
+		ASSERT_EQ(0, store_module(k, &w, &n));
+		r = hm_client_pipeline_new(c, w, n, "main", 3, &p);
+		free(w);
+		if (k == MOD_LOCAL_OOB && r == 0 && !strstr(hm_client_info(c)->device, "llvmpipe")) {
+			hm_client_pipeline_free(c, p);
+			continue;	/* only CPU devices refuse it */
+		}
+		EXPECT_EQ(-EACCES, r) TH_LOG("%s: taken", module_kind_name[k]);
+		if (r == 0) {
+			run_store(c, p, 16, 0xbad);
+			EXPECT_TRUE(daemon_alive(self->pid)) TH_LOG("%s killed the daemon",
+							    module_kind_name[k]);
+			if (!daemon_alive(self->pid))
+				break;
+		}
+	}
+	if (!daemon_alive(self->pid)) {
+		hm_client_free(c);
+		hm_space_free(s);
+		return;
+	}
+	/* the good client's bytes and its pipeline are as they were */
+	ASSERT_EQ(0, hm_client_connect(sock2, &obs));
+	EXPECT_EQ(0, hm_client_ping(obs));
+	hm_client_free(obs);
+	ASSERT_EQ(0, run_store(c, good, G + 0x200, 0x5eed));
+	EXPECT_EQ(0x5eed, ((volatile uint32_t *)hm_space_addr(s))[0x80]);
+	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
+	hm_client_free(c);
+	hm_space_free(s);
+	unlink(sock2);
+}
+
+/*
+ * Who is held to the isolation check by default: every client but root
+ * and the daemon's own uid (who could ptrace the daemon anyway).  A module
+ * root had taken (from the cache) is still refused to uid 65534.
+ */
+TEST_F(daemon, other_uids_are_held_to_the_isolation_check)
+{
+	uint32_t *raw, *good, p;
+	size_t nraw, ngood;
+	struct hm_client *c;
+	char sock2[160];
+	pid_t d2, child;
+	int st;
+
+	if (geteuid() != 0)
+		SKIP(return, "needs root to connect as another uid");
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	ASSERT_EQ(0, store_module(MOD_RAW_PUSH, &raw, &nraw));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &good, &ngood));
+	snprintf(sock2, sizeof(sock2), "%s/uid", self->dir);
+	d2 = start_daemon(sock2, "--socket-mode=0666", "--allow-uid=65534");
+	ASSERT_GT(d2, 0);
+	self->extra = d2;
+	chmod(self->dir, 0755);
+	/* root's: taken (never dispatched), and cached */
+	ASSERT_EQ(0, hm_client_connect(sock2, &c));
+	EXPECT_EQ(0, hm_client_pipeline_new(c, raw, nraw, "main", 3, &p));
+	child = fork();
+	if (child == 0) {
+		struct hm_client *u;
+
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(10);
+		if (hm_client_connect(sock2, &u) < 0)
+			_exit(11);
+		if (hm_client_pipeline_new(u, raw, nraw, "main", 3, &p) != -EACCES)
+			_exit(12);
+		if (hm_client_pipeline_new(u, good, ngood, "main", 3, &p) != 0)
+			_exit(13);
+		_exit(0);
+	}
+	ASSERT_EQ(child, waitpid(child, &st, 0));
+	EXPECT_EQ(0, WEXITSTATUS(st)) TH_LOG("10-11: setup; 12: the raw module was "
+					     "taken; 13: the good one refused");
+	hm_client_free(c);
+	free(raw);
+	free(good);
+	EXPECT_EQ(0, stop_daemon(d2, 5000));
+	self->extra = 0;
+	unlink(sock2);
+}
+
+/* ---- one client's long dispatches (defect 3) ----------------------------- */
+
+/*
+ * ms of one dispatch of the spin module over 65535 x rows groups, one step
+ * a lane: lavapipe's time follows the groups (about 50 ms a row here),
+ * not the step count (its compiler folds the loop)
+ */
+static double rows_ms(struct hm_client *c, uint32_t p, uint32_t rows)
+{
+	uint32_t push[2] = { 1, 0 };
+	struct hm_client_dispatch d = {
+		.pipeline = p, .groups = { 65535, rows, 1 }, .nr_push = 2, .push = push,
+	};
+	struct hm_client_result res;
+	uint64_t t0 = now_ms();
+
+	if (hm_client_dispatch(c, &d, 60000, &res) < 0)
+		return -1;
+	return (double)(now_ms() - t0);
+}
+
+/*
+ * Defect 3: the protocol's largest grid is refused (-E2BIG), and one
+ * client's queue of long dispatches delays another client's dispatch by
+ * one of them at most (before: by all of them, in submission order).
+ */
+TEST_F(daemon, long_dispatches_delay_another_client_by_one)
+{
+	enum { N = 8 };
+	uint32_t pa, pb, push[2] = { 0, 0 };
+	struct hm_client *a, *b;
+	struct hm_client_result res;
+	uint64_t t[N], t0, b_ms;
+	double one;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	ASSERT_EQ(0, hm_client_connect(self->sock, &a));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &b));
+	ASSERT_EQ(0, hm_client_pipeline_new(a, hm_test_spin_spv, sizeof(hm_test_spin_spv) / 4,
+					    "main", 2, &pa));
+	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
+	struct hm_client_dispatch big = {
+		.pipeline = pb, .groups = { 65535, 65535, 65535 }, .nr_push = 2, .push = push,
+	};
+
+	EXPECT_EQ(-E2BIG, hm_client_dispatch(b, &big, 5000, &res));
+	big.groups[1] = big.groups[2] = 1;
+	ASSERT_EQ(0, hm_client_dispatch(b, &big, 5000, &res));
+	ASSERT_LE(0, rows_ms(a, pa, 1));	/* lavapipe makes the code now */
+	one = rows_ms(a, pa, 4);
+	ASSERT_LE(0, one);
+	uint32_t apush[2] = { 1, 0 };
+	struct hm_client_dispatch d = {
+		.pipeline = pa, .groups = { 65535, 4, 1 }, .nr_push = 2, .push = apush,
+	};
+
+	for (int i = 0; i < N; i++)
+		ASSERT_EQ(0, hm_client_submit(a, &d, &t[i]));
+	usleep(20000);
+	t0 = now_ms();
+	big.groups[0] = 1;
+	ASSERT_EQ(0, hm_client_dispatch(b, &big, 60000, &res));
+	b_ms = now_ms() - t0;
+	double b_run = res.run_ns / 1e6, a_max = 0, a_sum = 0;
+
+	for (int i = 0; i < N; i++) {
+		EXPECT_EQ(0, hm_client_wait(a, t[i], 60000, &res));
+		a_sum += res.run_ns / 1e6;
+		if (res.run_ns / 1e6 > a_max)
+			a_max = res.run_ns / 1e6;
+	}
+	TH_LOG("A's dispatches %.0f ms (alone), %.0f ms at most and %.0f ms in all queued; "
+	       "B's empty one behind them: %llu ms (%.0f ms its own)",
+	       one, a_max, a_sum, (unsigned long long)b_ms, b_run);
+	/* behind the one running, not behind all eight (the machine's load
+	   moves each dispatch's time: bound by what they took) */
+	EXPECT_GT(a_max + b_run + 100, (double)b_ms);
+	hm_client_free(a);
+	hm_client_free(b);
+}
+
+/*
+ * Defect 3: a client whose dispatch outruns its time budget (--timeout 1)
+ * is disconnected (-ETIMEDOUT where the device's wait says so; lavapipe
+ * runs a submission to its end inside vkQueueSubmit, so there it is told
+ * afterwards), its queued dispatches dropped; the other client is served.
+ */
+TEST_F(daemon, dispatch_over_budget_ends_its_client)
+{
+	uint32_t pa, pb, push[2] = { 0, 0 };
+	struct hm_client *a, *b;
+	struct hm_client_result res;
+	char sock2[160];
+	uint64_t t1, t2;
+	pid_t d2;
+	int r1;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	snprintf(sock2, sizeof(sock2), "%s/budget", self->dir);
+	d2 = start_daemon(sock2, "--timeout=1", NULL);
+	ASSERT_GT(d2, 0);
+	self->extra = d2;
+	ASSERT_EQ(0, hm_client_connect(sock2, &a));
+	ASSERT_EQ(0, hm_client_connect(sock2, &b));
+	ASSERT_EQ(0, hm_client_pipeline_new(a, hm_test_spin_spv, sizeof(hm_test_spin_spv) / 4,
+					    "main", 2, &pa));
+	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
+	ASSERT_LE(0, rows_ms(a, pa, 1));	/* the code made, under budget */
+	ASSERT_EQ(0, hm_client_ping(a));
+	uint32_t apush[2] = { 1, 0 };
+	struct hm_client_dispatch d = {	/* 3-10 s here: past 1 s however loaded */
+		.pipeline = pa, .groups = { 65535, 64, 1 }, .nr_push = 2, .push = apush,
+	};
+	struct hm_client_dispatch e = {
+		.pipeline = pb, .groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
+	};
+
+	ASSERT_EQ(0, hm_client_submit(a, &d, &t1));
+	ASSERT_EQ(0, hm_client_submit(a, &d, &t2));
+	r1 = hm_client_wait(a, t1, 30000, &res);
+	/* done (its writes are home) or timed out, as the device tells */
+	EXPECT_TRUE(r1 == 0 || r1 == -ETIMEDOUT) TH_LOG("first: %s", strerror(-r1));
+	TH_LOG("the over-budget dispatch ran %.0f ms on the device thread", res.run_ns / 1e6);
+	/* the second may have started before the loop saw the first end */
+	hm_client_wait(a, t2, 30000, &res);
+	EXPECT_EQ(-ENOTCONN, hm_client_ping(a)) TH_LOG("the offender is still served");
+	EXPECT_EQ(0, hm_client_dispatch(b, &e, 30000, &res));
+	EXPECT_EQ(0, hm_client_ping(b));
+	hm_client_free(a);
+	hm_client_free(b);
+	EXPECT_EQ(0, stop_daemon(d2, 10000));
+	self->extra = 0;
+	unlink(sock2);
+}
+
+/* ---- the protocol fuzzer ---------------------------------------------------
+ *
+ * Hostile clients send every message type, valid-shaped then mutated
+ * (bytes flipped, truncated, extended, oversized, flags and padding set),
+ * out of order, with wrong fds (sockets, a pipe, /dev/null, unsealed and
+ * sealed memfds, another client's connection) and handle numbers other
+ * clients use, for HMIRROR_FUZZ_SECONDS (default 12), while a good client
+ * stores through the helper and checks every word it wrote.  It fails on a
+ * daemon crash, a wrong byte for the good client, or fds, clients, spaces
+ * or pipelines the hostile clients leave behind.
+ */
+struct good_arg {
+	const char *sock;
+	struct hm_space *s;
+	volatile bool stop;
+	unsigned dispatches, mismatches;
+	int status;
+};
+
+static void *good_client(void *p)
+{
+	struct good_arg *g = p;
+	const uint64_t G = 1ull << 32;
+	volatile uint32_t *mem = hm_space_addr(g->s);
+	struct hm_client *c;
+	uint32_t id, pl, *w;
+	size_t n;
+
+	g->status = hm_client_connect(g->sock, &c);
+	if (g->status)
+		return NULL;
+	if ((g->status = hm_client_space_add(c, g->s, G, &id)) ||
+	    (g->status = store_module(MOD_GOOD, &w, &n)))
+		goto out;
+	g->status = hm_client_pipeline_new(c, w, n, "main", 3, &pl);
+	free(w);
+	if (g->status)
+		goto out;
+	for (uint32_t i = 1; !g->stop; i++) {
+		uint32_t word = (i * 2654435761u) % (1u << 18);	/* of 1 MiB */
+
+		g->status = run_store(c, pl, G + 4ull * word, i);
+		if (g->status)
+			break;
+		g->dispatches++;
+		if (mem[word] != i)
+			g->mismatches++;
+	}
+out:
+	hm_client_free(c);
+	return NULL;
+}
+
+static uint32_t rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return (uint32_t)(*x >> 11);
+}
+
+/* a real space's handoff blob, for SPACE_ADDs that reach the import */
+static struct hm_space_handoff fuzz_handoff;
+
+/* a valid-shaped payload of type t (some fields random); its length */
+static size_t fuzz_payload(uint16_t t, uint8_t *p, uint64_t *x, const uint32_t *mod, size_t mod_n)
+{
+	switch (t) {
+	case HM_MSG_HELLO: {
+		struct hm_msg_hello h = { .version_min = 1, .version_max = rnd(x) % 3 };
+
+		memcpy(p, &h, sizeof(h));
+		return sizeof(h);
+	}
+	case HM_MSG_SPACE_ADD: {
+		struct hm_msg_space_add m = {
+			.guest_addr = (uint64_t)(rnd(x) % 8) << 30, .nr_fds = 1 + rnd(x) % 3,
+			.blob_len = rnd(x) % 80,
+		};
+
+		for (unsigned i = 0; i < sizeof(m.blob); i++)
+			m.blob[i] = (uint8_t)rnd(x);
+		if (rnd(x) % 2) {
+			m.nr_fds = fuzz_handoff.nr_fds;
+			m.blob_len = fuzz_handoff.blob_len;
+			memcpy(m.blob, fuzz_handoff.blob, fuzz_handoff.blob_len);
+		}
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	case HM_MSG_SPACE_REMOVE: case HM_MSG_PIPELINE_FREE: {
+		struct hm_msg_handle m = { .handle = rnd(x) % 6 };
+
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	case HM_MSG_ADVISE: {
+		struct hm_msg_advise m = {
+			.guest_addr = (1ull << 32) + (rnd(x) % 64) * 4096, .size = rnd(x) % (2 << 20),
+			.advice = rnd(x) % 5,
+		};
+
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	case HM_MSG_PIPELINE_NEW: {
+		struct hm_msg_pipeline_new m = { .nr_words = (uint32_t)mod_n, .user_push_words = 3 };
+
+		strcpy(m.entry, rnd(x) % 4 ? "main" : "nope");
+		memcpy(p, &m, sizeof(m));
+		memcpy(p + sizeof(m), mod, mod_n * 4);
+		return sizeof(m) + mod_n * 4;
+	}
+	case HM_MSG_DISPATCH: {
+		struct hm_msg_dispatch m = {
+			.pipeline = rnd(x) % 4, .groups = { 1 + rnd(x) % 4, 1, 1 },
+			.nr_push = rnd(x) % 2 ? 3 : 2,
+		};
+
+		m.push[0] = rnd(x);
+		m.push[1] = rnd(x) % 3;
+		memcpy(p, &m, sizeof(m));
+		return sizeof(m);
+	}
+	default:
+		return rnd(x) % 64;
+	}
+}
+
+TEST_F(daemon, protocol_fuzz)
+{
+	static uint8_t buf[HM_PROTO_MAX_MSG + 4096];
+	uint64_t seed = getenv("HMIRROR_FUZZ_SEED") ? strtoull(getenv("HMIRROR_FUZZ_SEED"), NULL, 0) :
+			(uint64_t)time(NULL) | 1, x = seed;
+	int secs = getenv("HMIRROR_FUZZ_SECONDS") ? atoi(getenv("HMIRROR_FUZZ_SECONDS")) : 12;
+	struct good_arg g = { .sock = self->sock };
+	unsigned msgs = 0, reconnects = 0, with_fds = 0, replies = 0;
+	struct hm_client *h = NULL, *obs;
+	uint32_t *mod, *raw;
+	size_t mod_n, raw_n;
+	int fds0, pfd[2], nul, sealed, unsealed;
+	struct hm_space *fs;
+	long rss0, rss1;
+	pthread_t t;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(g.s, 1 << 20);
+	ASSERT_EQ(0, new_space(&fs, 1 << 20));
+	ASSERT_EQ(0, hm_space_export(fs, &fuzz_handoff));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &mod, &mod_n));
+	ASSERT_EQ(0, store_module(MOD_RAW_PUSH, &raw, &raw_n));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	ASSERT_EQ(0, hm_client_ping(obs));
+	fds0 = proc_fds(self->pid);
+	rss0 = proc_rss_kib(self->pid);
+	ASSERT_EQ(0, pipe(pfd));
+	nul = open("/dev/null", O_RDWR);
+	unsealed = memfd_create("fuzz", MFD_CLOEXEC);
+	ASSERT_EQ(0, ftruncate(unsealed, 1 << 20));
+	sealed = memfd_create("fuzz-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ASSERT_EQ(0, ftruncate(sealed, 1 << 20));
+	ASSERT_EQ(0, fcntl(sealed, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE));
+	ASSERT_EQ(0, pthread_create(&t, NULL, good_client, &g));
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)secs * 1000 && daemon_alive(self->pid);) {
+		uint16_t type = (uint16_t)(rnd(&x) % (HM_MSG_NR + 2));
+		struct hm_msg_hdr *hd = (struct hm_msg_hdr *)buf;
+		size_t len;
+		int fds[4], nf = 0;
+
+		if (!h) {
+			if (hm_client_connect(self->sock, &h) < 0) {
+				h = NULL;
+				usleep(5000);
+				continue;
+			}
+			reconnects++;
+		}
+		len = fuzz_payload(type, buf + sizeof(*hd),
+				   &x, rnd(&x) % 8 ? mod : raw, rnd(&x) % 8 ? mod_n : raw_n);
+		raw_hdr(buf, type, rnd(&x), len);
+		len += sizeof(*hd);
+		switch (rnd(&x) % 8) {	/* the mutation */
+		case 0:
+			for (int k = 1 + rnd(&x) % 4; k; k--)
+				buf[rnd(&x) % len] ^= (uint8_t)(1u << (rnd(&x) % 8));
+			break;
+		case 1:
+			len = rnd(&x) % len;		/* truncated */
+			break;
+		case 2:
+			len += rnd(&x) % 64;		/* trailing junk */
+			break;
+		case 3:
+			if (rnd(&x) % 16 == 0)
+				len = HM_PROTO_MAX_MSG + 1 + rnd(&x) % 1000;	/* oversized */
+			else
+				hd->flags = (uint16_t)rnd(&x), hd->pad = rnd(&x) % 2;
+			break;
+		default:
+			break;			/* valid-shaped */
+		}
+		if (rnd(&x) % 3 == 0) {
+			int pool[] = { pfd[0], pfd[1], nul, unsealed, sealed,
+				       hm_client_fd(h), hm_client_fd(obs) };
+
+			nf = 1 + rnd(&x) % 4;
+			for (int k = 0; k < nf; k++)
+				fds[k] = pool[rnd(&x) % (sizeof(pool) / sizeof(pool[0]))];
+			/* the real space's fds, one of them swapped for a wrong one */
+			if (type == HM_MSG_SPACE_ADD && rnd(&x) % 2) {
+				nf = (int)fuzz_handoff.nr_fds;
+				memcpy(fds, fuzz_handoff.fds, nf * sizeof(int));
+				if (rnd(&x) % 2)
+					fds[rnd(&x) % nf] = pool[rnd(&x) % (sizeof(pool) / sizeof(pool[0]))];
+			}
+			with_fds++;
+		}
+		if (hm_client_send_raw(h, buf, len, nf ? fds : NULL, nf) < 0) {
+			hm_client_free(h);	/* closed for its bad messages */
+			h = NULL;
+			continue;
+		}
+		msgs++;
+		/* read what came back, so as not to be dropped as a non-reader */
+		while (hm_client_recv_raw(h, buf, sizeof(buf), 0) > 0)
+			replies++;
+		/* some hostile clients hang up themselves (their teardown
+		   then starts from the hang-up, not from the daemon) */
+		if (rnd(&x) % 64 == 0) {
+			hm_client_free(h);
+			h = NULL;
+		}
+	}
+	hm_client_free(h);
+	g.stop = true;
+	pthread_join(t, NULL);
+	struct hm_client_stats fst;
+
+	hm_client_stats(obs, &fst);
+	TH_LOG("seed %#llx: %u hostile messages (%u with fds) in %d s, %u replies, %u connections, "
+	       "%llu answered with an error; good client %u dispatches, %u wrong words",
+	       (unsigned long long)seed, msgs, with_fds, secs, replies, reconnects,
+	       (unsigned long long)fst.daemon[HM_DSTAT_BAD_MSGS], g.dispatches, g.mismatches);
+	ASSERT_TRUE(daemon_alive(self->pid)) TH_LOG("hmirrord died (seed %#llx)",
+						    (unsigned long long)seed);
+	EXPECT_EQ(0, g.status);
+	EXPECT_EQ(0, g.mismatches);
+	/* served all along: one client's hostility starves no other */
+	EXPECT_LT(10u * secs, g.dispatches);
+	/* everything the hostile clients made went with them */
+	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 10000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_INFLIGHT, 0, 5000));
+	EXPECT_GE(fds0, proc_fds(self->pid));
+	rss1 = proc_rss_kib(self->pid);
+	TH_LOG("daemon RSS %ld -> %ld KiB", rss0, rss1);
+	EXPECT_GT(64 * 1024, rss1 - rss0);
+	EXPECT_EQ(0, hm_client_ping(obs));
+	hm_client_free(obs);
+	close(pfd[0]);
+	close(pfd[1]);
+	close(nul);
+	close(sealed);
+	close(unsealed);
+	free(mod);
+	free(raw);
+	hm_handoff_close(&fuzz_handoff);
+	hm_space_free(fs);
+	hm_space_free(g.s);
 }
 
 TEST_HARNESS_MAIN

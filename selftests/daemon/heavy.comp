@@ -19,7 +19,8 @@ void main()
 	uint x = gl_GlobalInvocationID.x + pc.user[0];
 	S1000 S1000 S1000 S1000 S1000
 	if (x == 0x9e3779b9u) {
-		uint64_t sink = uint64_t(pc.table[4]) | (uint64_t(pc.table[5]) << 32);
-		Word(sink).v = x;
+		/* the marks' sink word, formed in one expression: the only raw
+		 * pointer the daemon's isolation check lets through */
+		Word(uint64_t(pc.table[4]) | (uint64_t(pc.table[5]) << 32)).v = x;
 	}
 }

@@ -15,7 +15,8 @@ void main()
 	for (uint i = 0; i < pc.user[0]; i++)
 		x = x * 1664525u + 1013904223u;
 	if (x == 0x9e3779b9u) {
-		uint64_t sink = uint64_t(pc.table[4]) | (uint64_t(pc.table[5]) << 32);
-		Word(sink).v = x;
+		/* the marks' sink word, formed in one expression: the only raw
+		 * pointer the daemon's isolation check lets through */
+		Word(uint64_t(pc.table[4]) | (uint64_t(pc.table[5]) << 32)).v = x;
 	}
 }

@@ -922,6 +922,196 @@ TEST_F(watch, vma_limit_clear_error)
 
 /* ---- AUTO --------------------------------------------------------------- */
 
+/* ---- what the application does to a watched mapping (watch.rst table) -- */
+
+/*
+ * mprotect R -> RW by the application.  Through hm_space_protect() the
+ * guards stay on every backend; a raw mprotect keeps them where the
+ * backend says HM_CAP_MPROTECT (guards in the page tables: the uffd-wp
+ * bit, the module's write-notify).  The mprotect backend's guards are the
+ * protection itself: a raw mprotect to RW unarms them (documented).
+ */
+TEST_F(watch, app_mprotect_keeps_guards)
+{
+	uint8_t *base;
+	int n;
+
+	NEED_SPACE();
+	base = (uint8_t *)self->p;
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	/* through the library: read-only, then read-write again */
+	ASSERT_EQ(0, hm_space_protect(self->s, base, SPACE_BYTES, PROT_READ));
+	ASSERT_EQ(0, hm_space_protect(self->s, base, SPACE_BYTES, PROT_READ | PROT_WRITE));
+	AT(5, 8) = 1;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(1, n) TH_LOG("a write after hm_space_protect(RW) went unseen");
+	EXPECT_EQ(5, self->out[0]);
+	/* part of a chunk: the rest of it stays guarded */
+	ASSERT_EQ(0, hm_space_protect(self->s, base + (9ull << CHUNK_SHIFT), 4096,
+				      PROT_READ | PROT_WRITE));
+	AT(9, 8192) = 1;
+	ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(9, self->out[0]);
+	EXPECT_EQ(-EINVAL, hm_space_protect(self->s, base + 1, 4096, PROT_READ));
+	EXPECT_EQ(-EINVAL, hm_space_protect(self->s, base, SPACE_BYTES, PROT_WRITE));
+	/* the application's own mprotect */
+	ASSERT_EQ(0, mprotect(base, SPACE_BYTES, PROT_READ));
+	ASSERT_EQ(0, mprotect(base, SPACE_BYTES, PROT_READ | PROT_WRITE));
+	AT(12, 8) = 1;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	if (hm_space_caps(self->s) & HM_CAP_MPROTECT) {
+		ASSERT_EQ(1, n);
+		EXPECT_EQ(12, self->out[0]);
+	} else if (variant->backend == HM_BACKEND_MPROTECT) {
+		EXPECT_EQ(0, n);	/* the documented hole: use hm_space_protect() */
+		TH_LOG("mprotect: a raw mprotect(RW) unarms the guards (no HM_CAP_MPROTECT)");
+	} else {
+		TH_LOG("%s: raw mprotect then a write: %d chunks seen", hm_backend_name(variant->backend), n);
+	}
+}
+
+/* a page the application made read-only through the library faults as its
+   own (its SIGSEGV), not as a trip (mprotect backend; elsewhere
+   hm_space_protect() is mprotect() and read-only is the kernel's) */
+TEST_F(watch, app_read_only_page_stays_read_only)
+{
+	pid_t pid;
+	int st;
+
+	NEED_SPACE();
+	if (variant->backend != HM_BACKEND_MPROTECT)
+		SKIP(return, "%s: hm_space_protect() is mprotect() here",
+		     hm_backend_name(variant->backend));
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	ASSERT_EQ(0, hm_space_protect(self->s, (uint8_t *)self->p + (3ull << CHUNK_SHIFT), 4096,
+				      PROT_READ));
+	pid = fork();
+	if (pid == 0) {
+		/* the child has no mapping of the space (MADV_DONTFORK): map it
+		   the same way is not possible; write the parent's page instead
+		   through a second process is meaningless, so test in-process in
+		   a child of a fresh space */
+		struct hm_space_params p = {
+			.size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT, .backend = variant->backend,
+		};
+		struct hm_space *s2;
+		volatile uint8_t *q;
+
+		if (hm_space_new(&p, &s2) || hm_space_arm(s2, 0, NR_CHUNKS))
+			_exit(10);
+		q = hm_space_addr(s2);
+		if (hm_space_protect(s2, (uint8_t *)q + (3ull << CHUNK_SHIFT), 4096, PROT_READ))
+			_exit(11);
+		q[(3ull << CHUNK_SHIFT) + 4096] = 1;	/* next page: a trip */
+		q[(3ull << CHUNK_SHIFT) + 8] = 1;	/* the read-only page: SIGSEGV */
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV)
+		TH_LOG("exit %d: a write to a page made read-only went through",
+		       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+/* madvise(MADV_DONTNEED) over armed memory: the guards stay where the
+   backend says HM_CAP_MADVISE, and the data is the memfd's */
+TEST_F(watch, madvise_dontneed_keeps_guards)
+{
+	int n;
+
+	NEED_SPACE();
+	AT(2, 0) = 0x11;
+	AT(6, 0) = 0x22;
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	if (madvise((void *)self->p, SPACE_BYTES, MADV_DONTNEED) < 0) {
+		/* uffd-async locks its mappings (reclaim safety): the kernel
+		   refuses MADV_DONTNEED on locked memory */
+		ASSERT_EQ(EINVAL, errno);
+		TH_LOG("%s: MADV_DONTNEED refused (EINVAL: the mapping is locked)",
+		       hm_backend_name(variant->backend));
+	}
+	EXPECT_EQ(0x11, AT(2, 0));		/* shared memory: contents stay */
+	ASSERT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	AT(6, 4) = 0x33;
+	AT(7, 4) = 0x44;			/* never populated */
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	if (hm_space_caps(self->s) & HM_CAP_MADVISE) {
+		ASSERT_EQ(2, n) TH_LOG("writes after MADV_DONTNEED went unseen");
+		EXPECT_EQ(6, self->out[0]);
+		EXPECT_EQ(7, self->out[1]);
+	} else {
+		TH_LOG("%s: after MADV_DONTNEED %d of 2 writes seen", hm_backend_name(variant->backend), n);
+	}
+	EXPECT_EQ(0x22, AT(6, 0));
+}
+
+/*
+ * mremap of a whole watched mapping: followed where HM_CAP_MREMAP
+ * (uffd-sync: UFFD_EVENT_REMAP), refused at the next harvest with -EFAULT
+ * by uffd-async, and fatal with the mprotect backend (a write at the new
+ * address is a SIGSEGV nobody handles): run in a child there.
+ */
+TEST_F(watch, mremap_followed_or_refused)
+{
+	void *to, *old;
+	int n;
+
+	NEED_SPACE();
+	if (variant->backend == HM_BACKEND_MPROTECT) {
+		pid_t pid = fork();
+		int st;
+
+		if (pid == 0) {
+			struct hm_space_params p = {
+				.size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
+				.backend = HM_BACKEND_MPROTECT,
+			};
+			struct hm_space *s2;
+			void *a, *b;
+
+			if (hm_space_new(&p, &s2) || hm_space_arm(s2, 0, NR_CHUNKS))
+				_exit(10);
+			a = hm_space_addr(s2);
+			b = mmap(NULL, SPACE_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (b == MAP_FAILED || mremap(a, SPACE_BYTES, SPACE_BYTES,
+						      MREMAP_MAYMOVE | MREMAP_FIXED, b) != b)
+				_exit(11);
+			((volatile uint8_t *)b)[8] = 1;
+			_exit(0);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &st, 0));
+		EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV);
+		TH_LOG("mprotect: a write after mremap is a SIGSEGV (undefined: documented)");
+		return;
+	}
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	old = (void *)self->p;
+	to = mmap(NULL, SPACE_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, to);
+	ASSERT_EQ(to, mremap(old, SPACE_BYTES, SPACE_BYTES, MREMAP_MAYMOVE | MREMAP_FIXED, to));
+	((volatile uint8_t *)to)[(4ull << CHUNK_SHIFT) + 8] = 1;
+	n = harvest_all(self->s, self->out, MAX_OUT);
+	if (hm_space_caps(self->s) & HM_CAP_MREMAP) {
+		ASSERT_EQ(1, n) TH_LOG("the write at the new address went unseen");
+		EXPECT_EQ(4, self->out[0]);
+		EXPECT_EQ(to, hm_space_addr(self->s));
+		/* and re-armed there */
+		((volatile uint8_t *)to)[(4ull << CHUNK_SHIFT) + 16] = 1;
+		ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	} else if (variant->backend == HM_BACKEND_UFFD_ASYNC) {
+		EXPECT_EQ(-EFAULT, n) TH_LOG("a moved mapping harvested as if watched");
+	} else if (variant->backend == HM_BACKEND_KMOD) {
+		/* the module watches every mapping of the space; the library's
+		   address stays the old one */
+		EXPECT_EQ(1, n);
+		TH_LOG("kmod: the write at the new address recorded (%d)", n);
+	} else {
+		TH_LOG("%s: after mremap harvest says %d", hm_backend_name(variant->backend), n);
+	}
+	/* the fixture unmaps the old address; the new one is ours */
+	if (hm_space_addr(self->s) != to)
+		munmap(to, SPACE_BYTES);
+}
+
 TEST(auto_picks_best)
 {
 	struct hm_space_params p = { .size = 1 << 20 };

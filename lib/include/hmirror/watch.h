@@ -113,7 +113,18 @@ int  hm_backend_probe(enum hm_backend b, const char **ret_reason);
 #define HM_CAP_RECLAIM_SAFE	(1u << 5) /* records survive reclaim of the pages (uffd-async: only
 					     when the library could mlock the watched mappings) */
 #define HM_CAP_HARVEST_TAKE	(1u << 6) /* hm_space_harvest_take() works */
+/* what the application may do to a watched mapping (Documentation/watch.rst,
+   "What escapes a guard"): */
+#define HM_CAP_MPROTECT		(1u << 7) /* its own mprotect() keeps the guards (else: through
+					     hm_space_protect() only) */
+#define HM_CAP_MREMAP		(1u << 8) /* mremap() of a whole watched mapping is followed
+					     (hm_space_addr() answers the new address) */
+#define HM_CAP_MADVISE		(1u << 9) /* madvise(MADV_DONTNEED) keeps the guards */
 unsigned hm_space_caps(const struct hm_space *s);
+/* mprotect() of [addr, addr+len) inside a watched mapping, keeping armed
+   chunks guarded (the mprotect backend re-protects them; elsewhere the
+   same as mprotect()).  prot: PROT_READ, optionally | PROT_WRITE. */
+int  hm_space_protect(struct hm_space *s, void *addr, size_t len, int prot);
 unsigned hm_backend_caps(enum hm_backend b);
 
 /* another watched CPU mapping of the same pages (an alias) */

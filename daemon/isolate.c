@@ -1,0 +1,804 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Isolation of client programs, checked once per module before any
+ * pipeline is built from it (Documentation/daemon.rst, "Isolation").
+ *
+ * A client's module runs on a device the daemon shares between clients:
+ * every physical pointer it forms could name another client's mirrors,
+ * table or marks (on lavapipe: any byte of the daemon).  So a module is
+ * taken only where every PhysicalStorageBuffer pointer it can form comes
+ * from the lookup helper's answer, within the access's bounds:
+ *
+ *  - a function that forms pointers must be the lookup helper exactly as
+ *    lib/lookup_spirv.c writes it (one of its non-reference variants),
+ *    compared instruction by instruction up to the renaming of ids, with
+ *    its types, constants and member offsets;
+ *  - the helper is called with the daemon's own push words (table, home
+ *    slots, chunk shift, marks) and a 4-byte aligned guest address;
+ *  - anywhere else, a pointer is made only by OpConvertUToPtr of: the
+ *    helper's mark address, the marks' sink word (push words 4, 5), or
+ *    "dev != 0 ? dev : mark" with dev the helper's device address; and only
+ *    to at most 4 bytes (a scalar or a struct of them), reached from there
+ *    by constant OpAccessChain indices;
+ *  - no pointer is stored, loaded, passed, selected, bitcast or undefined;
+ *    no descriptor-backed storage, no VariablePointers.
+ *
+ * A dev answered for a 4-byte aligned word at g lies in g's chunk (a chunk
+ * is at least a page), so 4 bytes from it stay in memory of that chunk:
+ * the client's own home page or mirror.  A mark address lies in the
+ * client's marks.
+ *
+ * On a CPU device (lavapipe) Workgroup, Private and Function memory is
+ * the daemon's heap and stacks: an index into an array there must be a
+ * constant or masked/reduced below its length (x & K, x % K).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hmirror/lookup.h>
+/* libspirv.h defines (not declares) this constant in C; validate.c has it */
+#define kDefaultMaxIdBound hmd_isolate_default_max_id_bound
+#include <spirv-tools/libspirv.h>
+
+#include "hmirrord.h"
+
+enum {
+	OP_Nop = 0, OP_Undef = 1, OP_Line = 8, OP_Extension = 10, OP_ExtInstImport = 11,
+	OP_ExtInst = 12, OP_TypeVoid = 19, OP_TypeBool = 20, OP_TypeInt = 21,
+	OP_TypeFloat = 22, OP_TypeVector = 23, OP_TypeMatrix = 24, OP_TypeArray = 28,
+	OP_TypeRuntimeArray = 29, OP_TypeStruct = 30, OP_TypePointer = 32,
+	OP_TypeFunction = 33, OP_TypeForwardPointer = 39, OP_Constant = 43,
+	OP_ConstantComposite = 44, OP_ConstantNull = 46, OP_SpecConstant = 50,
+	OP_Function = 54, OP_FunctionParameter = 55, OP_FunctionEnd = 56,
+	OP_FunctionCall = 57, OP_Variable = 59, OP_Load = 61, OP_CopyMemory = 63,
+	OP_CopyMemorySized = 64, OP_AccessChain = 65, OP_InBoundsAccessChain = 66,
+	OP_PtrAccessChain = 67, OP_InBoundsPtrAccessChain = 70, OP_Decorate = 71,
+	OP_MemberDecorate = 72, OP_CompositeExtract = 81, OP_UConvert = 113,
+	OP_ConvertUToPtr = 120, OP_Bitcast = 124, OP_IAdd = 128, OP_IMul = 132,
+	OP_UMod = 137, OP_Select = 169, OP_INotEqual = 171, OP_ShiftLeftLogical = 196,
+	OP_BitwiseOr = 197, OP_BitwiseAnd = 199, OP_NoLine = 317, OP_Capability = 17,
+};
+enum {
+	SC_UniformConstant = 0, SC_Input = 1, SC_Uniform = 2, SC_Output = 3,
+	SC_Workgroup = 4, SC_CrossWorkgroup = 5, SC_Private = 6, SC_Function = 7,
+	SC_PushConstant = 9, SC_StorageBuffer = 12, SC_PSB = 5349,
+	DEC_ArrayStride = 6, DEC_Offset = 35,
+};
+
+struct moff { uint32_t id, member, offset; };
+
+/* one instruction, as SPIRV-Tools parsed it */
+struct insn {
+	uint32_t at;		/* word index in the module */
+	uint32_t type, result;	/* 0 where it has none */
+	uint64_t idmask;	/* bit k: word k is an id (k < 64) */
+};
+
+struct mod {
+	const uint32_t *w;
+	size_t n;
+	uint32_t bound;
+	struct insn *ins;
+	size_t nr_ins, cap_ins;
+	uint32_t *def;		/* id -> word index of its defining instruction */
+	uint32_t *fn_of;	/* id -> the function (its id) defining it, 0: global */
+	uint32_t cur_fn;
+	struct moff *moff;
+	size_t nr_moff;
+	uint32_t pc_var;	/* the PushConstant variable, 0 if none */
+};
+
+static spv_context spv_ctx;	/* compile thread */
+
+static void mod_free(struct mod *m)
+{
+	free(m->ins);
+	free(m->def);
+	free(m->fn_of);
+	free(m->moff);
+	memset(m, 0, sizeof(*m));
+}
+
+static spv_result_t on_header(void *data, spv_endianness_t e, uint32_t magic,
+			      uint32_t version, uint32_t generator, uint32_t bound,
+			      uint32_t schema)
+{
+	struct mod *m = data;
+
+	if (bound == 0 || bound > (1u << 24))
+		return SPV_ERROR_INVALID_BINARY;
+	m->bound = bound;
+	m->def = calloc(bound, sizeof(*m->def));
+	m->fn_of = calloc(bound, sizeof(*m->fn_of));
+	return m->def && m->fn_of ? SPV_SUCCESS : SPV_ERROR_OUT_OF_MEMORY;
+}
+
+static spv_result_t on_insn(void *data, const spv_parsed_instruction_t *pi)
+{
+	struct mod *m = data;
+	const uint32_t *w = pi->words;
+	struct insn in = { .type = pi->type_id, .result = pi->result_id };
+
+	if (w < m->w || w >= m->w + m->n)
+		return SPV_ERROR_INTERNAL;	/* a copy: another endianness */
+	in.at = (uint32_t)(w - m->w);
+	for (uint16_t o = 0; o < pi->num_operands; o++) {
+		const spv_parsed_operand_t *po = &pi->operands[o];
+
+		switch (po->type) {
+		case SPV_OPERAND_TYPE_ID: case SPV_OPERAND_TYPE_TYPE_ID:
+		case SPV_OPERAND_TYPE_RESULT_ID: case SPV_OPERAND_TYPE_MEMORY_SEMANTICS_ID:
+		case SPV_OPERAND_TYPE_SCOPE_ID:
+			if (po->offset < 64)
+				in.idmask |= 1ull << po->offset;
+			break;
+		default:
+			break;
+		}
+	}
+	if (pi->opcode == OP_Function)
+		m->cur_fn = pi->result_id;
+	if (in.result && in.result < m->bound && !m->def[in.result]) {
+		m->def[in.result] = in.at;
+		m->fn_of[in.result] = m->cur_fn;
+	}
+	if (pi->opcode == OP_FunctionEnd)
+		m->cur_fn = 0;
+	if (pi->opcode == OP_MemberDecorate && pi->num_words >= 5 && w[3] == DEC_Offset) {
+		struct moff *nm = realloc(m->moff, (m->nr_moff + 1) * sizeof(*nm));
+
+		if (!nm)
+			return SPV_ERROR_OUT_OF_MEMORY;
+		m->moff = nm;
+		m->moff[m->nr_moff++] = (struct moff){ w[1], w[2], w[4] };
+	}
+	if (pi->opcode == OP_Variable && pi->num_words >= 4 && w[3] == SC_PushConstant)
+		m->pc_var = w[2];
+	if (m->nr_ins == m->cap_ins) {
+		size_t cap = m->cap_ins ? 2 * m->cap_ins : 1024;
+		struct insn *ni = realloc(m->ins, cap * sizeof(*ni));
+
+		if (!ni)
+			return SPV_ERROR_OUT_OF_MEMORY;
+		m->ins = ni;
+		m->cap_ins = cap;
+	}
+	m->ins[m->nr_ins++] = in;
+	return SPV_SUCCESS;
+}
+
+static int mod_parse(struct mod *m, const uint32_t *w, size_t n)
+{
+	spv_result_t r;
+
+	memset(m, 0, sizeof(*m));
+	m->w = w;
+	m->n = n;
+	r = spvBinaryParse(spv_ctx, m, w, n, on_header, on_insn, NULL);
+	if (r == SPV_ERROR_OUT_OF_MEMORY)
+		return -ENOMEM;
+	return r == SPV_SUCCESS && m->bound ? 0 : -EINVAL;
+}
+
+static const uint32_t *ins_of(const struct mod *m, uint32_t id)
+{
+	return id && id < m->bound && m->def[id] ? m->w + m->def[id] : NULL;
+}
+
+static int64_t member_offset(const struct mod *m, uint32_t st, uint32_t member)
+{
+	for (size_t i = 0; i < m->nr_moff; i++)
+		if (m->moff[i].id == st && m->moff[i].member == member)
+			return m->moff[i].offset;
+	return -1;
+}
+
+static uint32_t array_stride(const struct mod *m, uint32_t ty)
+{
+	for (size_t i = 5; i < m->n;) {
+		uint32_t wc = m->w[i] >> 16;
+
+		if ((m->w[i] & 0xffff) == OP_Decorate && wc >= 4 && m->w[i + 1] == ty &&
+		    m->w[i + 2] == DEC_ArrayStride)
+			return m->w[i + 3];
+		if ((m->w[i] & 0xffff) == OP_Function)
+			break;
+		i += wc;
+	}
+	return 0;
+}
+
+/* the value of an integer constant (either width), false if id is none */
+static bool const_val(const struct mod *m, uint32_t id, uint64_t *ret)
+{
+	const uint32_t *d = ins_of(m, id);
+	uint32_t wc;
+
+	if (!d || (d[0] & 0xffff) != OP_Constant)
+		return false;
+	wc = d[0] >> 16;
+	*ret = d[3] | (wc >= 5 ? (uint64_t)d[4] << 32 : 0);
+	return true;
+}
+
+static bool is_psb_ptr(const struct mod *m, uint32_t ty)
+{
+	const uint32_t *d = ins_of(m, ty);
+
+	return d && (d[0] & 0xffff) == OP_TypePointer && d[2] == SC_PSB;
+}
+
+/* does type ty hold a PhysicalStorageBuffer pointer anywhere (a pointer to
+ * one included)?  depth-bounded */
+static bool holds_psb_ptr(const struct mod *m, uint32_t ty, int depth)
+{
+	const uint32_t *d = ins_of(m, ty);
+	uint32_t wc;
+
+	if (!d || depth > 16)
+		return depth > 16;
+	wc = d[0] >> 16;
+	switch (d[0] & 0xffff) {
+	case OP_TypePointer:
+		return d[2] == SC_PSB || holds_psb_ptr(m, d[3], depth + 1);
+	case OP_TypeVector: case OP_TypeMatrix: case OP_TypeArray: case OP_TypeRuntimeArray:
+		return holds_psb_ptr(m, d[2], depth + 1);
+	case OP_TypeStruct:
+		for (uint32_t k = 2; k < wc; k++)
+			if (holds_psb_ptr(m, d[k], depth + 1))
+				return true;
+		return false;
+	case OP_TypeFunction:
+		for (uint32_t k = 2; k < wc; k++)
+			if (holds_psb_ptr(m, d[k], depth + 1))
+				return true;
+		return false;
+	default:
+		return false;
+	}
+}
+
+/* bytes a pointer to ty may reach: scalars, vectors of them, structs of
+ * those with explicit offsets; -1 for anything else (arrays: no bound) */
+static int64_t extent(const struct mod *m, uint32_t ty, int depth)
+{
+	const uint32_t *d = ins_of(m, ty);
+	int64_t e = 0, x;
+
+	if (!d || depth > 8)
+		return -1;
+	switch (d[0] & 0xffff) {
+	case OP_TypeInt: case OP_TypeFloat:
+		return d[2] / 8;
+	case OP_TypeVector:
+		x = extent(m, d[2], depth + 1);
+		return x < 0 ? -1 : x * d[3];
+	case OP_TypeStruct:
+		for (uint32_t k = 2; k < (d[0] >> 16); k++) {
+			int64_t off = member_offset(m, ty, k - 2);
+
+			x = extent(m, d[k], depth + 1);
+			if (off < 0 || x < 0)
+				return -1;
+			if (off + x > e)
+				e = off + x;
+		}
+		return e;
+	default:
+		return -1;
+	}
+}
+
+/* ---- the canonical helper ------------------------------------------------ */
+
+struct cmp {
+	const struct mod *a, *b;	/* canonical, client */
+	uint32_t *map;			/* a's id -> b's id */
+};
+
+static bool same_id(struct cmp *c, uint32_t ia, uint32_t ib, int depth);
+
+/* two global definitions (types, constants) alike */
+static bool same_global(struct cmp *c, uint32_t ia, uint32_t ib, int depth)
+{
+	const uint32_t *da = ins_of(c->a, ia), *db = ins_of(c->b, ib);
+	uint32_t op, wc;
+
+	if (!da || !db || depth > 16 || da[0] != db[0])
+		return false;
+	op = da[0] & 0xffff;
+	wc = da[0] >> 16;
+	switch (op) {
+	case OP_TypeVoid: case OP_TypeBool:
+		return true;
+	case OP_TypeInt: case OP_TypeFloat:
+		return !memcmp(da + 2, db + 2, (wc - 2) * 4);
+	case OP_TypeVector:
+		return da[3] == db[3] && same_id(c, da[2], db[2], depth + 1);
+	case OP_TypePointer:
+		return da[2] == db[2] && same_id(c, da[3], db[3], depth + 1);
+	case OP_TypeStruct:
+		for (uint32_t k = 2; k < wc; k++)
+			if (!same_id(c, da[k], db[k], depth + 1) ||
+			    member_offset(c->a, ia, k - 2) != member_offset(c->b, ib, k - 2))
+				return false;
+		return true;
+	case OP_TypeFunction:
+		for (uint32_t k = 2; k < wc; k++)
+			if (!same_id(c, da[k], db[k], depth + 1))
+				return false;
+		return true;
+	case OP_Constant:
+		return same_id(c, da[1], db[1], depth + 1) && !memcmp(da + 3, db + 3, (wc - 3) * 4);
+	case 41: case 42:	/* OpConstantTrue/False */
+		return same_id(c, da[1], db[1], depth + 1);
+	default:
+		return false;
+	}
+}
+
+static bool same_id(struct cmp *c, uint32_t ia, uint32_t ib, int depth)
+{
+	if (ia >= c->a->bound || ib >= c->b->bound)
+		return false;
+	if (c->map[ia])
+		return c->map[ia] == ib;
+	/* an id not yet seen: a global of the canonical module (the helper's
+	 * own results are mapped where they are defined) */
+	if (c->a->fn_of[ia] || c->b->fn_of[ib] || !same_global(c, ia, ib, depth))
+		return false;
+	c->map[ia] = ib;
+	return true;
+}
+
+static bool skip_ins(uint32_t op)
+{
+	return op == OP_Line || op == OP_NoLine || op == OP_Nop;
+}
+
+/* is the client's function at instruction j the canonical one at i? */
+static bool same_function(const struct mod *a, size_t i, const struct mod *b, size_t j)
+{
+	struct cmp c = { a, b, calloc(a->bound, sizeof(uint32_t)) };
+	bool ok = false;
+
+	if (!c.map)
+		return false;
+	for (;;) {
+		while (i < a->nr_ins && skip_ins(a->w[a->ins[i].at] & 0xffff))
+			i++;
+		while (j < b->nr_ins && skip_ins(b->w[b->ins[j].at] & 0xffff))
+			j++;
+		if (i >= a->nr_ins || j >= b->nr_ins)
+			break;
+		const struct insn *ia = &a->ins[i], *ib = &b->ins[j];
+		const uint32_t *x = a->w + ia->at, *y = b->w + ib->at;
+		uint32_t wc = x[0] >> 16;
+		bool bad = x[0] != y[0] || wc > 64 || ia->idmask != ib->idmask;
+
+		for (uint32_t k = 1; k < wc && !bad; k++) {
+			if (!(ia->idmask & (1ull << k))) {
+				bad = x[k] != y[k];		/* a literal */
+			} else if (ia->result && x[k] == ia->result && k == (ia->type ? 2u : 1u)) {
+				/* the result: defined here, mapped once */
+				if (c.map[x[k]] || ib->result != y[k])
+					bad = true;
+				else
+					c.map[x[k]] = y[k];
+			} else {
+				bad = !same_id(&c, x[k], y[k], 0);
+			}
+		}
+		if (bad)
+			break;
+		if ((x[0] & 0xffff) == OP_FunctionEnd) {
+			ok = true;
+			break;
+		}
+		i++;
+		j++;
+	}
+	free(c.map);
+	return ok;
+}
+
+static struct mod canon[16];
+static unsigned nr_canon;
+static uint32_t *canon_words[16];
+static size_t canon_fn[16];
+static pthread_once_t canon_once = PTHREAD_ONCE_INIT;
+
+static void canon_init(void)
+{
+	spv_ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
+	if (!spv_ctx)
+		return;
+	for (unsigned v = 0; v < hm_lookup_nr_variants && nr_canon < 16; v++) {
+		uint32_t *w;
+		size_t n;
+
+		if (hm_lookup_variants[v].reference ||
+		    hm_spirv_lookup_library_variant(hm_lookup_variants[v].flags, &w, &n) < 0)
+			continue;
+		if (mod_parse(&canon[nr_canon], w, n) < 0) {
+			mod_free(&canon[nr_canon]);
+			free(w);
+			continue;
+		}
+		for (size_t i = 0; i < canon[nr_canon].nr_ins; i++)
+			if ((w[canon[nr_canon].ins[i].at] & 0xffff) == OP_Function) {
+				canon_fn[nr_canon] = i;
+				break;
+			}
+		canon_words[nr_canon++] = w;
+	}
+}
+
+/* ---- the client's functions ---------------------------------------------- */
+
+struct chk {
+	const struct mod *m;
+	uint8_t *helper;	/* function id -> 1: the canonical helper */
+	bool cpu;
+	char *msg;
+	size_t cap;
+};
+
+static int refuse(struct chk *k, size_t at, const char *why)
+{
+	snprintf(k->msg, k->cap, "isolation: %s (instruction at word %zu)", why, at);
+	return -EACCES;
+}
+
+/* u32 push word k: OpLoad of an OpAccessChain into the push block at byte 4k */
+static bool push_word(const struct mod *m, uint32_t id, uint32_t k)
+{
+	const uint32_t *ld = ins_of(m, id), *ac, *var;
+	uint64_t off = 0, idx;
+	uint32_t ty;
+
+	if (!ld || (ld[0] & 0xffff) != OP_Load || !m->pc_var)
+		return false;
+	ac = ins_of(m, ld[3]);
+	if (!ac || ((ac[0] & 0xffff) != OP_AccessChain &&
+		    (ac[0] & 0xffff) != OP_InBoundsAccessChain) || ac[3] != m->pc_var)
+		return false;
+	var = ins_of(m, m->pc_var);
+	ty = ins_of(m, var[1])[3];	/* the block's type */
+	for (uint32_t a = 4; a < (ac[0] >> 16); a++) {
+		const uint32_t *t = ins_of(m, ty);
+
+		if (!t || !const_val(m, ac[a], &idx))
+			return false;
+		if ((t[0] & 0xffff) == OP_TypeStruct) {
+			int64_t mo = member_offset(m, ty, (uint32_t)idx);
+
+			if (mo < 0 || 2 + idx >= (t[0] >> 16))
+				return false;
+			off += (uint64_t)mo;
+			ty = t[2 + idx];
+		} else if ((t[0] & 0xffff) == OP_TypeArray) {
+			uint32_t st = array_stride(m, ty);
+
+			if (!st)
+				return false;
+			off += idx * st;
+			ty = t[2];
+		} else {
+			return false;
+		}
+	}
+	return off == 4ull * k && extent(m, ty, 0) == 4;
+}
+
+/* lo | (hi << 32) of two u32 values; their ids in *lo, *hi */
+static bool join64(const struct mod *m, uint32_t id, uint32_t *lo, uint32_t *hi)
+{
+	const uint32_t *o = ins_of(m, id), *a, *b, *s, *ua, *ub;
+	uint64_t k;
+
+	if (!o || (o[0] & 0xffff) != OP_BitwiseOr)
+		return false;
+	for (int sw = 0; sw < 2; sw++) {
+		a = ins_of(m, o[3 + sw]);
+		b = ins_of(m, o[4 - sw]);
+		if (!a || !b || (a[0] & 0xffff) != OP_UConvert || (b[0] & 0xffff) != OP_ShiftLeftLogical)
+			continue;
+		s = b;
+		if (!const_val(m, s[4], &k) || k != 32)
+			continue;
+		ua = a;
+		ub = ins_of(m, s[3]);
+		if (!ub || (ub[0] & 0xffff) != OP_UConvert)
+			continue;
+		*lo = ua[3];
+		*hi = ub[3];
+		return true;
+	}
+	return false;
+}
+
+static bool push_u64(const struct mod *m, uint32_t id, uint32_t k)
+{
+	uint32_t lo, hi;
+
+	return join64(m, id, &lo, &hi) && push_word(m, lo, k) && push_word(m, hi, k + 1);
+}
+
+/* half h of the helper call's answer: OpCompositeExtract of the call */
+static uint32_t call_half(struct chk *k, uint32_t id, uint32_t h)
+{
+	const uint32_t *x = ins_of(k->m, id), *c;
+
+	if (!x || (x[0] & 0xffff) != OP_CompositeExtract || (x[0] >> 16) != 5 || x[4] != h)
+		return 0;
+	c = ins_of(k->m, x[3]);
+	if (!c || (c[0] & 0xffff) != OP_FunctionCall || c[3] >= k->m->bound || !k->helper[c[3]])
+		return 0;
+	return x[3];
+}
+
+/* the helper call whose half pair (h, h+1) id joins, 0 if none */
+static uint32_t helper_pair(struct chk *k, uint32_t id, uint32_t h)
+{
+	uint32_t lo, hi, c;
+
+	if (!join64(k->m, id, &lo, &hi))
+		return 0;
+	c = call_half(k, lo, h);
+	return c && call_half(k, hi, h + 1) == c ? c : 0;
+}
+
+static bool aligned4(const struct mod *m, uint32_t id, int depth)
+{
+	const uint32_t *d = ins_of(m, id);
+	uint64_t v;
+
+	if (!d || depth > 12)
+		return false;
+	switch (d[0] & 0xffff) {
+	case OP_Constant:
+		return const_val(m, id, &v) && !(v & 3);
+	case OP_BitwiseAnd:
+		return (const_val(m, d[3], &v) && !(v & 3)) || (const_val(m, d[4], &v) && !(v & 3)) ||
+		       aligned4(m, d[3], depth + 1) || aligned4(m, d[4], depth + 1);
+	case OP_ShiftLeftLogical:
+		return (const_val(m, d[4], &v) && v >= 2) || aligned4(m, d[3], depth + 1);
+	case OP_IAdd:
+		return aligned4(m, d[3], depth + 1) && aligned4(m, d[4], depth + 1);
+	case OP_IMul:
+		return aligned4(m, d[3], depth + 1) || aligned4(m, d[4], depth + 1);
+	case OP_UConvert:
+		return aligned4(m, d[3], depth + 1);
+	case OP_Select:
+		return aligned4(m, d[4], depth + 1) && aligned4(m, d[5], depth + 1);
+	default:
+		return false;
+	}
+}
+
+/* the helper's mark address, or the marks' sink word */
+static bool mark_addr(struct chk *k, uint32_t id)
+{
+	return helper_pair(k, id, 2) || push_u64(k->m, id, HM_PUSH_MARKS_ADDR_LO);
+}
+
+/* where OpConvertUToPtr may point: see the top of this file */
+static int check_convert(struct chk *k, size_t at)
+{
+	const uint32_t *w = k->m->w + at, *sel, *cond, *pt;
+	uint64_t zero;
+	int64_t e;
+
+	pt = ins_of(k->m, w[1]);
+	e = pt ? extent(k->m, pt[3], 0) : -1;
+	if (e < 0 || e > 4)
+		return refuse(k, at, "a pointer to more than 4 bytes, or to an array");
+	if (mark_addr(k, w[3]))
+		return 0;
+	sel = ins_of(k->m, w[3]);
+	if (!sel || (sel[0] & 0xffff) != OP_Select || !helper_pair(k, sel[4], 0) ||
+	    !mark_addr(k, sel[5]))
+		return refuse(k, at, "a pointer not made from the lookup helper's answer "
+			      "(dev != 0 ? dev : mark, or a mark)");
+	cond = ins_of(k->m, sel[3]);
+	if (!cond || (cond[0] & 0xffff) != OP_INotEqual ||
+	    !((cond[3] == sel[4] && const_val(k->m, cond[4], &zero) && !zero) ||
+	      (cond[4] == sel[4] && const_val(k->m, cond[3], &zero) && !zero)))
+		return refuse(k, at, "a device address used without its dev != 0 test");
+	return 0;
+}
+
+static int check_call(struct chk *k, size_t at)
+{
+	const uint32_t *w = k->m->w + at;
+
+	if (w[3] >= k->m->bound || !k->helper[w[3]])
+		return 0;	/* another function of the module's: checked itself */
+	if ((w[0] >> 16) != 9)
+		return refuse(k, at, "the lookup helper called with the wrong arguments");
+	if (!aligned4(k->m, w[4], 0))
+		return refuse(k, at, "the lookup helper called for a guest address not "
+			      "known to be 4-byte aligned");
+	if (!push_u64(k->m, w[5], HM_PUSH_TABLE_ADDR_LO) ||
+	    !push_word(k->m, w[6], HM_PUSH_TABLE_NR_HOME) ||
+	    !push_word(k->m, w[7], HM_PUSH_CHUNK_SHIFT) ||
+	    !push_u64(k->m, w[8], HM_PUSH_MARKS_ADDR_LO))
+		return refuse(k, at, "the lookup helper called with a table, shift or marks "
+			      "other than the daemon's push words");
+	return 0;
+}
+
+/* an index into an array of Workgroup, Private or Function memory */
+static bool index_in_range(const struct mod *m, uint32_t id, uint64_t len)
+{
+	const uint32_t *d = ins_of(m, id);
+	uint64_t v;
+
+	if (const_val(m, id, &v))
+		return v < len;
+	if (!d)
+		return false;
+	if ((d[0] & 0xffff) == OP_BitwiseAnd)
+		return (const_val(m, d[3], &v) && v < len) || (const_val(m, d[4], &v) && v < len);
+	if ((d[0] & 0xffff) == OP_UMod)
+		return const_val(m, d[4], &v) && v && v <= len;
+	return false;
+}
+
+static int check_local_chain(struct chk *k, size_t at)
+{
+	const uint32_t *w = k->m->w + at, *bp, *bt;
+	uint32_t ty;
+	uint64_t len;
+
+	bp = ins_of(k->m, w[3]);
+	if (!bp)
+		return refuse(k, at, "an access chain of an unknown base");
+	bt = ins_of(k->m, bp[1]);	/* the base's pointer type */
+	if (!bt || (bt[0] & 0xffff) != OP_TypePointer)
+		return refuse(k, at, "an access chain of a non-pointer");
+	if (bt[2] != SC_Workgroup && bt[2] != SC_Private && bt[2] != SC_Function)
+		return 0;
+	ty = bt[3];
+	for (uint32_t a = 4; a < (w[0] >> 16); a++) {
+		const uint32_t *t = ins_of(k->m, ty);
+
+		if (!t)
+			return refuse(k, at, "an access chain through an unknown type");
+		switch (t[0] & 0xffff) {
+		case OP_TypeStruct:
+			if (!const_val(k->m, w[a], &len) || 2 + len >= (t[0] >> 16))
+				return refuse(k, at, "a struct member out of range");
+			ty = t[2 + len];
+			break;
+		case OP_TypeArray:
+			if (!const_val(k->m, t[3], &len) || !index_in_range(k->m, w[a], len))
+				return refuse(k, at, "an index into local memory not known to be "
+					      "in range (mask it, x & K, or x % K)");
+			ty = t[2];
+			break;
+		case OP_TypeVector: case OP_TypeMatrix:
+			if (!index_in_range(k->m, w[a], t[3]))
+				return refuse(k, at, "a vector index not known to be in range");
+			ty = t[2];
+			break;
+		default:
+			return refuse(k, at, "an access chain through a non-composite");
+		}
+	}
+	return 0;
+}
+
+static int check_body(struct chk *k, size_t from, size_t to)
+{
+	const struct mod *m = k->m;
+
+	for (size_t n = from; n <= to; n++) {
+		size_t i = m->ins[n].at;
+		const uint32_t *w = m->w + i;
+		uint32_t op = w[0] & 0xffff, ty = m->ins[n].type;
+		int r = 0;
+
+		if (op == OP_PtrAccessChain || op == OP_InBoundsPtrAccessChain ||
+		    op == OP_CopyMemory || op == OP_CopyMemorySized)
+			return refuse(k, i, "pointer arithmetic or a memory copy");
+		if (op == OP_FunctionCall)
+			r = check_call(k, i);
+		if (r == 0 && (op == OP_AccessChain || op == OP_InBoundsAccessChain)) {
+			if (is_psb_ptr(m, ty)) {
+				const uint32_t *b = ins_of(m, w[3]);
+				uint64_t v;
+
+				if (!b || !is_psb_ptr(m, b[1]))
+					return refuse(k, i, "a device pointer from a logical one");
+				for (uint32_t a = 4; a < (w[0] >> 16); a++)
+					if (!const_val(m, w[a], &v))
+						return refuse(k, i, "a device access chain with a "
+							      "variable index");
+			} else if (k->cpu) {
+				r = check_local_chain(k, i);
+			}
+		} else if (r == 0 && m->ins[n].result && ty && is_psb_ptr(m, ty)) {
+			if (op != OP_ConvertUToPtr)
+				return refuse(k, i, "a device pointer made other than by "
+					      "OpConvertUToPtr");
+			r = check_convert(k, i);
+		}
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
+			char *msg, size_t cap)
+{
+	struct mod m;
+	struct chk k = { .m = &m, .cpu = cpu_device, .msg = msg, .cap = cap };
+	int r;
+
+	pthread_once(&canon_once, canon_init);
+	if (!nr_canon) {
+		snprintf(msg, cap, "isolation: no canonical lookup helper");
+		return -ENOMEM;
+	}
+	r = mod_parse(&m, words, nr_words);
+	if (r < 0) {
+		mod_free(&m);
+		snprintf(msg, cap, "isolation: cannot parse the module");
+		return r == -ENOMEM ? r : -EACCES;
+	}
+	k.helper = calloc(m.bound, 1);
+	if (!k.helper) {
+		mod_free(&m);
+		return -ENOMEM;
+	}
+	/* module-wide: capabilities, storage, types, global values */
+	for (size_t n = 0; n < m.nr_ins && !r; n++) {
+		const struct insn *in = &m.ins[n];
+		const uint32_t *w = m.w + in->at;
+		uint32_t op = w[0] & 0xffff, wc = w[0] >> 16;
+
+		if (op == OP_Capability && (w[1] == 4439 /* VariablePointersStorageBuffer */ ||
+					    w[1] == 4442 /* VariablePointers */ ||
+					    w[1] == 5 /* Linkage */ || w[1] == 4 /* Addresses */))
+			r = refuse(&k, in->at, "a capability that lets pointers escape");
+		else if (op == OP_Variable && wc >= 4 && w[3] != SC_Input && w[3] != SC_Output &&
+			 w[3] != SC_Workgroup && w[3] != SC_Private && w[3] != SC_Function &&
+			 w[3] != SC_PushConstant)
+			r = refuse(&k, in->at, "memory other than push constants, workgroup, "
+				   "private and function variables (no descriptors)");
+		else if ((op == OP_TypeStruct || op == OP_TypeArray || op == OP_TypeRuntimeArray ||
+			  op == OP_TypeVector || op == OP_TypeMatrix || op == OP_TypeFunction) &&
+			 holds_psb_ptr(&m, w[1], 0))
+			r = refuse(&k, in->at, "a type that holds a device pointer");
+		else if (op == OP_TypePointer && w[2] != SC_PSB && holds_psb_ptr(&m, w[3], 0))
+			r = refuse(&k, in->at, "a pointer to a device pointer");
+		else if (in->result && in->type && is_psb_ptr(&m, in->type) &&
+			 m.fn_of[in->result] == 0)
+			r = refuse(&k, in->at, "a device pointer constant, undef or variable");
+		else if (op == OP_Function && wc >= 5) {
+			for (unsigned v = 0; v < nr_canon; v++)
+				if (same_function(&canon[v], canon_fn[v], &m, n)) {
+					k.helper[w[2]] = 1;
+					break;
+				}
+		}
+	}
+	/* every function but the helpers, which were compared whole */
+	for (size_t n = 0, fn_at = 0; n < m.nr_ins && !r; n++) {
+		uint32_t op = m.w[m.ins[n].at] & 0xffff;
+
+		if (op == OP_Function)
+			fn_at = n;
+		if (op == OP_FunctionEnd && !k.helper[m.w[m.ins[fn_at].at + 2]])
+			r = check_body(&k, fn_at, n);
+	}
+	free(k.helper);
+	mod_free(&m);
+	return r;
+}
