@@ -34,9 +34,11 @@ $(B)/include/demo/traverse.spv.h: $(B)/gen/demo/traverse_linked.spv
 $(O)/tools/demo/demo.o: $(B)/include/demo/traverse.spv.h
 
 BIN += $(B)/bin/hmirror-demo
-$(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(CLIENT_OBJS) $$(sort $$(WATCH_OBJS))
+$(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(O)/tools/demo/scene.o $(CLIENT_OBJS) \
+		$$(sort $$(WATCH_OBJS))
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(O)/tools/demo/demo.o $(CLIENT_OBJS) $(sort $(WATCH_OBJS)) \
+	$(CC) -o $@ $(O)/tools/demo/demo.o $(O)/tools/demo/scene.o $(CLIENT_OBJS) \
+		$(sort $(WATCH_OBJS)) \
 		$(LDFLAGS) $(WATCH_LIBS)
 
 DEMO_ARGS ?=
