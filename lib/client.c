@@ -594,6 +594,22 @@ static const char *const estat_names[HM_ESTAT_NR] = {
 	[HM_ESTAT_MIRRORS_DROPPED] = "mirrors_dropped",
 	[HM_ESTAT_BYTES_UPLOADED] = "bytes_uploaded",
 	[HM_ESTAT_BYTES_COPIED_HOME] = "bytes_copied_home",
+	[HM_ESTAT_UPLOADS] = "uploads",
+	[HM_ESTAT_UPLOADS_DISCARDED] = "uploads_discarded",
+	[HM_ESTAT_MIRRORS_EVICTED] = "mirrors_evicted",
+	[HM_ESTAT_THRASH_BACKOFFS] = "thrash_backoffs",
+	[HM_ESTAT_BUDGET_REFUSALS] = "budget_refusals",
+	[HM_ESTAT_REFRESHES] = "mirrors_refreshed",
+	[HM_ESTAT_MARKS_SCANNED] = "marks_scanned",
+	[HM_ESTAT_CHUNKS_COPIED_HOME] = "chunks_copied_home",
+	[HM_ESTAT_NS_HARVEST] = "ns_harvest",
+	[HM_ESTAT_NS_UPLOAD] = "ns_upload",
+	[HM_ESTAT_NS_UPLOAD_COPY] = "ns_upload_copy",
+	[HM_ESTAT_NS_DISPATCH] = "ns_dispatch",
+	[HM_ESTAT_NS_DISPATCH_GPU] = "ns_dispatch_gpu",
+	[HM_ESTAT_NS_MARKS] = "ns_marks",
+	[HM_ESTAT_NS_COPY_BACK] = "ns_copy_back",
+	[HM_ESTAT_NS_TOTAL] = "ns_total",
 };
 
 const char *hm_daemon_stat_name(unsigned i)

@@ -506,15 +506,20 @@ int demo_guest_init(struct demo_guest *g, struct demo_scene *sc)
 	return 0;
 }
 
+void demo_guest_stop_constant(struct demo_guest *g)
+{
+	if (!g->constant)
+		return;
+	atomic_store(&g->constant_quit, true);
+	pthread_join(g->th_constant, NULL);
+	g->constant = false;
+}
+
 void demo_guest_fini(struct demo_guest *g)
 {
 	if (!g->sc)
 		return;
-	if (g->constant) {
-		atomic_store(&g->constant_quit, true);
-		pthread_join(g->th_constant, NULL);
-		g->constant = false;
-	}
+	demo_guest_stop_constant(g);
 	pthread_mutex_lock(&g->lock);
 	g->phase = PH_QUIT;
 	g->busy = true;

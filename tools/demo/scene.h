@@ -113,6 +113,8 @@ void demo_guest_modify(struct demo_guest *g);
 void demo_guest_during_start(struct demo_guest *g, uint32_t dispatch, uint32_t first,
 			     uint32_t n);
 void demo_guest_during_wait(struct demo_guest *g);
+/* The constant writer's last word is written when this returns. */
+void demo_guest_stop_constant(struct demo_guest *g);
 uint32_t demo_cpu_word(uint32_t ray, uint32_t dispatch);
 
 /* Compare dispatch `dispatch`'s hits with want; counts added to the two

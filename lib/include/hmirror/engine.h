@@ -208,6 +208,9 @@ struct hm_engine_stats {
 	uint64_t ns_marks;
 	uint64_t ns_copy_back;          /* diff + copy home (submit + wait) */
 	uint64_t ns_total;
+	/* mirrors a CPU write hit that were copied again in place (thrash
+	 * control's choice for read-mostly chunks) instead of dropped */
+	uint64_t mirrors_refreshed;
 	uint32_t table_nr_home;
 	bool table_device_local;
 	bool marks_imported;
