@@ -79,8 +79,22 @@ void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
 	c->flags &= ~HM_CH_PUBLISHED;
 }
 
+/*
+ * A guard drop of a mirror.  Read-mostly and prefer-device chunks were
+ * advised as data the device wants near: a write (most often to a
+ * neighbour of what the device reads, in the same chunk) makes them copy
+ * again, never stay home -- thrash control would otherwise blacklist a
+ * whole hierarchy whose bytes beside the hot ones the guest keeps writing
+ * (Documentation/performance.rst, "thrash control").  Chunks mirrored
+ * because they were measured hot back off after thrash_drops drops in
+ * thrash_window dispatches.
+ */
 static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 {
+	if (c->advice == HM_ADVICE_READ_MOSTLY || c->advice == HM_ADVICE_PREFER_DEVICE) {
+		e->st.mirrors_refreshed++;
+		return;
+	}
 	if (e->seq - c->window_start > e->p.thrash_window) {
 		c->window_start = e->seq;
 		c->drops = 0;
@@ -485,13 +499,12 @@ out_free:
 	return err;
 }
 
-int hm_engine_upload(struct hm_engine *e)
+static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 {
 	size_t n = 0;
 	int err;
 
-	if (!e->mirrors || !e->nr_queue)
-		return 0;
+	*ret_discarded = 0;
 	err = select_candidates(e, &n);
 	if (err || !n)
 		return err;
@@ -543,11 +556,18 @@ int hm_engine_upload(struct hm_engine *e)
 		struct hm_chunk *c = &sp->ch[idx];
 		uint64_t guest = sp->guest + (idx << e->shift);
 
-		if (e->gens0[i] != e->gens1[i]) {
-			/* written while copying: stays home for this dispatch */
+		if (!HM_GEN_CLEAN(e->gens0[i]) || e->gens0[i] != e->gens1[i]) {
+			/* written while copying (or, kmod, since it was armed
+			 * and not re-armed): stays home for now; the next try
+			 * re-arms it first */
+			if (!HM_GEN_CLEAN(e->gens0[i]) && (c->flags & HM_CH_ARMED)) {
+				c->flags &= ~HM_CH_ARMED;
+				sp->nr_armed--;
+			}
 			c->mirror = HM_NO_MIRROR;
 			hm_pool_free_slot(e, e->cand_slot[i]);
 			e->st.uploads_discarded++;
+			(*ret_discarded)++;
 			hm_engine_queue(e, space, idx);
 			continue;
 		}
@@ -580,4 +600,30 @@ out_unwind:
 		hm_engine_queue(e, hm_ref_space(e->cand[i]), hm_ref_idx(e->cand[i]));
 	}
 	return err;
+}
+
+/*
+ * A candidate written while it was copied stays home (rule 3); it is tried
+ * again at once, with the others written meanwhile, up to HM_UPLOAD_RETRIES
+ * times: the next copy holds only those, so its window is short, and a
+ * guest that writes in bursts (the demo's does, as the dispatch starts) has
+ * usually moved on.  Without the retries such chunks waited for the next
+ * dispatch and met the next burst.
+ */
+#define HM_UPLOAD_RETRIES 2
+
+int hm_engine_upload(struct hm_engine *e)
+{
+	size_t discarded;
+	int err;
+
+	if (!e->mirrors || !e->nr_queue)
+		return 0;
+	for (unsigned t = 0; t <= HM_UPLOAD_RETRIES; t++) {
+		err = upload_once(e, &discarded);
+		if (err || !discarded || !e->nr_queue)
+			return err;
+		e->st.upload_retries++;
+	}
+	return 0;
 }

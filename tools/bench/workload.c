@@ -105,7 +105,8 @@ struct wl_result {
 struct wl {
 	/* options */
 	uint64_t size_mib;
-	uint32_t rays, dispatches, mods, write_every, scratch_max, threads, rounds;
+	uint32_t rays, dispatches, mods, write_every, scratch_max, threads, rounds, chunk_shift;
+	uint32_t hits_advice;		/* the hit records' (the demo's: prefer device) */
 	bool constant, json, timeline;
 	const char *socket, *plot, *backend;
 	bool modes[M_NR];
@@ -549,6 +550,10 @@ static void bc_teardown(struct wl_run *r)
 static int space_setup(struct wl_run *r)
 {
 	struct hm_space_params sp = { .size = r->w->tmpl.size };
+
+	/* the daemon's engines have their own chunk size */
+	if (r->res->mode != M_HMIRROR_DAEMON)
+		sp.chunk_shift = r->w->chunk_shift;
 	int err;
 
 	if (r->w->backend) {
@@ -567,7 +572,7 @@ static int space_setup(struct wl_run *r)
 
 static int engine_setup(struct wl_run *r)
 {
-	struct hm_engine_params p = { 0 };
+	struct hm_engine_params p = { .chunk_shift = r->w->chunk_shift };
 	bool zc = r->res->mode == M_ZERO_COPY;
 	int err;
 
@@ -586,7 +591,7 @@ static int engine_setup(struct wl_run *r)
 		if (!err)
 			err = hm_engine_advise(r->e, GUEST_BASE + r->sc.off_hits,
 					       (uint64_t)r->sc.nr_rays * sizeof(struct demo_hit),
-					       HM_ADVICE_PREFER_DEVICE);
+					       r->w->hits_advice);
 	}
 	if (!err)
 		err = hm_engine_pipeline_new(r->e, hm_demo_traverse_spv,
@@ -681,7 +686,7 @@ static int daemon_setup(struct wl_run *r)
 	if (!err)
 		err = hm_client_advise(r->cl, GUEST_BASE + r->sc.off_hits,
 				       (uint64_t)r->sc.nr_rays * sizeof(struct demo_hit),
-				       HM_ADVICE_PREFER_DEVICE);
+				       r->w->hits_advice);
 	if (!err)
 		err = hm_client_pipeline_new(r->cl, hm_demo_traverse_spv,
 					     sizeof(hm_demo_traverse_spv) / 4, "main",
@@ -937,7 +942,7 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 	printf("{\"bench\":\"workload\",\"mode\":\"%s\",\"round\":%u,\"ran\":%s,"
 	       "\"device\":\"%s\",\"note\":\"%s\",\"size_mib\":%" PRIu64 ",\"scene_bytes\":%" PRIu64
 	       ",\"rays\":%u,\"dispatches\":%u,\"done\":%u,\"mods\":%u,\"write_every\":%u,"
-	       "\"constant_writer\":%s,\"rays_per_s\":%.0f,\"median_ms\":%.3f,\"p99_ms\":%.3f,"
+	       "\"chunk_shift\":%u,\"hits_advice\":%u,\"constant_writer\":%s,\"rays_per_s\":%.0f,\"median_ms\":%.3f,\"p99_ms\":%.3f,"
 	       "\"quarter_ms\":[%.3f,%.3f,%.3f,%.3f],\"gpu_median_ms\":%.3f,"
 	       "\"bytes_up\":%" PRIu64 ",\"bytes_down\":%" PRIu64 ",\"cpu_track_ms\":%.3f,"
 	       "\"writer_stall_ms\":%.3f,\"trips\":%" PRIu64 ",\"mismatches\":%" PRIu64
@@ -945,7 +950,7 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 	       mode_name[res->mode], res->round, res->ran ? "true" : "false",
 	       res->mode == M_UVM || res->mode == M_UVM_HMM ? w->uvm_device : w->device,
 	       res->note, w->size_mib, w->tmpl.size, w->rays, w->dispatches, res->done, w->mods,
-	       w->write_every, w->constant ? "true" : "false", res->rays_s, res->med, res->p99,
+	       w->write_every, w->chunk_shift, w->hits_advice, w->constant ? "true" : "false", res->rays_s, res->med, res->p99,
 	       res->q[0], res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up,
 	       res->bytes_down, res->track_ms, res->stall_ms, res->trips, res->mismatches,
 	       res->lost);
@@ -1170,7 +1175,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: hmirror-bench workload [--modes LIST|all] [--rounds R] [--size MIB]\n"
 		"       [--rays N] [--dispatches N] [--mods N] [--write-every K] [--scratch-max N]\n"
 		"       [--constant] [--backend NAME] [--socket PATH] [--threads N]\n"
-		"       [--plot FILE.png] [--timeline] [--json]\n"
+		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--json]\n"
 		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon uvm uvm-hmm\n"
 		"  (default all; the CUDA ones where hmirror-bench-uvm.so loads)\n"
 		"  --size MIB       hierarchy (default 1024 on a GPU, 16 on a CPU device)\n"
@@ -1180,6 +1185,8 @@ static void usage(FILE *f)
 		"  --write-every K  a scratch pair every K rays during a dispatch (16; 0 none)\n"
 		"  --scratch-max N  scratch pairs a dispatch at most (4096)\n"
 		"  --constant       a writer thread that never stops (pad words)\n"
+		"  --chunk-shift S  the in-process engines' chunk (default the engine's)\n"
+		"  --hits-advice A  the hit records' advice (2, prefer device, as the demo)\n"
 		"Exit status 1 when any mode that ran mismatched, lost a write or failed.\n");
 }
 
@@ -1200,11 +1207,14 @@ int bench_workload(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "plot", required_argument, NULL, 'p' },
 		{ "timeline", no_argument, NULL, 'T' },
+		{ "chunk-shift", required_argument, NULL, 'C' },
+		{ "hits-advice", required_argument, NULL, 'H' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct wl w = { .mods = 256, .write_every = DEMO_WRITE_EVERY,
+			.hits_advice = HM_ADVICE_PREFER_DEVICE,
 			.scratch_max = DEMO_SCRATCH_MAX, .rounds = 3 };
 	struct hm_vk_params vp = { .validation = -1 };
 	const char *modes = "all";
@@ -1229,6 +1239,8 @@ int bench_workload(int argc, char **argv)
 		case 't': w.threads = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'p': w.plot = optarg; break;
 		case 'T': w.timeline = true; break;
+		case 'C': w.chunk_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'H': w.hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'j': w.json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

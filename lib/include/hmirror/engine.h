@@ -211,6 +211,7 @@ struct hm_engine_stats {
 	/* mirrors a CPU write hit that were copied again in place (thrash
 	 * control's choice for read-mostly chunks) instead of dropped */
 	uint64_t mirrors_refreshed;
+	uint64_t upload_retries;        /* copies again of candidates written during theirs */
 	uint32_t table_nr_home;
 	bool table_device_local;
 	bool marks_imported;
