@@ -65,21 +65,25 @@ dispatch-ab)
 	ONLY=dispatch-ab OLD_HMIRRORD=${OLD_HMIRRORD:-.oldd/hmirrord} OUT=$res bash tools/gpu/h200.sh
 	;;
 workload)
-	wl() {	# wl LABEL LIMIT BINARY ARGS...: one run, JSON lines + its log
-		local label=$1 limit=$2 bin=$3
+	# every run's limit is cut to what is left of WL_BUDGET seconds (540)
+	wl() {	# wl LABEL WANTED_S BINARY ARGS...: one run, JSON lines + its log
+		local label=$1 want=$2 bin=$3 left
 		shift 3
-		echo "== workload $label: $*"
-		timeout --foreground -s INT -k 20 "$limit" "$bin" workload --json --timeline \
+		left=$(( ${WL_BUDGET:-540} - SECONDS - 15 ))
+		[ "$left" -lt "$want" ] && want=$left
+		if [ "$want" -lt 30 ]; then echo "== workload $label: no time left"; return; fi
+		echo "== workload $label (${want} s at most): $*"
+		timeout --foreground -s INT -k 20 "$want" "$bin" workload --json --timeline \
 			"$@" > "$res/workload-$label.jsonl" 2> "$res/workload-$label.log"
 		echo "exit $?"
 		grep -v '^  ' "$res/workload-$label.log" | tail -n 14
 	}
+	wl after 420 build/bin/hmirror-bench --rounds "${WL_ROUNDS:-3}" \
+		--plot "$res/workload.png" ${WL_ARGS:-}
 	if [ -x .old/hmirror-bench ]; then
 		wl before 150 .old/hmirror-bench --modes ideal,hmirror,hmirror-daemon \
 			--rounds 1 ${WL_ARGS:-}
 	fi
-	wl after 400 build/bin/hmirror-bench --rounds "${WL_ROUNDS:-3}" \
-		--plot "$res/workload.png" ${WL_ARGS:-}
 	printf '%s\n' "${WL_EXTRA:-}" | while IFS=: read -r label args; do
 		[ -n "$label" ] || continue
 		# shellcheck disable=SC2086
