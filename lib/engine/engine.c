@@ -19,14 +19,16 @@
 
 #define HM_HARVEST_BATCH 4096
 
-/* AUTO: twins by a copy shader on a GPU; by vkCmdCopyBuffer on a CPU device
- * (lavapipe), where a shader's every access is emulated (measured: 0.31 vs
- * 3.63 GB/s for the whole upload, Documentation/engine.rst) */
+/* AUTO: on a GPU, one gather shader writes mirror and twin from home (no
+ * copy region per scattered chunk: Documentation/performance.rst); on a CPU
+ * device (lavapipe) vkCmdCopyBuffer, where a shader's every access is
+ * emulated (measured: 0.31 vs 3.63 GB/s for the whole upload,
+ * Documentation/engine.rst) */
 static uint32_t twin_mode(const struct hm_vk *vk, uint32_t mode)
 {
 	if (mode != HM_TWIN_AUTO)
 		return mode;
-	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_SHADER;
+	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_GATHER;
 }
 
 int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_engine **ret)
@@ -45,7 +47,7 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	if (!p)
 		p = &defaults;
 	if (p->flags & ~HM_ENGINE_FLAGS_ALL || p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
-	    p->twin_mode > HM_TWIN_COPY)
+	    p->twin_mode > HM_TWIN_GATHER)
 		return -EINVAL;
 	if (p->chunk_shift && (p->chunk_shift < HM_TABLE_MIN_CHUNK_SHIFT ||
 			       p->chunk_shift > HM_CHUNK_SHIFT_MAX))
@@ -147,6 +149,10 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_pipeline_free(e->vk, &e->diff);
 	hm_vk_pipeline_free(e->vk, &e->twin);
 	hm_vk_buffer_free(e->vk, &e->twin_addrs);
+	hm_vk_pipeline_free(e->vk, &e->gather);
+	hm_vk_buffer_free(e->vk, &e->gather_descs);
+	free(e->span_idx);
+	free(e->span_gen);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
 	hm_vk_cmd_free(e->vk, &e->cmd_dispatch);
@@ -494,7 +500,7 @@ int hm_engine_harvest_now(struct hm_engine *e)
 
 int hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode)
 {
-	if (!e || mode > HM_TWIN_COPY)
+	if (!e || mode > HM_TWIN_GATHER)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	e->p.twin_mode = twin_mode(e->vk, mode);

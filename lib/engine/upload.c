@@ -17,6 +17,7 @@
 
 #include "internal.h"
 #include "engine/twin.spv.h"
+#include "engine/gather.spv.h"
 
 static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk *c)
 {
@@ -292,6 +293,58 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 	return 0;       /* -ENOMEM above only shortens this dispatch's list */
 }
 
+/*
+ * Generations of the candidates idxs[0..k) of one space (ascending) into
+ * gens.  The userspace backends scan every run of consecutive chunks asked
+ * for with one PAGEMAP_SCAN each: thousands of scattered candidates cost
+ * thousands of calls (the workload's 6,900 a dispatch: most of the upload's
+ * CPU time).  So runs are joined across gaps of at most HM_GEN_GAP armed
+ * chunks, whose generations are asked for too and dropped: a scan of a
+ * gap's pages costs far less than a call.  Scanning an armed chunk keeps
+ * any write it finds for the next harvest (watch.h), so nothing is lost.
+ */
+#define HM_GEN_GAP 64
+
+static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs,
+			    size_t k, uint64_t *gens)
+{
+	size_t m = 0;
+	int err;
+
+	for (size_t i = 0; i < k; i++) {
+		uint64_t from = idxs[i];
+
+		if (i) {
+			uint64_t prev = idxs[i - 1], gap = idxs[i] - prev - 1;
+			bool join = gap <= HM_GEN_GAP;
+
+			for (uint64_t c = prev + 1; join && c < idxs[i]; c++)
+				join = sp->ch[c].flags & HM_CH_ARMED;
+			from = join ? prev + 1 : idxs[i];
+		}
+		err = hm_grow((void **)&e->span_idx, &e->cap_span, m + (idxs[i] - from) + 1,
+			      sizeof(*e->span_idx));
+		if (err)
+			return err;
+		for (uint64_t c = from; c <= idxs[i]; c++)
+			e->span_idx[m++] = c;
+	}
+	if (m == k)
+		return hm_space_generations(sp->s, idxs, k, gens);
+	err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, m, sizeof(*e->span_gen));
+	if (err)
+		return err;
+	err = hm_space_generations(sp->s, e->span_idx, m, e->span_gen);
+	if (err)
+		return err;
+	for (size_t i = 0, j = 0; i < k; i++) {
+		while (e->span_idx[j] != idxs[i])
+			j++;
+		gens[i] = e->span_gen[j];
+	}
+	return 0;
+}
+
 /* Arm the guards of candidates not yet armed, then note generations. */
 static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
 {
@@ -325,7 +378,7 @@ static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
 				sp->ch[idx + r].flags |= HM_CH_ARMED;
 			sp->nr_armed += run;
 		}
-		err = hm_space_generations(sp->s, e->idxs, k, gens + i);
+		err = note_generations(e, sp, e->idxs, k, gens + i);
 		if (err)
 			return err;
 		i = j;
@@ -362,8 +415,62 @@ static void add_region(VkBufferCopy *reg, size_t *k, uint64_t so, uint64_t dof, 
 
 int hm_engine_twin_init(struct hm_engine *e)
 {
-	return hm_vk_pipeline_new(e->vk, hm_twin_spv, sizeof(hm_twin_spv) / 4, "main", 24,
-				  &e->twin);
+	int err = hm_vk_pipeline_new(e->vk, hm_twin_spv, sizeof(hm_twin_spv) / 4, "main", 24,
+				     &e->twin);
+
+	if (!err)
+		err = hm_vk_pipeline_new(e->vk, hm_gather_spv, sizeof(hm_gather_spv) / 4, "main",
+					 24, &e->gather);
+	return err;
+}
+
+#define HM_GATHER_BLOCK_MAX (4u << 10)  /* bytes one workgroup of gather.comp copies */
+
+/* HM_TWIN_GATHER: every candidate home -> mirror and twin by one shader */
+static int gather_candidates(struct hm_engine *e, size_t n)
+{
+	uint32_t block = e->chunk < HM_GATHER_BLOCK_MAX ? e->chunk : HM_GATHER_BLOCK_MAX;
+	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
+	struct {
+		uint64_t descs, twin_off;
+		uint32_t block_bytes, first;
+	} push = { 0, hm_pool_twin_offset(e), block, 0 };
+	VkCommandBuffer cb;
+	uint64_t *d, t0;
+	int err;
+
+	if (e->gather_descs.size < n * 16) {
+		size_t cap = 256;
+
+		while (cap < n)
+			cap *= 2;
+		hm_vk_buffer_free(e->vk, &e->gather_descs);
+		err = hm_vk_buffer_new(e->vk, cap * 16, HM_VK_MEM_HOST, &e->gather_descs);
+		if (err)
+			return err;
+	}
+	d = e->gather_descs.map;
+	for (size_t i = 0; i < n; i++) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+		d[2 * i] = hm_espace_home_addr(e, sp, hm_ref_idx(e->cand[i]));
+		d[2 * i + 1] = hm_pool_mirror_addr(e, e->cand_slot[i]);
+	}
+	push.descs = e->gather_descs.addr;
+	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
+	if (err)
+		return err;
+	for (size_t first = 0; first < n; first += max_y) {
+		push.first = first;
+		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push), e->chunk / block,
+				   n - first < max_y ? n - first : max_y, 1);
+		e->st.upload_regions++;         /* one gather dispatch */
+	}
+	hm_vk_cmd_barrier(cb);
+	t0 = hm_now_ns();
+	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
+	e->st.ns_upload_copy += hm_now_ns() - t0;
+	return err;
 }
 
 /* home -> mirror copies of candidates [i, end), regions merged where contiguous */
@@ -410,6 +517,9 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 	VkCommandBuffer cb;
 	uint64_t t0;
 	int err;
+
+	if (e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe)
+		return gather_candidates(e, n);
 
 	if (shader && e->twin_addrs.size < n * 8) {
 		size_t cap = 256;

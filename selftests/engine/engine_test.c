@@ -329,7 +329,8 @@ static void dump_mismatch(struct __test_metadata *_metadata, struct env *v, long
 
 /* ---- the reference-model test ------------------------------------------ */
 
-enum mode { M_OFF, M_HOT, M_READ_MOSTLY, M_PREFER, M_SMALL_BUDGET, M_READ_MOSTLY_TWIN_SHADER, M_SMALL_BUDGET_TWIN_SHADER };
+enum mode { M_OFF, M_HOT, M_READ_MOSTLY, M_PREFER, M_SMALL_BUDGET, M_READ_MOSTLY_TWIN_SHADER, M_SMALL_BUDGET_TWIN_SHADER,
+	    M_READ_MOSTLY_GATHER, M_SMALL_BUDGET_GATHER };
 
 FIXTURE(model) {
 	struct env v;
@@ -352,6 +353,8 @@ MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget, M_SMALL_BUDGET);
 /* twins by the copy shader (the default on a GPU; lavapipe's is the copy) */
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_twin_shader, M_READ_MOSTLY_TWIN_SHADER);
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_twin_shader, M_SMALL_BUDGET_TWIN_SHADER);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_gather, M_READ_MOSTLY_GATHER);
+MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_gather, M_SMALL_BUDGET_GATHER);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, off, M_OFF);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
@@ -378,15 +381,17 @@ FIXTURE_SETUP(model)
 	case M_HOT:
 		ep.hot_marks = 1;
 		break;
+	case M_SMALL_BUDGET_GATHER:
 	case M_SMALL_BUDGET_TWIN_SHADER:
-		ep.twin_mode = HM_TWIN_SHADER;
+		ep.twin_mode = variant->mode == M_SMALL_BUDGET_GATHER ? HM_TWIN_GATHER : HM_TWIN_SHADER;
 		/* fall through */
 	case M_SMALL_BUDGET:
 		ep.mirror_budget = 6 * 2 * CHUNK;
 		ep.thrash_drops = 200;  /* no back-off: mirrors stay in play */
 		break;
+	case M_READ_MOSTLY_GATHER:
 	case M_READ_MOSTLY_TWIN_SHADER:
-		ep.twin_mode = HM_TWIN_SHADER;
+		ep.twin_mode = variant->mode == M_READ_MOSTLY_GATHER ? HM_TWIN_GATHER : HM_TWIN_SHADER;
 		/* fall through */
 	case M_READ_MOSTLY:
 		ep.thrash_drops = 200;
@@ -399,7 +404,8 @@ FIXTURE_SETUP(model)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
 	ASSERT_EQ(0, err);
 	if (variant->mode == M_READ_MOSTLY || variant->mode == M_SMALL_BUDGET ||
-	    variant->mode == M_READ_MOSTLY_TWIN_SHADER || variant->mode == M_SMALL_BUDGET_TWIN_SHADER)
+	    variant->mode == M_READ_MOSTLY_TWIN_SHADER || variant->mode == M_SMALL_BUDGET_TWIN_SHADER ||
+	    variant->mode == M_READ_MOSTLY_GATHER || variant->mode == M_SMALL_BUDGET_GATHER)
 		ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES,
 					      HM_ADVICE_READ_MOSTLY));
 	if (variant->mode == M_PREFER) {
@@ -470,7 +476,8 @@ TEST_F(model, random_cpu_and_device_writes)
 	ASSERT_LT(0, st.bytes_copied_home);
 	ASSERT_LT(0, st.mirrors_dropped_by_guard);
 	ASSERT_LE(st.mirror_bytes, st.mirror_budget);
-	if (variant->mode == M_SMALL_BUDGET || variant->mode == M_SMALL_BUDGET_TWIN_SHADER)
+	if (variant->mode == M_SMALL_BUDGET || variant->mode == M_SMALL_BUDGET_TWIN_SHADER ||
+	    variant->mode == M_SMALL_BUDGET_GATHER)
 		ASSERT_LT(0, st.budget_refusals);
 	if (variant->mode == M_PREFER) {
 		bool m;

@@ -290,6 +290,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	t_disp = calloc(dispatches, sizeof(*t_disp));
+	/* the daemon's engine counters after each dispatch: the plot's timeline */
+	uint64_t (*tl)[HM_ESTAT_NR] = calloc(dispatches + 1, sizeof(*tl));
+	struct hm_client_stats st0;
+
+	if (!tl || !t_disp)
+		return 1;
+	if (!hm_client_stats(cl, &st0))
+		memcpy(tl[0], st0.engine, sizeof(tl[0]));
 
 	uint32_t done;
 
@@ -345,6 +353,8 @@ int main(int argc, char **argv)
 			}
 		}
 		t_disp[done] = demo_now_s() - t0;
+		if (!hm_client_stats(cl, &st0))
+			memcpy(tl[done + 1], st0.engine, sizeof(tl[0]));
 		t1 = demo_now_s();
 		if (submitted)
 			demo_guest_during_wait(&g);
@@ -394,24 +404,41 @@ int main(int argc, char **argv)
 		t_ref, rp.nr_threads, t_refwait, t_cmp,
 		done ? t_ref * rp.nr_threads * 1e6 / ((double)done * rays_per) : 0.0);
 	if (plot) {
-		char dat[4096];
+		char dat[1024];
 		FILE *f;
 
 		snprintf(dat, sizeof(dat), "%s.dat", plot);
 		f = fopen(dat, "w");
 		if (f) {
-			for (uint32_t i = 0; i < done; i++)
-				fprintf(f, "%u %.3f\n", i + 1, t_disp[i] * 1e3);
+			/* dispatch, ms: total, harvest, upload, dispatch, copy
+			 * back; chunks: uploaded, discarded, dropped by guards,
+			 * refreshed, evicted; thrash back-offs */
+			fprintf(f, "n total harvest upload dispatch copyback uploads discarded "
+				"dropped refreshed evicted backoffs\n");
+			for (uint32_t i = 0; i < done; i++) {
+				const uint64_t *a = tl[i], *b = tl[i + 1];
+#define D(k) (b[HM_ESTAT_##k] - a[HM_ESTAT_##k])
+				fprintf(f, "%u %.3f %.3f %.3f %.3f %.3f %" PRIu64 " %" PRIu64 " %" PRIu64
+					" %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", i + 1, t_disp[i] * 1e3,
+					D(NS_HARVEST) * 1e-6, D(NS_UPLOAD) * 1e-6, D(NS_DISPATCH) * 1e-6,
+					D(NS_COPY_BACK) * 1e-6, D(UPLOADS), D(UPLOADS_DISCARDED),
+					D(MIRRORS_DROPPED), D(REFRESHES), D(MIRRORS_EVICTED),
+					D(THRASH_BACKOFFS));
+#undef D
+			}
 			fclose(f);
 			char cmd[8192];
 
 			snprintf(cmd, sizeof(cmd),
-				 "gnuplot -e \"set terminal png size 900,500; "
-				 "set output '%s'; set xlabel 'dispatch'; "
-				 "set ylabel 'ms (submit to writes home)'; "
-				 "set title 'hmirror demo: %s, %" PRIu64 " rays a dispatch'; "
-				 "plot '%s' using 1:2 with linespoints title 'dispatch time'\"",
-				 plot, info->device, rays_per, dat);
+				 "gnuplot -e \"set terminal png size 1000,700; "
+				 "set output '%s'; set multiplot layout 2,1 "
+				 "title 'hmirror demo: %s, %" PRIu64 " rays a dispatch'; "
+				 "set key outside right; set grid; set ylabel 'ms'; "
+				 "plot for [c=2:6] '%s' using 1:c with linespoints title columnhead(c); "
+				 "set xlabel 'dispatch'; set ylabel 'chunks'; "
+				 "plot for [c=7:12] '%s' using 1:c with linespoints title columnhead(c); "
+				 "unset multiplot\"",
+				 plot, info->device, rays_per, dat, dat);
 			if (system(cmd) != 0)
 				fprintf(stderr, "demo: gnuplot failed; data in %s\n", dat);
 			else
@@ -435,6 +462,7 @@ int main(int argc, char **argv)
 	hm_client_free(cl);
 	hm_space_free(space);
 	free(t_disp);
+	free(tl);
 	demo_guest_fini(&g);
 	demo_scene_fini(&sc);
 	if (stop_sig)

@@ -81,9 +81,10 @@ struct hm_engine_params {
 
 /* How an upload fills the twins (hm_engine_params.twin_mode) */
 enum hm_twin_mode {
-	HM_TWIN_AUTO = 0,       /* SHADER on a GPU, COPY on a CPU device (lavapipe) */
+	HM_TWIN_AUTO = 0,       /* GATHER on a GPU, COPY on a CPU device (lavapipe) */
 	HM_TWIN_SHADER,         /* a copy shader per batch, overlapping the next batch's upload */
 	HM_TWIN_COPY,           /* vkCmdCopyBuffer mirror -> twin after all uploads */
+	HM_TWIN_GATHER,         /* one shader reads home, writes mirror and twin (no copy regions) */
 };
 
 enum hm_advice {
