@@ -87,6 +87,7 @@ static void usage(FILE *f)
 		"                    --small: 16)\n"
 		"  --advice N        for the hierarchy: 0 default, 1 read-mostly\n"
 		"                    (default), 2 prefer device, 3 never mirror\n"
+		"  --hits-advice N   for the hit records (default 0: the engine decides)\n"
 		"  --rays N          rays per dispatch (default: 1M on a GPU, 8K on\n"
 		"                    a CPU device)\n"
 		"  --dispatches N    (default: 24 on a GPU, 16 on a CPU device)\n"
@@ -108,13 +109,14 @@ int main(int argc, char **argv)
 		{ "backend", required_argument, NULL, 'b' },
 		{ "spirv", required_argument, NULL, 'x' },	/* debugging */
 		{ "advice", required_argument, NULL, 'a' },
+		{ "hits-advice", required_argument, NULL, 'H' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sock = NULL, *plot = NULL, *backend = NULL, *spirv = NULL;
 	uint64_t size_mib = 256, rays_per = 0;
-	uint32_t dispatches = 0, mods = 256, advice = 1, threads = 0;
+	uint32_t dispatches = 0, mods = 256, advice = 1, threads = 0, hits_advice = 0;
 	bool small = false, tty = isatty(2);
 	struct hm_space_params sp = { 0 };
 	struct hm_space *space;
@@ -143,6 +145,7 @@ int main(int argc, char **argv)
 		case 'b': backend = optarg; break;
 		case 'x': spirv = optarg; break;
 		case 'a': advice = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'H': hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 't': threads = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -239,12 +242,16 @@ int main(int argc, char **argv)
 	if (r < 0)
 		fprintf(stderr, "demo: advise: %s (continuing)\n", strerror(-r));
 	/* the hit records: the device writes them, the CPU writes the word
-	 * beside each during the dispatch.  Prefer-device mirrors them, so
-	 * the device's writes come home by the diff against the twin and the
-	 * CPU's words must survive it (rule 4, false sharing). */
-	if (advice != 3) {
+	 * beside each during the dispatch.  No advice by default: written
+	 * once a dispatch, they are never hot, so the device stores them
+	 * home (on the H200 cheaper than mirror, diff and copy-back:
+	 * Documentation/performance.rst).  --hits-advice 2 (prefer device)
+	 * mirrors them, so the device's writes come home by the diff against
+	 * the twin and the CPU's words must survive it (rule 4, false
+	 * sharing; test-demo does so). */
+	if (advice != 3 && hits_advice) {
 		r = hm_client_advise(cl, GUEST_BASE + sc.off_hits,
-				     (uint64_t)sc.nr_rays * sizeof(struct demo_hit), 2);
+				     (uint64_t)sc.nr_rays * sizeof(struct demo_hit), hits_advice);
 		if (r < 0)
 			fprintf(stderr, "demo: advise hits: %s (continuing)\n",
 				strerror(-r));
