@@ -55,6 +55,14 @@ static void on_mark(uint32_t slot, void *arg)
 			hm_engine_queue(e, id, idx);
 			return;
 		}
+		if (c->flags & HM_CH_STALE) {
+			/* home during the dispatch, and the device wrote it
+			 * there, unseen by the guards: its refresh copies
+			 * every unit */
+			for (uint64_t u = 0; u < (1ull << sp->wshift); u++)
+				sp->ugen[(idx << sp->wshift) + u] = UINT64_MAX;
+			return;
+		}
 		if (!(c->flags & HM_CH_PUBLISHED))
 			return;
 		if (hm_grow((void **)&e->back, &e->cap_back, e->nr_back + 1, sizeof(*e->back))) {

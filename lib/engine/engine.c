@@ -165,6 +165,9 @@ void hm_engine_free(struct hm_engine *e)
 	free(e->gens0);
 	free(e->gens1);
 	free(e->idxs);
+	free(e->uoff);
+	free(e->ug0);
+	free(e->ug1);
 	free(e->back);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
@@ -181,7 +184,9 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	if (!e || !s)
 		return -EINVAL;
 	size = hm_space_size(s);
-	if (hm_space_chunk_shift(s) != e->shift || guest_addr & (e->chunk - 1) || !size ||
+	/* the space's watch unit: the engine's chunk or finer, at most 64 a chunk */
+	if (hm_space_chunk_shift(s) > e->shift || e->shift - hm_space_chunk_shift(s) > 6 ||
+	    guest_addr & (e->chunk - 1) || !size || size & (e->chunk - 1) ||
 	    guest_addr + size < guest_addr || (guest_addr >> e->shift) + (size >> e->shift) >=
 	    (1ull << (64 - e->shift)))
 		return -EINVAL;
@@ -216,10 +221,17 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	sp->size = size;
 	sp->first_chunk = guest_addr >> e->shift;
 	sp->nr_chunks = nr;
+	sp->wshift = e->shift - hm_space_chunk_shift(s);
 	sp->ch = malloc(nr * sizeof(*sp->ch));
+	sp->ugen = malloc((nr << sp->wshift) * sizeof(*sp->ugen));
 	err = -ENOMEM;
-	if (!sp->ch)
+	if (!sp->ch || !sp->ugen) {
+		free(sp->ch);
+		free(sp->ugen);
+		sp->ch = NULL;
+		sp->ugen = NULL;
 		goto out_unlock;
+	}
 	for (uint64_t i = 0; i < nr; i++)
 		sp->ch[i] = (struct hm_chunk){ .mirror = HM_NO_MIRROR };
 	err = hm_espace_import(e, sp);
@@ -299,6 +311,8 @@ int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, en
 			c->advice = a;
 			if (a == HM_ADVICE_NEVER_MIRROR) {
 				hm_engine_drop_mirror(e, id, i);
+			} else if (c->flags & HM_CH_STALE) {
+				/* off the LRU lists: its class is read when published */
 			} else if (c->mirror != HM_NO_MIRROR) {
 				/* same mirror, new class */
 				uint8_t prio = hm_chunk_prio(e, c);

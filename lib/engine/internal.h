@@ -18,6 +18,10 @@
 #define HM_CH_ARMED		(1u << 0) /* guard armed (stays armed: no disarm in watch.h) */
 #define HM_CH_PUBLISHED		(1u << 1) /* the table names the mirror */
 #define HM_CH_QUEUED		(1u << 2) /* on the want list */
+/* a read-mostly mirror a CPU write made stale: repointed home (rule 2),
+ * its slot kept off the LRU lists, refreshed in place by copying again only
+ * the watch units whose generation moved since it was published */
+#define HM_CH_STALE		(1u << 3)
 
 /* Mirror priority classes (eviction takes the lowest first). */
 enum hm_prio { HM_PRIO_NONE = 0, HM_PRIO_HOT = 1, HM_PRIO_READ_MOSTLY = 2, HM_PRIO_DEVICE = 3 };
@@ -52,6 +56,11 @@ struct hm_espace {
 	uint64_t piece_bytes;
 	struct hm_chunk *ch;
 	uint64_t nr_armed;
+	/* the space's watch unit (its chunk) may be finer than the engine's
+	 * chunk: 1 << wshift units a chunk; ugen[u] is unit u's generation
+	 * when its chunk's mirror was last published (UINT64_MAX: unknown) */
+	unsigned wshift;
+	uint64_t *ugen;
 };
 
 /* One mirror slot of the pool: a mirror chunk and its twin. */
@@ -117,7 +126,10 @@ struct hm_engine {
 	uint64_t *cand;         /* candidates of this dispatch's upload */
 	uint32_t *cand_slot;
 	uint64_t *gens0, *gens1, *idxs;
+	size_t *uoff;           /* candidate i's units start at ug0/ug1[uoff[i]] */
 	size_t cap_cand;
+	uint64_t *ug0, *ug1;    /* generations of every unit of the candidates */
+	size_t cap_ug0, cap_ug1;
 	uint64_t *back;         /* marked mirrored chunks of this dispatch */
 	size_t nr_back, cap_back;
 	struct hm_vk_buffer descs, counts;  /* copy-back descriptors and byte counts */

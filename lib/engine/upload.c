@@ -48,7 +48,8 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
 {
 	struct hm_chunk *c = &e->spaces[space].ch[idx];
 
-	if (!e->mirrors || (c->flags & HM_CH_QUEUED) || c->mirror != HM_NO_MIRROR)
+	if (!e->mirrors || (c->flags & HM_CH_QUEUED) ||
+	    (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)))
 		return;
 	if (hm_grow((void **)&e->queue, &e->cap_queue, e->nr_queue + 1, sizeof(*e->queue)))
 		return;         /* not queued: wanted again later */
@@ -74,10 +75,24 @@ void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
 		return;
 	if (c->flags & HM_CH_PUBLISHED)
 		repoint_home(e, sp, idx);
-	hm_pool_lru_del(e, c->mirror);
+	if (!(c->flags & HM_CH_STALE))
+		hm_pool_lru_del(e, c->mirror);
 	hm_pool_free_slot(e, c->mirror);
 	c->mirror = HM_NO_MIRROR;
-	c->flags &= ~HM_CH_PUBLISHED;
+	c->flags &= ~(HM_CH_PUBLISHED | HM_CH_STALE);
+}
+
+/* A read-mostly mirror the CPU wrote: home for now (rule 2), slot kept for
+ * its refresh in place. */
+static void stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c = &sp->ch[idx];
+
+	if (c->flags & HM_CH_PUBLISHED)
+		repoint_home(e, sp, idx);
+	hm_pool_lru_del(e, c->mirror);
+	c->flags = (c->flags & ~HM_CH_PUBLISHED) | HM_CH_STALE;
 }
 
 /*
@@ -90,12 +105,13 @@ void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
  * because they were measured hot back off after thrash_drops drops in
  * thrash_window dispatches.
  */
+static bool refreshable(const struct hm_chunk *c)
+{
+	return c->advice == HM_ADVICE_READ_MOSTLY || c->advice == HM_ADVICE_PREFER_DEVICE;
+}
+
 static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 {
-	if (c->advice == HM_ADVICE_READ_MOSTLY || c->advice == HM_ADVICE_PREFER_DEVICE) {
-		e->st.mirrors_refreshed++;
-		return;
-	}
 	if (e->seq - c->window_start > e->p.thrash_window) {
 		c->window_start = e->seq;
 		c->drops = 0;
@@ -125,17 +141,23 @@ int hm_engine_harvest(struct hm_engine *e)
 				return err;
 			e->st.chunks_harvested += n;
 			for (size_t i = 0; i < n; i++) {
-				uint64_t idx = e->harvest_buf[i];
+				/* a watch unit; its chunk */
+				uint64_t idx = e->harvest_buf[i] >> sp->wshift;
 				struct hm_chunk *c;
 
 				if (idx >= sp->nr_chunks)
 					continue;
 				c = &sp->ch[idx];
-				if (c->mirror == HM_NO_MIRROR)
+				if (c->mirror == HM_NO_MIRROR || (c->flags & HM_CH_STALE))
 					continue;
-				hm_engine_drop_mirror(e, id, idx);
 				e->st.mirrors_dropped_by_guard++;
-				thrash_note(e, c);
+				if (refreshable(c)) {
+					stale_mirror(e, id, idx);
+					e->st.mirrors_refreshed++;
+				} else {
+					hm_engine_drop_mirror(e, id, idx);
+					thrash_note(e, c);
+				}
 				if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
 					hm_engine_queue(e, id, idx);
 			}
@@ -219,7 +241,7 @@ static int ensure_cand(struct hm_engine *e, size_t n)
 	while (cap < n)
 		cap *= 2;
 #define G(f) do { void *p = realloc(e->f, cap * sizeof(*e->f)); if (!p) return -ENOMEM; e->f = p; } while (0)
-	G(cand); G(cand_slot); G(gens0); G(gens1); G(idxs);
+	G(cand); G(cand_slot); G(gens0); G(gens1); G(idxs); G(uoff);
 #undef G
 	e->cap_cand = cap;
 	return 0;
@@ -246,8 +268,29 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 			continue;
 		c = &sp->ch[hm_ref_idx(r)];
 		prio = hm_chunk_prio(e, c);
-		if (prio == HM_PRIO_NONE || c->mirror != HM_NO_MIRROR) {
+		if (prio == HM_PRIO_NONE && (c->flags & HM_CH_STALE))
+			hm_engine_drop_mirror(e, hm_ref_space(r), hm_ref_idx(r));
+		if (prio == HM_PRIO_NONE || (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE))) {
 			c->flags &= ~HM_CH_QUEUED;
+			continue;
+		}
+		if (c->flags & HM_CH_STALE) {
+			/* its own slot: refreshed in place */
+			if (e->p.max_upload_bytes && bytes + e->chunk > e->p.max_upload_bytes) {
+				e->queue[keep++] = r;
+				continue;
+			}
+			err = ensure_cand(e, n + 1);
+			if (err) {
+				e->queue[keep++] = r;
+				err = 0;
+				continue;
+			}
+			c->flags &= ~HM_CH_QUEUED;
+			e->cand[n] = r;
+			e->cand_slot[n] = c->mirror;
+			n++;
+			bytes += e->chunk;
 			continue;
 		}
 		if ((int32_t)(c->backoff_until - e->seq) > 0 || prio <= blocked || err ||
@@ -294,20 +337,22 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 }
 
 /*
- * Generations of the candidates idxs[0..k) of one space (ascending) into
- * gens.  The userspace backends scan every run of consecutive chunks asked
- * for with one PAGEMAP_SCAN each: thousands of scattered candidates cost
- * thousands of calls (the workload's 6,900 a dispatch: most of the upload's
- * CPU time).  So runs are joined across gaps of at most HM_GEN_GAP armed
- * chunks, whose generations are asked for too and dropped: a scan of a
- * gap's pages costs far less than a call.  Scanning an armed chunk keeps
- * any write it finds for the next harvest (watch.h), so nothing is lost.
+ * Generations of every watch unit of the candidate chunks idxs[0..k) of
+ * one space (ascending) into ug (1 << sp->wshift a chunk, in order).  The
+ * userspace backends scan every run of consecutive units asked for with one
+ * PAGEMAP_SCAN each: thousands of scattered candidates cost thousands of
+ * calls (the workload's 6,900 a dispatch: most of the upload's CPU time).
+ * So runs are joined across gaps of at most HM_GEN_GAP armed chunks, whose
+ * generations are asked for too and dropped: a scan of a gap's pages costs
+ * far less than a call.  Scanning an armed chunk keeps any write it finds
+ * for the next harvest (watch.h), so nothing is lost.
  */
 #define HM_GEN_GAP 64
 
 static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs,
-			    size_t k, uint64_t *gens)
+			    size_t k, uint64_t *ug)
 {
+	uint64_t per = 1ull << sp->wshift;
 	size_t m = 0;
 	int err;
 
@@ -322,15 +367,15 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 				join = sp->ch[c].flags & HM_CH_ARMED;
 			from = join ? prev + 1 : idxs[i];
 		}
-		err = hm_grow((void **)&e->span_idx, &e->cap_span, m + (idxs[i] - from) + 1,
-			      sizeof(*e->span_idx));
+		err = hm_grow((void **)&e->span_idx, &e->cap_span,
+			      m + (idxs[i] - from + 1) * per, sizeof(*e->span_idx));
 		if (err)
 			return err;
-		for (uint64_t c = from; c <= idxs[i]; c++)
-			e->span_idx[m++] = c;
+		for (uint64_t u = from * per; u < (idxs[i] + 1) * per; u++)
+			e->span_idx[m++] = u;
 	}
-	if (m == k)
-		return hm_space_generations(sp->s, idxs, k, gens);
+	if (m == k * per)
+		return hm_space_generations(sp->s, e->span_idx, m, ug);
 	err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, m, sizeof(*e->span_gen));
 	if (err)
 		return err;
@@ -338,15 +383,16 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	if (err)
 		return err;
 	for (size_t i = 0, j = 0; i < k; i++) {
-		while (e->span_idx[j] != idxs[i])
+		while (e->span_idx[j] != idxs[i] * per)
 			j++;
-		gens[i] = e->span_gen[j];
+		memcpy(ug + i * per, e->span_gen + j, per * sizeof(*ug));
 	}
 	return 0;
 }
 
-/* Arm the guards of candidates not yet armed, then note generations. */
-static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
+/* Arm the guards of candidates not yet armed, then note the generations of
+ * their units into ug (candidate i's at ug + e->uoff[i]). */
+static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *ug)
 {
 	size_t i = 0;
 	int err;
@@ -371,14 +417,14 @@ static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
 				run++;
 				j++;
 			}
-			err = hm_space_arm(sp->s, idx, run);
+			err = hm_space_arm(sp->s, idx << sp->wshift, run << sp->wshift);
 			if (err)
 				return err;
 			for (uint64_t r = 0; r < run; r++)
 				sp->ch[idx + r].flags |= HM_CH_ARMED;
 			sp->nr_armed += run;
 		}
-		err = note_generations(e, sp, e->idxs, k, gens + i);
+		err = note_generations(e, sp, e->idxs, k, ug + e->uoff[i]);
 		if (err)
 			return err;
 		i = j;
@@ -426,44 +472,82 @@ int hm_engine_twin_init(struct hm_engine *e)
 
 #define HM_GATHER_BLOCK_MAX (4u << 10)  /* bytes one workgroup of gather.comp copies */
 
-/* HM_TWIN_GATHER: every candidate home -> mirror and twin by one shader */
-static int gather_candidates(struct hm_engine *e, size_t n)
+/*
+ * The watch units of candidate i to copy: all of a new mirror's; of a stale
+ * one's, those whose generation moved since it was published (the others
+ * still hold, in mirror and twin, what home holds: no CPU write reached
+ * them, or their generation would have moved).
+ */
+static bool unit_wanted(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
+			uint64_t idx, uint64_t u)
 {
-	uint32_t block = e->chunk < HM_GATHER_BLOCK_MAX ? e->chunk : HM_GATHER_BLOCK_MAX;
+	uint64_t unit = (idx << sp->wshift) + u;
+
+	if (!(sp->ch[idx].flags & HM_CH_STALE))
+		return true;
+	return e->ug0[e->uoff[i] + u] != sp->ugen[unit];
+}
+
+/* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */
+static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
+{
 	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
 	struct {
 		uint64_t descs, twin_off;
 		uint32_t block_bytes, first;
-	} push = { 0, hm_pool_twin_offset(e), block, 0 };
+	} push = { 0, hm_pool_twin_offset(e), 0, 0 };
+	uint64_t unit = e->chunk, *d, t0;
+	size_t nd = 0, cap = 0;
 	VkCommandBuffer cb;
-	uint64_t *d, t0;
 	int err;
 
-	if (e->gather_descs.size < n * 16) {
-		size_t cap = 256;
+	for (size_t i = 0; i < n; i++) {
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
 
-		while (cap < n)
-			cap *= 2;
+		cap += 1ull << sp->wshift;
+		if ((e->chunk >> sp->wshift) < unit)
+			unit = e->chunk >> sp->wshift;
+	}
+	if (e->gather_descs.size < cap * 16) {
+		size_t c = 256;
+
+		while (c < cap)
+			c *= 2;
 		hm_vk_buffer_free(e->vk, &e->gather_descs);
-		err = hm_vk_buffer_new(e->vk, cap * 16, HM_VK_MEM_HOST, &e->gather_descs);
+		err = hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &e->gather_descs);
 		if (err)
 			return err;
 	}
+	/* one descriptor a unit of the finest space among the candidates */
 	d = e->gather_descs.map;
 	for (size_t i = 0; i < n; i++) {
-		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
+		uint64_t home = hm_espace_home_addr(e, sp, idx);
+		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
 
-		d[2 * i] = hm_espace_home_addr(e, sp, hm_ref_idx(e->cand[i]));
-		d[2 * i + 1] = hm_pool_mirror_addr(e, e->cand_slot[i]);
+		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+			if (!unit_wanted(e, i, sp, idx, u))
+				continue;
+			for (uint64_t o = 0; o < su; o += unit) {
+				d[2 * nd] = home + u * su + o;
+				d[2 * nd + 1] = mirror + u * su + o;
+				nd++;
+			}
+		}
 	}
+	*ret_bytes = nd * unit;
+	if (!nd)
+		return 0;
 	push.descs = e->gather_descs.addr;
+	push.block_bytes = unit < HM_GATHER_BLOCK_MAX ? unit : HM_GATHER_BLOCK_MAX;
 	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
 	if (err)
 		return err;
-	for (size_t first = 0; first < n; first += max_y) {
+	for (size_t first = 0; first < nd; first += max_y) {
 		push.first = first;
-		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push), e->chunk / block,
-				   n - first < max_y ? n - first : max_y, 1);
+		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push), unit / push.block_bytes,
+				   nd - first < max_y ? nd - first : max_y, 1);
 		e->st.upload_regions++;         /* one gather dispatch */
 	}
 	hm_vk_cmd_barrier(cb);
@@ -509,7 +593,7 @@ static void record_uploads(struct hm_engine *e, VkCommandBuffer cb, VkBufferCopy
  * HM_TWIN_COPY: every home -> mirror copy, a transfer barrier, then every
  * mirror -> twin copy.  One command buffer, one wait, either way.
  */
-static int copy_candidates(struct hm_engine *e, size_t n)
+static int copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 {
 	uint64_t twin = hm_pool_twin_offset(e);
 	bool shader = e->p.twin_mode != HM_TWIN_COPY && e->twin.pipe;
@@ -519,7 +603,9 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 	int err;
 
 	if (e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe)
-		return gather_candidates(e, n);
+		return gather_candidates(e, n, ret_bytes);
+	/* whole chunks (a stale mirror's too: always right) */
+	*ret_bytes = n * e->chunk;
 
 	if (shader && e->twin_addrs.size < n * 8) {
 		size_t cap = 256;
@@ -609,9 +695,42 @@ out_free:
 	return err;
 }
 
+/* Candidate i's units: all clean when noted, none moved during the copy. */
+static bool cand_clean(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
+		       bool *ret_odd)
+{
+	size_t o = e->uoff[i];
+	bool clean = true;
+
+	*ret_odd = false;
+	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+		if (!HM_GEN_CLEAN(e->ug0[o + u]))
+			*ret_odd = true;
+		if (e->ug0[o + u] != e->ug1[o + u])
+			clean = false;
+	}
+	return clean && !*ret_odd;
+}
+
+/* A candidate that is not published: a new one's slot goes back, a stale
+ * one keeps its slot and is wanted again. */
+static void cand_unwind(struct hm_engine *e, size_t i)
+{
+	uint32_t space = hm_ref_space(e->cand[i]);
+	uint64_t idx = hm_ref_idx(e->cand[i]);
+	struct hm_chunk *c = &e->spaces[space].ch[idx];
+
+	if (!(c->flags & HM_CH_STALE)) {
+		c->mirror = HM_NO_MIRROR;
+		hm_pool_free_slot(e, e->cand_slot[i]);
+	}
+	hm_engine_queue(e, space, idx);
+}
+
 static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 {
-	size_t n = 0;
+	size_t n = 0, units = 0, nf = 0;
+	uint64_t bytes = 0;
 	int err;
 
 	*ret_discarded = 0;
@@ -621,74 +740,90 @@ static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 	/* sort by (space, idx): one generations call per space and copies that
 	 * group by home piece; the slot follows its chunk */
 	{
-		uint64_t *pairs = malloc(2 * n * sizeof(*pairs));
+		uint64_t *pairs = malloc(3 * n * sizeof(*pairs)), *fresh = pairs + 2 * n;
 
 		if (!pairs) {
-			err = -ENOMEM;
-			goto out_unwind;
+			for (size_t i = 0; i < n; i++)
+				cand_unwind(e, i);
+			return -ENOMEM;
 		}
 		for (size_t i = 0; i < n; i++) {
 			pairs[2 * i] = e->cand[i];
 			pairs[2 * i + 1] = e->cand_slot[i];
 		}
 		qsort(pairs, n, 2 * sizeof(*pairs), cmp_cand);
-		for (size_t i = 0; i < n; i++)
-			e->cand[i] = pairs[2 * i];
-		/* the slots too, ascending: consecutive chunks land in
-		 * consecutive slots whatever order the free list gave them in,
-		 * so their copies merge into few regions */
-		for (size_t i = 0; i < n; i++)
-			pairs[i] = pairs[2 * i + 1];
-		qsort(pairs, n, sizeof(*pairs), cmp_cand_slot);
 		for (size_t i = 0; i < n; i++) {
-			struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+			const struct hm_espace *sp = &e->spaces[hm_ref_space(pairs[2 * i])];
 
-			e->cand_slot[i] = pairs[i];
-			sp->ch[hm_ref_idx(e->cand[i])].mirror = pairs[i];
+			e->cand[i] = pairs[2 * i];
+			e->cand_slot[i] = pairs[2 * i + 1];
+			e->uoff[i] = units;
+			units += 1ull << sp->wshift;
+			if (!(sp->ch[hm_ref_idx(e->cand[i])].flags & HM_CH_STALE))
+				fresh[nf++] = e->cand_slot[i];
+		}
+		/* the new mirrors' slots, ascending: consecutive chunks land in
+		 * consecutive slots whatever order the free list gave them in,
+		 * so their copies merge into few regions (a stale mirror keeps
+		 * its slot: its clean units are there) */
+		qsort(fresh, nf, sizeof(*fresh), cmp_cand_slot);
+		for (size_t i = 0, f = 0; i < n; i++) {
+			struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+			struct hm_chunk *c = &sp->ch[hm_ref_idx(e->cand[i])];
+
+			if (c->flags & HM_CH_STALE)
+				continue;
+			e->cand_slot[i] = fresh[f++];
+			c->mirror = e->cand_slot[i];
 		}
 		free(pairs);
 	}
-	err = arm_and_note(e, n, e->gens0);
-	if (err)
-		goto out_unwind;
-	err = copy_candidates(e, n);
+	err = hm_grow((void **)&e->ug0, &e->cap_ug0, units, sizeof(*e->ug0));
+	if (!err)
+		err = hm_grow((void **)&e->ug1, &e->cap_ug1, units, sizeof(*e->ug1));
+	if (!err)
+		err = arm_and_note(e, n, e->ug0);
+	if (!err)
+		err = copy_candidates(e, n, &bytes);
 	if (err)
 		goto out_unwind;
 	if (e->p.test_after_upload_copy)
 		e->p.test_after_upload_copy(e->p.test_arg);
-	err = arm_and_note(e, n, e->gens1);
+	err = arm_and_note(e, n, e->ug1);
 	if (err)
 		goto out_unwind;
+	e->st.upload_bytes += bytes;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t space = hm_ref_space(e->cand[i]);
 		uint64_t idx = hm_ref_idx(e->cand[i]);
 		struct hm_espace *sp = &e->spaces[space];
 		struct hm_chunk *c = &sp->ch[idx];
 		uint64_t guest = sp->guest + (idx << e->shift);
+		bool odd;
 
-		if (!HM_GEN_CLEAN(e->gens0[i]) || e->gens0[i] != e->gens1[i]) {
+		if (!cand_clean(e, i, sp, &odd)) {
 			/* written while copying (or, kmod, since it was armed
 			 * and not re-armed): stays home for now; the next try
 			 * re-arms it first */
-			if (!HM_GEN_CLEAN(e->gens0[i]) && (c->flags & HM_CH_ARMED)) {
+			if (odd && (c->flags & HM_CH_ARMED)) {
 				c->flags &= ~HM_CH_ARMED;
 				sp->nr_armed--;
 			}
-			c->mirror = HM_NO_MIRROR;
-			hm_pool_free_slot(e, e->cand_slot[i]);
 			e->st.uploads_discarded++;
 			(*ret_discarded)++;
-			hm_engine_queue(e, space, idx);
+			cand_unwind(e, i);
 			continue;
 		}
 		err = hm_table_update(e->table, sp->first_chunk + idx,
 				      (int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
 		if (err) {
-			c->mirror = HM_NO_MIRROR;
-			hm_pool_free_slot(e, e->cand_slot[i]);
+			cand_unwind(e, i);
 			continue;
 		}
-		c->flags |= HM_CH_PUBLISHED;
+		/* what every unit of the mirror now holds */
+		memcpy(sp->ugen + (idx << sp->wshift), e->ug1 + e->uoff[i],
+		       sizeof(*sp->ugen) << sp->wshift);
+		c->flags = (c->flags & ~HM_CH_STALE) | HM_CH_PUBLISHED;
 		{
 			uint8_t prio = hm_chunk_prio(e, c);
 
@@ -696,19 +831,13 @@ static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 					prio == HM_PRIO_NONE ? HM_PRIO_HOT : prio);
 		}
 		e->st.uploads++;
-		e->st.upload_bytes += e->chunk;
 	}
 	return 0;
 
 out_unwind:
-	/* nothing was published: give every candidate's slot back */
-	for (size_t i = 0; i < n; i++) {
-		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
-
-		sp->ch[hm_ref_idx(e->cand[i])].mirror = HM_NO_MIRROR;
-		hm_pool_free_slot(e, e->cand_slot[i]);
-		hm_engine_queue(e, hm_ref_space(e->cand[i]), hm_ref_idx(e->cand[i]));
-	}
+	/* nothing was published */
+	for (size_t i = 0; i < n; i++)
+		cand_unwind(e, i);
 	return err;
 }
 

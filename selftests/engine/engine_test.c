@@ -100,11 +100,13 @@ static void maybe_load_module(void)
 		usleep(10000);
 }
 
-static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_params *ep,
-		   const char **why)
+/* watch_shift: the space's watch unit (0: the engine's chunk) */
+static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engine_params *ep,
+			 unsigned watch_shift, const char **why)
 {
 	struct hm_vk_params vp = { .validation = 1 };
-	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
+	struct hm_space_params sp = { .size = SPACE_BYTES,
+				      .chunk_shift = watch_shift ? watch_shift : CHUNK_SHIFT,
 				      .flags = HM_SPACE_POPULATE, .backend = b };
 	int err;
 
@@ -149,6 +151,12 @@ static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_para
 		return err;
 	return hm_vk_buffer_new(v->vk, MAX_LANES * sizeof(struct plan_entry), HM_VK_MEM_HOST,
 				&v->plan);
+}
+
+static int env_new(struct env *v, enum hm_backend b, const struct hm_engine_params *ep,
+		   const char **why)
+{
+	return env_new_units(v, b, ep, 0, why);
 }
 
 static unsigned env_free(struct env *v)
@@ -339,10 +347,14 @@ FIXTURE(model) {
 FIXTURE_VARIANT(model) {
 	enum hm_backend backend;
 	enum mode mode;
+	unsigned watch_shift;	/* 0: the engine's chunk; 12: page units, refreshed in part */
 };
 
 #define MODEL_VARIANT(bname, b, mname, m) \
 	FIXTURE_VARIANT_ADD(model, bname##_##mname) { .backend = b, .mode = m }
+#define MODEL_VARIANT_PAGES(bname, b, mname, m) \
+	FIXTURE_VARIANT_ADD(model, bname##_##mname##_pages) { .backend = b, .mode = m, \
+							       .watch_shift = 12 }
 
 #ifndef HM_ENGINE_TEST_VM
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF);
@@ -355,6 +367,12 @@ MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_twin_shader, M_READ
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_twin_shader, M_SMALL_BUDGET_TWIN_SHADER);
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_gather, M_READ_MOSTLY_GATHER);
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_gather, M_SMALL_BUDGET_GATHER);
+/* page watch units under 64 KiB chunks: stale mirrors refreshed in part */
+MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_gather, M_READ_MOSTLY_GATHER);
+MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTLY);
+MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, prefer_device, M_PREFER);
+MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_gather, M_SMALL_BUDGET_GATHER);
+MODEL_VARIANT_PAGES(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, off, M_OFF);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
@@ -399,7 +417,7 @@ FIXTURE_SETUP(model)
 	default:
 		break;
 	}
-	err = env_new(&self->v, variant->backend, &ep, &why);
+	err = env_new_units(&self->v, variant->backend, &ep, variant->watch_shift, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
 	ASSERT_EQ(0, err);

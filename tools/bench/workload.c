@@ -107,6 +107,7 @@ struct wl {
 	uint64_t size_mib;
 	uint32_t rays, dispatches, mods, write_every, scratch_max, threads, rounds, chunk_shift;
 	uint32_t hits_advice;		/* the hit records' (default: none) */
+	uint32_t watch_shift;		/* the guest space's watch unit (default: pages) */
 	bool constant, json, timeline;
 	const char *socket, *plot, *backend;
 	bool modes[M_NR];
@@ -551,8 +552,11 @@ static int space_setup(struct wl_run *r)
 {
 	struct hm_space_params sp = { .size = r->w->tmpl.size };
 
-	/* the daemon's engines have their own chunk size */
-	if (r->res->mode != M_HMIRROR_DAEMON)
+	/* the watch unit: pages by default, so that a written mirror is
+	 * refreshed page by page; never coarser than the engine's chunk
+	 * (the daemon's engines have the default one) */
+	sp.chunk_shift = r->w->watch_shift;
+	if (r->res->mode != M_HMIRROR_DAEMON && r->w->chunk_shift && sp.chunk_shift > r->w->chunk_shift)
 		sp.chunk_shift = r->w->chunk_shift;
 	int err;
 
@@ -973,7 +977,7 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 	printf("{\"bench\":\"workload\",\"mode\":\"%s\",\"round\":%u,\"ran\":%s,"
 	       "\"device\":\"%s\",\"note\":\"%s\",\"size_mib\":%" PRIu64 ",\"scene_bytes\":%" PRIu64
 	       ",\"rays\":%u,\"dispatches\":%u,\"done\":%u,\"mods\":%u,\"write_every\":%u,"
-	       "\"chunk_shift\":%u,\"hits_advice\":%u,\"constant_writer\":%s,\"rays_per_s\":%.0f,\"median_ms\":%.3f,\"p99_ms\":%.3f,"
+	       "\"chunk_shift\":%u,\"watch_shift\":%u,\"hits_advice\":%u,\"constant_writer\":%s,\"rays_per_s\":%.0f,\"median_ms\":%.3f,\"p99_ms\":%.3f,"
 	       "\"quarter_ms\":[%.3f,%.3f,%.3f,%.3f],\"gpu_median_ms\":%.3f,"
 	       "\"bytes_up\":%" PRIu64 ",\"bytes_down\":%" PRIu64 ",\"cpu_track_ms\":%.3f,"
 	       "\"writer_stall_ms\":%.3f,\"trips\":%" PRIu64 ",\"mismatches\":%" PRIu64
@@ -981,7 +985,7 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 	       mode_name[res->mode], res->round, res->ran ? "true" : "false",
 	       res->mode == M_UVM || res->mode == M_UVM_HMM ? w->uvm_device : w->device,
 	       res->note, w->size_mib, w->tmpl.size, w->rays, w->dispatches, res->done, w->mods,
-	       w->write_every, w->chunk_shift, w->hits_advice, w->constant ? "true" : "false", res->rays_s, res->med, res->p99,
+	       w->write_every, w->chunk_shift, w->watch_shift, w->hits_advice, w->constant ? "true" : "false", res->rays_s, res->med, res->p99,
 	       res->q[0], res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up,
 	       res->bytes_down, res->track_ms, res->stall_ms, res->trips, res->mismatches,
 	       res->lost);
@@ -1218,6 +1222,7 @@ static void usage(FILE *f)
 		"  --constant       a writer thread that never stops (pad words)\n"
 		"  --chunk-shift S  the in-process engines' chunk (default the engine's)\n"
 		"  --hits-advice A  the hit records' advice (0, none: the engine decides)\n"
+		"  --watch-shift S  the guest space's watch unit (12, pages; 16 = the chunk)\n"
 		"Exit status 1 when any mode that ran mismatched, lost a write or failed.\n");
 }
 
@@ -1240,12 +1245,13 @@ int bench_workload(int argc, char **argv)
 		{ "timeline", no_argument, NULL, 'T' },
 		{ "chunk-shift", required_argument, NULL, 'C' },
 		{ "hits-advice", required_argument, NULL, 'H' },
+		{ "watch-shift", required_argument, NULL, 'W' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct wl w = { .mods = 256, .write_every = DEMO_WRITE_EVERY,
-			.hits_advice = HM_ADVICE_DEFAULT,
+			.hits_advice = HM_ADVICE_DEFAULT, .watch_shift = 12,
 			.scratch_max = DEMO_SCRATCH_MAX, .rounds = 3 };
 	struct hm_vk_params vp = { .validation = -1 };
 	const char *modes = "all";
@@ -1272,6 +1278,7 @@ int bench_workload(int argc, char **argv)
 		case 'T': w.timeline = true; break;
 		case 'C': w.chunk_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'H': w.hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'W': w.watch_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'j': w.json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

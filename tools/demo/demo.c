@@ -88,6 +88,7 @@ static void usage(FILE *f)
 		"  --advice N        for the hierarchy: 0 default, 1 read-mostly\n"
 		"                    (default), 2 prefer device, 3 never mirror\n"
 		"  --hits-advice N   for the hit records (default 0: the engine decides)\n"
+		"  --watch-shift N   the guest space's watch unit (default 12, pages)\n"
 		"  --rays N          rays per dispatch (default: 1M on a GPU, 8K on\n"
 		"                    a CPU device)\n"
 		"  --dispatches N    (default: 24 on a GPU, 16 on a CPU device)\n"
@@ -110,6 +111,7 @@ int main(int argc, char **argv)
 		{ "spirv", required_argument, NULL, 'x' },	/* debugging */
 		{ "advice", required_argument, NULL, 'a' },
 		{ "hits-advice", required_argument, NULL, 'H' },
+		{ "watch-shift", required_argument, NULL, 'W' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -117,6 +119,7 @@ int main(int argc, char **argv)
 	const char *sock = NULL, *plot = NULL, *backend = NULL, *spirv = NULL;
 	uint64_t size_mib = 256, rays_per = 0;
 	uint32_t dispatches = 0, mods = 256, advice = 1, threads = 0, hits_advice = 0;
+	uint32_t watch_shift = 12;	/* pages: a written mirror is refreshed page by page */
 	bool small = false, tty = isatty(2);
 	struct hm_space_params sp = { 0 };
 	struct hm_space *space;
@@ -146,6 +149,7 @@ int main(int argc, char **argv)
 		case 'x': spirv = optarg; break;
 		case 'a': advice = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'H': hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'W': watch_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 't': threads = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -189,6 +193,7 @@ int main(int argc, char **argv)
 	/* ---- the guest space and the scene in it ---- */
 	demo_scene_layout(&sc, size_mib, rays_per * dispatches);
 	sp.size = sc.size;
+	sp.chunk_shift = watch_shift;
 	if (backend && hm_backend_from_name(backend, &sp.backend) < 0) {
 		fprintf(stderr, "demo: unknown backend %s\n", backend);
 		return 2;
