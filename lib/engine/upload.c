@@ -110,6 +110,8 @@ static bool refreshable(const struct hm_chunk *c)
 	return c->advice == HM_ADVICE_READ_MOSTLY || c->advice == HM_ADVICE_PREFER_DEVICE;
 }
 
+#define HM_HARVEST_MAX (1u << 20)       /* entries of the harvest buffer, at most */
+
 static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 {
 	if (e->seq - c->window_start > e->p.thrash_window) {
@@ -139,6 +141,20 @@ int hm_engine_harvest(struct hm_engine *e)
 			err = hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
 			if (err)
 				return err;
+			/* a batch that did not hold it all: take more at once
+			 * next time (each call of the userspace backends moves
+			 * what is left of its list: H200, a writer that never
+			 * stops, ~1 M page units a dispatch in 4 Ki batches cost
+			 * 1.3 s a harvest) */
+			if (more && e->harvest_cap < HM_HARVEST_MAX) {
+				uint64_t *b = realloc(e->harvest_buf,
+						      2 * e->harvest_cap * sizeof(*b));
+
+				if (b) {
+					e->harvest_buf = b;
+					e->harvest_cap *= 2;
+				}
+			}
 			e->st.chunks_harvested += n;
 			for (size_t i = 0; i < n; i++) {
 				/* a watch unit; its chunk */
