@@ -711,21 +711,29 @@ out_free:
 	return err;
 }
 
-/* Candidate i's units: all clean when noted, none moved during the copy. */
+/*
+ * Candidate i's units: all clean when noted, none moved during the copy.
+ * *ret_rearm: a unit answered odd before or after the copy (kmod: written
+ * since it was armed), so the next try must re-arm it first (watch.h's
+ * rule-3 recipe) or it would be discarded once more for nothing.
+ */
 static bool cand_clean(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
-		       bool *ret_odd)
+		       bool *ret_rearm)
 {
 	size_t o = e->uoff[i];
-	bool clean = true;
+	bool clean = true, odd = false;
 
-	*ret_odd = false;
+	*ret_rearm = false;
 	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
 		if (!HM_GEN_CLEAN(e->ug0[o + u]))
-			*ret_odd = true;
+			odd = true;
+		if (!HM_GEN_CLEAN(e->ug1[o + u]))
+			*ret_rearm = true;
 		if (e->ug0[o + u] != e->ug1[o + u])
 			clean = false;
 	}
-	return clean && !*ret_odd;
+	*ret_rearm |= odd;
+	return clean && !odd;
 }
 
 /* A candidate that is not published: a new one's slot goes back, a stale
@@ -815,13 +823,13 @@ static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 		struct hm_espace *sp = &e->spaces[space];
 		struct hm_chunk *c = &sp->ch[idx];
 		uint64_t guest = sp->guest + (idx << e->shift);
-		bool odd;
+		bool rearm;
 
-		if (!cand_clean(e, i, sp, &odd)) {
+		if (!cand_clean(e, i, sp, &rearm)) {
 			/* written while copying (or, kmod, since it was armed
 			 * and not re-armed): stays home for now; the next try
-			 * re-arms it first */
-			if (odd && (c->flags & HM_CH_ARMED)) {
+			 * re-arms it first where the backend needs it */
+			if (rearm && (c->flags & HM_CH_ARMED)) {
 				c->flags &= ~HM_CH_ARMED;
 				sp->nr_armed--;
 			}
