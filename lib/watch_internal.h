@@ -77,6 +77,8 @@ struct hm_backend_ops {
 			size_t *ret_n, bool *ret_more);
 	int  (*generations)(struct hm_space *s, const uint64_t *chunks, size_t n,
 			    uint64_t *ret_gens);
+	int  (*generations_range)(struct hm_space *s, uint64_t first, uint64_t count,
+				  uint64_t *ret_gens);
 	/* mapping of the pages (aliases, importer's CPU mapping); NULL =
 	   hm_memfd_map() over s->memfd at offset 0 */
 };

@@ -151,7 +151,6 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_buffer_free(e->vk, &e->twin_addrs);
 	hm_vk_pipeline_free(e->vk, &e->gather);
 	hm_vk_buffer_free(e->vk, &e->gather_descs);
-	free(e->span_idx);
 	free(e->span_gen);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);

@@ -140,8 +140,8 @@ struct hm_engine {
 	struct hm_vk_buffer twin_addrs; /* mirror addresses of an upload's candidates */
 	struct hm_vk_pipeline gather;   /* HM_TWIN_GATHER */
 	struct hm_vk_buffer gather_descs; /* (home, mirror) of an upload's candidates */
-	uint64_t *span_idx, *span_gen;  /* generations asked over runs with gaps */
-	size_t cap_span, cap_span_gen;
+	uint64_t *span_gen;             /* generations asked over spans with gaps */
+	size_t cap_span_gen;
 	VkQueryPool timestamps;         /* 2 queries around the caller's dispatch */
 	/* submitters created once (a command buffer + fence each, reset for
 	 * every submission): the caller's dispatch, uploads, copy-back */

@@ -354,54 +354,52 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 
 /*
  * Generations of every watch unit of the candidate chunks idxs[0..k) of
- * one space (ascending) into ug (1 << sp->wshift a chunk, in order).  The
- * userspace backends scan every run of consecutive units asked for with one
- * PAGEMAP_SCAN each: thousands of scattered candidates cost thousands of
- * calls (the workload's 6,900 a dispatch: most of the upload's CPU time).
- * So runs are joined across gaps of at most HM_GEN_GAP armed chunks, whose
- * generations are asked for too and dropped: a scan of a gap's pages costs
- * far less than a call.  Scanning an armed chunk keeps any write it finds
- * for the next harvest (watch.h), so nothing is lost.
+ * one space (ascending) into ug (1 << sp->wshift a chunk, in order).
+ * Candidates are joined into spans across gaps of at most HM_GEN_GAP armed
+ * chunks, and each span is asked for in one hm_space_generations_range()
+ * call (the userspace backends: one PAGEMAP_SCAN): the workload's 6,900
+ * scattered candidates a dispatch cost a few calls, not thousands.  The
+ * gaps' generations are read and dropped; scanning an armed chunk keeps any
+ * write it finds for the next harvest (watch.h), so nothing is lost.
  */
 #define HM_GEN_GAP 64
+
+static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t next)
+{
+	if (next - prev - 1 > HM_GEN_GAP)
+		return false;
+	for (uint64_t c = prev + 1; c < next; c++)
+		if (!(sp->ch[c].flags & HM_CH_ARMED))
+			return false;
+	return true;
+}
 
 static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs,
 			    size_t k, uint64_t *ug)
 {
 	uint64_t per = 1ull << sp->wshift;
-	size_t m = 0;
 	int err;
 
-	for (size_t i = 0; i < k; i++) {
-		uint64_t from = idxs[i];
+	for (size_t i = 0, j; i < k; i = j) {
+		uint64_t from = idxs[i], len;
 
-		if (i) {
-			uint64_t prev = idxs[i - 1], gap = idxs[i] - prev - 1;
-			bool join = gap <= HM_GEN_GAP;
-
-			for (uint64_t c = prev + 1; join && c < idxs[i]; c++)
-				join = sp->ch[c].flags & HM_CH_ARMED;
-			from = join ? prev + 1 : idxs[i];
+		for (j = i + 1; j < k && gen_joinable(sp, idxs[j - 1], idxs[j]); j++)
+			;
+		len = idxs[j - 1] - from + 1;
+		if (len == j - i) {	/* no gap: straight into ug */
+			err = hm_space_generations_range(sp->s, from * per, len * per, ug + i * per);
+			if (err)
+				return err;
+			continue;
 		}
-		err = hm_grow((void **)&e->span_idx, &e->cap_span,
-			      m + (idxs[i] - from + 1) * per, sizeof(*e->span_idx));
+		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, len * per,
+			      sizeof(*e->span_gen));
+		if (!err)
+			err = hm_space_generations_range(sp->s, from * per, len * per, e->span_gen);
 		if (err)
 			return err;
-		for (uint64_t u = from * per; u < (idxs[i] + 1) * per; u++)
-			e->span_idx[m++] = u;
-	}
-	if (m == k * per)
-		return hm_space_generations(sp->s, e->span_idx, m, ug);
-	err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, m, sizeof(*e->span_gen));
-	if (err)
-		return err;
-	err = hm_space_generations(sp->s, e->span_idx, m, e->span_gen);
-	if (err)
-		return err;
-	for (size_t i = 0, j = 0; i < k; i++) {
-		while (e->span_idx[j] != idxs[i] * per)
-			j++;
-		memcpy(ug + i * per, e->span_gen + j, per * sizeof(*ug));
+		for (size_t t = i; t < j; t++)
+			memcpy(ug + t * per, e->span_gen + (idxs[t] - from) * per, per * sizeof(*ug));
 	}
 	return 0;
 }

@@ -131,6 +131,12 @@ int  hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 int  hm_space_generation(struct hm_space *s, uint64_t chunk, uint64_t *ret_gen);
 int  hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
 			  uint64_t *ret_gens);
+/* the generations of chunks [first, first+count) into ret_gens[0..count), in
+   one pass (one scan of the range on the userspace backends, whatever the
+   number of chunks): what hm_space_generations() answers for the same
+   chunks.  -EINVAL: count 0; -ERANGE: the range leaves the space. */
+int  hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
+				uint64_t *ret_gens);
 /* fd that polls readable when an armed chunk was written since the last
    harvest (may be -EOPNOTSUPP for a backend; document).  Owned by the
    space: do not close it. */
