@@ -668,12 +668,12 @@ out:
 }
 
 int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
-			       uint64_t *ret_gens)
+			       unsigned flags, uint64_t *ret_gens)
 {
 	uint64_t end = first + count;
 	int err;
 
-	if (!s || !ret_gens)
+	if (!s || !ret_gens || (flags & ~HM_GEN_DEFER))
 		return -EINVAL;
 	err = hm_check_range(s, first, count);
 	if (err)
@@ -688,7 +688,7 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 		goto out;
 	}
 	/* one refresh (uffd-async: one PAGEMAP_SCAN) a run of armed chunks */
-	for (uint64_t c = first; c < end;) {
+	for (uint64_t c = first; c < end && !((flags & HM_GEN_DEFER) && s->ops->defer_refresh);) {
 		uint64_t e = c + 1;
 
 		if (!hm_test_bit(s->armed, c)) {

@@ -375,7 +375,7 @@ static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t nex
 }
 
 static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs,
-			    size_t k, uint64_t *ug)
+			    size_t k, unsigned flags, uint64_t *ug)
 {
 	uint64_t per = 1ull << sp->wshift;
 	int err;
@@ -387,7 +387,8 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 			;
 		len = idxs[j - 1] - from + 1;
 		if (len == j - i) {	/* no gap: straight into ug */
-			err = hm_space_generations_range(sp->s, from * per, len * per, ug + i * per);
+			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
+							 ug + i * per);
 			if (err)
 				return err;
 			continue;
@@ -395,7 +396,8 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, len * per,
 			      sizeof(*e->span_gen));
 		if (!err)
-			err = hm_space_generations_range(sp->s, from * per, len * per, e->span_gen);
+			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
+							 e->span_gen);
 		if (err)
 			return err;
 		for (size_t t = i; t < j; t++)
@@ -405,8 +407,11 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 }
 
 /* Arm the guards of candidates not yet armed, then note the generations of
- * their units into ug (candidate i's at ug + e->uoff[i]). */
-static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *ug)
+ * their units into ug (candidate i's at ug + e->uoff[i]).  Before the copy
+ * they may be noted with HM_GEN_DEFER (uffd-async: no scan; a write since
+ * the harvest's scan then moves the generation noted after the copy, and
+ * the candidate is discarded, as rule 3 wants): one scan a try, not two. */
+static int arm_and_note(struct hm_engine *e, size_t n, unsigned flags, uint64_t *ug)
 {
 	size_t i = 0;
 	int err;
@@ -438,7 +443,7 @@ static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *ug)
 				sp->ch[idx + r].flags |= HM_CH_ARMED;
 			sp->nr_armed += run;
 		}
-		err = note_generations(e, sp, e->idxs, k, ug + e->uoff[i]);
+		err = note_generations(e, sp, e->idxs, k, flags, ug + e->uoff[i]);
 		if (err)
 			return err;
 		i = j;
@@ -804,14 +809,14 @@ static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 	if (!err)
 		err = hm_grow((void **)&e->ug1, &e->cap_ug1, units, sizeof(*e->ug1));
 	if (!err)
-		err = arm_and_note(e, n, e->ug0);
+		err = arm_and_note(e, n, HM_GEN_DEFER, e->ug0);
 	if (!err)
 		err = copy_candidates(e, n, &bytes);
 	if (err)
 		goto out_unwind;
 	if (e->p.test_after_upload_copy)
 		e->p.test_after_upload_copy(e->p.test_arg);
-	err = arm_and_note(e, n, e->ug1);
+	err = arm_and_note(e, n, 0, e->ug1);
 	if (err)
 		goto out_unwind;
 	e->st.upload_bytes += bytes;
