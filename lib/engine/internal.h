@@ -27,7 +27,7 @@
 enum hm_prio { HM_PRIO_NONE = 0, HM_PRIO_HOT = 1, HM_PRIO_READ_MOSTLY = 2, HM_PRIO_DEVICE = 3 };
 #define HM_NR_PRIO 4
 
-/* Per-chunk state of a space (20 bytes). */
+/* Per-chunk state of a space (24 bytes). */
 struct hm_chunk {
 	uint32_t mirror;        /* pool slot, HM_NO_MIRROR */
 	uint8_t advice;         /* enum hm_advice */
@@ -37,6 +37,7 @@ struct hm_chunk {
 	uint32_t hist_seq;
 	uint32_t window_start;
 	uint32_t backoff_until;
+	uint8_t raced;          /* dispatches whose every upload try was raced, since a publish */
 };
 
 struct hm_import_piece {

@@ -125,6 +125,32 @@ static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 	}
 }
 
+/*
+ * Race control: a chunk the CPU wrote during its copy on every try of a
+ * dispatch, for the second time without a publish between, is not tried
+ * for the next 1, 3, 7, ... 63 dispatches (it stays home, read there); a
+ * publish forgets it.  This follows the chunk's own writes, never its
+ * neighbours' guard drops, so it cannot blacklist read-mostly data that is
+ * merely written beside.  One dispatch is not enough to back off: under
+ * the demo's pattern a chunk that lost its tries usually wins the next.
+ * Without it a writer that never stops made every dispatch copy the whole
+ * hierarchy three times for nothing (Documentation/performance.rst).
+ */
+#define HM_RACE_BACKOFF_MAX 6
+
+static void race_note(struct hm_engine *e, struct hm_chunk *c)
+{
+	unsigned k;
+
+	if (c->raced < UINT8_MAX)
+		c->raced++;
+	if (c->raced < 2)
+		return;
+	k = c->raced - 1u < HM_RACE_BACKOFF_MAX ? c->raced - 1u : HM_RACE_BACKOFF_MAX;
+	c->backoff_until = e->seq + (1u << k);
+	e->st.thrash_backoffs++;
+}
+
 int hm_engine_harvest(struct hm_engine *e)
 {
 	int err;
@@ -292,7 +318,8 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 		}
 		if (c->flags & HM_CH_STALE) {
 			/* its own slot: refreshed in place */
-			if (e->p.max_upload_bytes && bytes + e->chunk > e->p.max_upload_bytes) {
+			if ((int32_t)(c->backoff_until - e->seq) > 0 ||
+			    (e->p.max_upload_bytes && bytes + e->chunk > e->p.max_upload_bytes)) {
 				e->queue[keep++] = r;
 				continue;
 			}
@@ -754,7 +781,7 @@ static void cand_unwind(struct hm_engine *e, size_t i)
 	hm_engine_queue(e, space, idx);
 }
 
-static int upload_once(struct hm_engine *e, size_t *ret_discarded)
+static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 {
 	size_t n = 0, units = 0, nf = 0;
 	uint64_t bytes = 0;
@@ -838,6 +865,8 @@ static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 			}
 			e->st.uploads_discarded++;
 			(*ret_discarded)++;
+			if (last)
+				race_note(e, c);
 			cand_unwind(e, i);
 			continue;
 		}
@@ -851,6 +880,7 @@ static int upload_once(struct hm_engine *e, size_t *ret_discarded)
 		memcpy(sp->ugen + (idx << sp->wshift), e->ug1 + e->uoff[i],
 		       sizeof(*sp->ugen) << sp->wshift);
 		c->flags = (c->flags & ~HM_CH_STALE) | HM_CH_PUBLISHED;
+		c->raced = 0;
 		{
 			uint8_t prio = hm_chunk_prio(e, c);
 
@@ -886,7 +916,7 @@ int hm_engine_upload(struct hm_engine *e)
 	if (!e->mirrors || !e->nr_queue)
 		return 0;
 	for (unsigned t = 0; t <= HM_UPLOAD_RETRIES; t++) {
-		err = upload_once(e, &discarded);
+		err = upload_once(e, t == HM_UPLOAD_RETRIES, &discarded);
 		if (err || !discarded || !e->nr_queue)
 			return err;
 		e->st.upload_retries++;

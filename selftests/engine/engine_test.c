@@ -643,6 +643,48 @@ TEST_F(rules, upload_raced_every_try_stays_home)
 	ASSERT_EQ(0x62, (got >> 8 * (off & 3)) & 0xff);
 }
 
+/*
+ * Race control: a chunk raced at every try of two dispatches is not tried
+ * again for the next one (1, then 3, then 7 dispatches), reads home
+ * meanwhile, and is mirrored again once the writer stops.
+ */
+TEST_F(rules, raced_every_dispatch_backs_off)
+{
+	uint32_t off = 3 * CHUNK + 100, out = 5 * CHUNK;
+	static const unsigned tries[] = { 3, 3, 0, 3, 0, 0, 0, 3 };
+	struct hm_engine_stats st;
+	uint32_t got;
+	bool m;
+
+	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->hook_off = off;
+	self->hook_val = 0x10;
+	self->hook_writes = 1000;	/* after every copy, whichever chunks it held */
+	RULES_ENV(self);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	for (unsigned d = 0, discarded = 0; d < sizeof(tries) / sizeof(tries[0]); d++) {
+		ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+		discarded += tries[d];
+		ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+		ASSERT_EQ(discarded, st.uploads_discarded) TH_LOG("dispatch %u", d);
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+		ASSERT_FALSE(m);
+		/* home: the last byte the CPU wrote */
+		memcpy(&got, self->v.mem + out, 4);
+		ASSERT_EQ((uint8_t)(0x10 + self->hook_calls - 1), (got >> 8 * (off & 3)) & 0xff);
+	}
+	EXPECT_EQ(3, st.thrash_backoffs);
+	/* the writer stops: the first try after the backoff publishes it */
+	self->hook_writes = self->hook_calls;
+	for (unsigned d = 0; d < 16 && !m; d++) {
+		ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	}
+	EXPECT_TRUE(m);
+	memcpy(&got, self->v.mem + out, 4);
+	EXPECT_EQ((uint8_t)(0x10 + self->hook_writes - 1), (got >> 8 * (off & 3)) & 0xff);
+}
+
 TEST_F(rules, shared_dispatch_reads_home)
 {
 	uint32_t src = 7 * CHUNK + 8, out = 9 * CHUNK;
