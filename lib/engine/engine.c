@@ -463,6 +463,7 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 		goto out_unlock;
 	if (e->p.test_before_dispatch)
 		e->p.test_before_dispatch(e->p.test_arg);
+	hm_table_flush(e->table);
 	t2 = hm_now_ns();
 	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push);
 	t3 = hm_now_ns();

@@ -200,6 +200,7 @@ uint32_t hm_pool_victim(struct hm_engine *e, uint8_t below_prio);
 /* upload.c */
 uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c);
 void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
+int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta);
 void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_harvest(struct hm_engine *e);
 int  hm_engine_upload(struct hm_engine *e);

@@ -57,12 +57,26 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
 	c->flags |= HM_CH_QUEUED;
 }
 
+/*
+ * The table's device slots are written at the dispatch boundary
+ * (hm_table_flush() before the dispatch): a mirror dropped by the harvest
+ * and refreshed in place by the upload names the same slot again, so its
+ * two updates cost the device memory none.  Without memory to defer, at
+ * once.
+ */
+int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta)
+{
+	int err = hm_table_update_deferred(e->table, chunk, delta);
+
+	return err == -ENOMEM ? hm_table_update(e->table, chunk, delta) : err;
+}
+
 static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
 {
 	uint64_t guest = sp->guest + (idx << e->shift);
 
-	return hm_table_update(e->table, sp->first_chunk + idx,
-			       (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
+	return hm_engine_repoint(e, sp->first_chunk + idx,
+				 (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
 }
 
 /* Forget a chunk's mirror: the table names home again. */
@@ -243,8 +257,8 @@ int hm_engine_republish(struct hm_engine *e)
 
 			if (c->flags & HM_CH_PUBLISHED)
 				continue;
-			err = hm_table_update(e->table, sp->first_chunk + m->idx,
-					      (int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			err = hm_engine_repoint(e, sp->first_chunk + m->idx,
+						(int64_t)(hm_pool_mirror_addr(e, id) - guest));
 			if (err)
 				return err;
 			c->flags |= HM_CH_PUBLISHED;
@@ -870,8 +884,8 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			cand_unwind(e, i);
 			continue;
 		}
-		err = hm_table_update(e->table, sp->first_chunk + idx,
-				      (int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
+		err = hm_engine_repoint(e, sp->first_chunk + idx,
+					(int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
 		if (err) {
 			cand_unwind(e, i);
 			continue;
