@@ -611,6 +611,22 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_BYTES_COPIED_HOME] = s.bytes_copied_home;
 	v[HM_ESTAT_TIER_SWITCHES] = s.tier_switches;
 	v[HM_ESTAT_TIER_ONE_SKIPPED] = s.tier_one_skipped;
+	v[HM_ESTAT_UPLOADS] = s.uploads;
+	v[HM_ESTAT_UPLOADS_DISCARDED] = s.uploads_discarded;
+	v[HM_ESTAT_MIRRORS_EVICTED] = s.mirrors_evicted;
+	v[HM_ESTAT_THRASH_BACKOFFS] = s.thrash_backoffs;
+	v[HM_ESTAT_BUDGET_REFUSALS] = s.budget_refusals;
+	v[HM_ESTAT_REFRESHES] = s.mirrors_refreshed;
+	v[HM_ESTAT_MARKS_SCANNED] = s.marks_scanned;
+	v[HM_ESTAT_CHUNKS_COPIED_HOME] = s.chunks_copied_home;
+	v[HM_ESTAT_NS_HARVEST] = s.ns_harvest;
+	v[HM_ESTAT_NS_UPLOAD] = s.ns_upload;
+	v[HM_ESTAT_NS_UPLOAD_COPY] = s.ns_upload_copy;
+	v[HM_ESTAT_NS_DISPATCH] = s.ns_dispatch;
+	v[HM_ESTAT_NS_DISPATCH_GPU] = s.ns_dispatch_gpu;
+	v[HM_ESTAT_NS_MARKS] = s.ns_marks;
+	v[HM_ESTAT_NS_COPY_BACK] = s.ns_copy_back;
+	v[HM_ESTAT_NS_TOTAL] = s.ns_total;
 	return HM_ESTAT_NR;
 }
 

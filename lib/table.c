@@ -25,6 +25,10 @@ struct hm_table {
 	unsigned chunk_shift;
 	uint64_t nr_entries;
 	uint64_t nr_moves;              /* entries moved by make_room() */
+	/* deferred updates: slot and the delta the device held, once a slot */
+	struct { uint32_t slot; int64_t old; } *defer;
+	size_t nr_defer, cap_defer;
+	uint64_t *deferred;             /* bitmap of the slots in defer[] */
 };
 
 /* How far past a full window insert looks for an empty slot to bring back. */
@@ -83,6 +87,9 @@ void hm_table_clear(struct hm_table *t)
 	memcpy(t->dev, t->shadow, (size_t)t->nr_slots * sizeof(*t->dev));
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	t->nr_entries = 0;
+	if (t->deferred)
+		memset(t->deferred, 0, (t->nr_slots + 63) / 64 * sizeof(*t->deferred));
+	t->nr_defer = 0;
 }
 
 int hm_table_new(void *slots_mem, uint64_t mem_bytes, uint32_t nr_home_slots,
@@ -107,7 +114,10 @@ int hm_table_new(void *slots_mem, uint64_t mem_bytes, uint32_t nr_home_slots,
 	t->chunk_shift = chunk_shift;
 	t->dev = slots_mem;
 	t->shadow = malloc((size_t)t->nr_slots * sizeof(*t->shadow));
-	if (!t->shadow) {
+	t->deferred = calloc((t->nr_slots + 63) / 64, sizeof(*t->deferred));
+	if (!t->shadow || !t->deferred) {
+		free(t->shadow);
+		free(t->deferred);
 		free(t);
 		return -ENOMEM;
 	}
@@ -121,6 +131,8 @@ void hm_table_free(struct hm_table *t)
 	if (!t)
 		return;
 	free(t->shadow);
+	free(t->deferred);
+	free(t->defer);
 	free(t);
 }
 
@@ -238,6 +250,51 @@ int hm_table_update(struct hm_table *t, uint64_t chunk, int64_t delta)
 	t->shadow[slot].delta = delta;
 	__atomic_store_n(&t->dev[slot].delta, delta, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int hm_table_update_deferred(struct hm_table *t, uint64_t chunk, int64_t delta)
+{
+	uint32_t slot;
+	int r = hm_table_find(t, chunk, &slot);
+
+	if (r)
+		return r;
+	if (!(t->deferred[slot / 64] & (1ull << (slot % 64)))) {
+		if (t->nr_defer == t->cap_defer) {
+			size_t cap = t->cap_defer ? 2 * t->cap_defer : 256;
+			void *d = realloc(t->defer, cap * sizeof(*t->defer));
+
+			if (!d)
+				return -ENOMEM;
+			t->defer = d;
+			t->cap_defer = cap;
+		}
+		t->defer[t->nr_defer].slot = slot;
+		t->defer[t->nr_defer].old = t->shadow[slot].delta;
+		t->nr_defer++;
+		t->deferred[slot / 64] |= 1ull << (slot % 64);
+	}
+	t->shadow[slot].delta = delta;
+	return 0;
+}
+
+/* An insert, move or remove since writes its slots whole from the host
+ * copy; the flush then writes the same delta again at most. */
+uint64_t hm_table_flush(struct hm_table *t)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < t->nr_defer; i++) {
+		uint32_t slot = t->defer[i].slot;
+
+		t->deferred[slot / 64] &= ~(1ull << (slot % 64));
+		if (t->shadow[slot].delta == t->defer[i].old)
+			continue;
+		__atomic_store_n(&t->dev[slot].delta, t->shadow[slot].delta, __ATOMIC_RELEASE);
+		n++;
+	}
+	t->nr_defer = 0;
+	return n;
 }
 
 int hm_table_set(struct hm_table *t, uint64_t chunk, int64_t delta, uint32_t *ret_slot)

@@ -788,6 +788,62 @@ out:
 	return err;
 }
 
+int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
+			       unsigned flags, uint64_t *ret_gens)
+{
+	uint64_t end = first + count;
+	int err;
+
+	if (!s || !ret_gens || (flags & ~HM_GEN_DEFER))
+		return -EINVAL;
+	err = hm_check_range(s, first, count);
+	if (err)
+		return err;
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	if (s->ops->generations_range) {
+		err = s->ops->generations_range(s, first, count, ret_gens);
+		goto out;
+	}
+	/* one refresh (uffd-async: one PAGEMAP_SCAN) a run of armed chunks */
+	for (uint64_t c = first; c < end && !((flags & HM_GEN_DEFER) && s->ops->defer_refresh);) {
+		uint64_t e = c + 1;
+
+		if (!hm_test_bit(s->armed, c)) {
+			c++;
+			continue;
+		}
+		while (e < end && hm_test_bit(s->armed, e))
+			e++;
+		err = s->ops->refresh(s, c, e - c);
+		if (err)
+			goto out;
+		c = e;
+	}
+	for (uint64_t c = first; c < end; c++) {
+		uint64_t w = c >> 6;
+
+		/* a whole word of armed chunks none of which was recorded:
+		   their generations as they are */
+		if (!(c & 63) && end - c >= 64 && !s->gdirty[w] && s->armed[w] == ~0ull) {
+			memcpy(ret_gens + (c - first), s->gen + c, 64 * sizeof(*ret_gens));
+			c += 63;
+			continue;
+		}
+		if (hm_test_bit(s->gdirty, c)) {
+			hm_clear_bit(s->gdirty, c);
+			s->gen[c] += 2;
+		}
+		ret_gens[c - first] = s->gen[c] | !hm_test_bit(s->armed, c);
+	}
+out:
+	hm_unlock(s);
+	return err;
+}
+
 int hm_space_generation(struct hm_space *s, uint64_t chunk, uint64_t *ret_gen)
 {
 	return hm_space_generations(s, &chunk, 1, ret_gen);

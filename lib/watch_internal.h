@@ -86,6 +86,12 @@ struct hm_backend_ops {
 		     size_t *ret_n, bool *ret_more);
 	int  (*generations)(struct hm_space *s, const uint64_t *chunks, size_t n,
 			    uint64_t *ret_gens);
+	int  (*generations_range)(struct hm_space *s, uint64_t first, uint64_t count,
+				  uint64_t *ret_gens);
+	/* HM_GEN_DEFER may skip refresh: every write since the last refresh
+	   stays visible to the next one (uffd-async: the page stays written
+	   in the page table until a scan reports it) */
+	bool defer_refresh;
 	/* mapping of the pages (aliases, importer's CPU mapping); NULL =
 	   hm_memfd_map() over s->memfd at offset 0 */
 };

@@ -52,6 +52,17 @@ static int hm_kmod_open(int *ret_fd, struct hmirror_api *ret_api, const char **r
 	return 0;
 }
 
+/* the module's generation array, read in place */
+static int hm_kmod_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
+				     uint64_t *ret_gens)
+{
+	struct hm_kmod *k = s->priv;
+
+	for (uint64_t i = 0; i < count; i++)
+		ret_gens[i] = __atomic_load_n(&k->gens[first + i], __ATOMIC_ACQUIRE);
+	return 0;
+}
+
 static int hm_kmod_device_view(struct hm_space *s, void **ret_addr);
 
 static int hm_kmod_probe(const char **ret_reason)
@@ -320,6 +331,7 @@ const struct hm_backend_ops hm_kmod_ops = {
 	.harvest = hm_kmod_harvest,
 	.take = hm_kmod_take,
 	.generations = hm_kmod_generations,
+	.generations_range = hm_kmod_generations_range,
 	.device_view = hm_kmod_device_view,
 	.poll_fd = hm_kmod_poll_fd,
 	.export = hm_kmod_export,

@@ -432,6 +432,7 @@ const struct hm_backend_ops hm_uffd_async_ops = {
 	.unwatch_map = hm_uffd_async_unwatch_map,
 	.protect = hm_uffd_async_protect,
 	.refresh = hm_uffd_async_refresh,
+	.defer_refresh = true,
 	.collect = hm_uffd_async_collect,
 	.collect_direct = hm_uffd_async_collect_direct,
 	.export = hm_uffd_async_export,

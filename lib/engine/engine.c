@@ -19,14 +19,16 @@
 
 #define HM_HARVEST_BATCH 4096
 
-/* AUTO: twins by a copy shader on a GPU; by vkCmdCopyBuffer on a CPU device
- * (lavapipe), where a shader's every access is emulated (measured: 0.31 vs
- * 3.63 GB/s for the whole upload, Documentation/engine.rst) */
+/* AUTO: on a GPU, one gather shader writes mirror and twin from home (no
+ * copy region per scattered chunk: Documentation/performance.rst); on a CPU
+ * device (lavapipe) vkCmdCopyBuffer, where a shader's every access is
+ * emulated (measured: 0.31 vs 3.63 GB/s for the whole upload,
+ * Documentation/engine.rst) */
 static uint32_t twin_mode(const struct hm_vk *vk, uint32_t mode)
 {
 	if (mode != HM_TWIN_AUTO)
 		return mode;
-	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_SHADER;
+	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_GATHER;
 }
 
 int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_engine **ret)
@@ -45,7 +47,7 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	if (!p)
 		p = &defaults;
 	if (p->flags & ~HM_ENGINE_FLAGS_ALL || p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
-	    p->twin_mode > HM_TWIN_COPY)
+	    p->twin_mode > HM_TWIN_GATHER)
 		return -EINVAL;
 	if (p->chunk_shift && (p->chunk_shift < HM_TABLE_MIN_CHUNK_SHIFT ||
 			       p->chunk_shift > HM_CHUNK_SHIFT_MAX))
@@ -155,6 +157,9 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_pipeline_free(e->vk, &e->diff);
 	hm_vk_pipeline_free(e->vk, &e->twin);
 	hm_vk_buffer_free(e->vk, &e->twin_addrs);
+	hm_vk_pipeline_free(e->vk, &e->gather);
+	hm_vk_buffer_free(e->vk, &e->gather_descs);
+	free(e->span_gen);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
 	hm_vk_cmd_free(e->vk, &e->cmd_dispatch);
@@ -167,6 +172,9 @@ void hm_engine_free(struct hm_engine *e)
 	free(e->gens0);
 	free(e->gens1);
 	free(e->idxs);
+	free(e->uoff);
+	free(e->ug0);
+	free(e->ug1);
 	free(e->back);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
@@ -183,7 +191,9 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	if (!e || !s)
 		return -EINVAL;
 	size = hm_space_size(s);
-	if (hm_space_chunk_shift(s) != e->shift || guest_addr & (e->chunk - 1) || !size ||
+	/* the space's watch unit: the engine's chunk or finer, at most 64 a chunk */
+	if (hm_space_chunk_shift(s) > e->shift || e->shift - hm_space_chunk_shift(s) > 6 ||
+	    guest_addr & (e->chunk - 1) || !size || size & (e->chunk - 1) ||
 	    guest_addr + size < guest_addr || (guest_addr >> e->shift) + (size >> e->shift) >=
 	    (1ull << (64 - e->shift)))
 		return -EINVAL;
@@ -218,10 +228,17 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	sp->size = size;
 	sp->first_chunk = guest_addr >> e->shift;
 	sp->nr_chunks = nr;
+	sp->wshift = e->shift - hm_space_chunk_shift(s);
 	sp->ch = malloc(nr * sizeof(*sp->ch));
+	sp->ugen = malloc((nr << sp->wshift) * sizeof(*sp->ugen));
 	err = -ENOMEM;
-	if (!sp->ch)
+	if (!sp->ch || !sp->ugen) {
+		free(sp->ch);
+		free(sp->ugen);
+		sp->ch = NULL;
+		sp->ugen = NULL;
 		goto out_unlock;
+	}
 	for (uint64_t i = 0; i < nr; i++)
 		sp->ch[i] = (struct hm_chunk){ .mirror = HM_NO_MIRROR };
 	err = hm_espace_import(e, sp);
@@ -303,6 +320,8 @@ int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, en
 			c->advice = a;
 			if (a == HM_ADVICE_NEVER_MIRROR) {
 				hm_engine_drop_mirror(e, id, i);
+			} else if (c->flags & HM_CH_STALE) {
+				/* off the LRU lists: its class is read when published */
 			} else if (c->mirror != HM_NO_MIRROR) {
 				/* same mirror, new class */
 				uint8_t prio = hm_chunk_prio(e, c);
@@ -449,6 +468,7 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 		goto out_unlock;
 	if (e->p.test_before_dispatch)
 		e->p.test_before_dispatch(e->p.test_arg);
+	hm_table_flush(e->table);
 	t2 = hm_now_ns();
 	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push, shared);
 	t3 = hm_now_ns();
@@ -501,7 +521,7 @@ int hm_engine_harvest_now(struct hm_engine *e)
 
 int hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode)
 {
-	if (!e || mode > HM_TWIN_COPY)
+	if (!e || mode > HM_TWIN_GATHER)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	e->p.twin_mode = twin_mode(e->vk, mode);

@@ -19,12 +19,16 @@
 #define HM_CH_ARMED		(1u << 0) /* guard armed (until a harvest takes it: HM_CAP_HARVEST_TAKE) */
 #define HM_CH_PUBLISHED		(1u << 1) /* the table names the mirror */
 #define HM_CH_QUEUED		(1u << 2) /* on the want list */
+/* a read-mostly mirror a CPU write made stale: repointed home (rule 2),
+ * its slot kept off the LRU lists, refreshed in place by copying again only
+ * the watch units whose generation moved since it was published */
+#define HM_CH_STALE		(1u << 3)
 
 /* Mirror priority classes (eviction takes the lowest first). */
 enum hm_prio { HM_PRIO_NONE = 0, HM_PRIO_HOT = 1, HM_PRIO_READ_MOSTLY = 2, HM_PRIO_DEVICE = 3 };
 #define HM_NR_PRIO 4
 
-/* Per-chunk state of a space (20 bytes). */
+/* Per-chunk state of a space (24 bytes). */
 struct hm_chunk {
 	uint32_t mirror;        /* pool slot, HM_NO_MIRROR */
 	uint8_t advice;         /* enum hm_advice */
@@ -34,6 +38,7 @@ struct hm_chunk {
 	uint32_t hist_seq;
 	uint32_t window_start;
 	uint32_t backoff_until;
+	uint8_t raced;          /* dispatches whose every upload try was raced, since a publish */
 };
 
 struct hm_import_piece {
@@ -53,6 +58,11 @@ struct hm_espace {
 	uint64_t piece_bytes;
 	struct hm_chunk *ch;
 	uint64_t nr_armed;
+	/* the space's watch unit (its chunk) may be finer than the engine's
+	 * chunk: 1 << wshift units a chunk; ugen[u] is unit u's generation
+	 * when its chunk's mirror was last published (UINT64_MAX: unknown) */
+	unsigned wshift;
+	uint64_t *ugen;
 };
 
 /* One mirror slot of the pool: a mirror chunk and its twin. */
@@ -168,7 +178,10 @@ struct hm_engine {
 	uint64_t *cand;         /* candidates of this dispatch's upload */
 	uint32_t *cand_slot;
 	uint64_t *gens0, *gens1, *idxs;
+	size_t *uoff;           /* candidate i's units start at ug0/ug1[uoff[i]] */
 	size_t cap_cand;
+	uint64_t *ug0, *ug1;    /* generations of every unit of the candidates */
+	size_t cap_ug0, cap_ug1;
 	uint64_t *back;         /* marked mirrored chunks of this dispatch */
 	size_t nr_back, cap_back;
 	struct hm_vk_buffer descs, counts;  /* copy-back descriptors and byte counts */
@@ -177,6 +190,10 @@ struct hm_engine {
 	struct hm_vk_pipeline diff;
 	struct hm_vk_pipeline twin;     /* HM_TWIN_SHADER */
 	struct hm_vk_buffer twin_addrs; /* mirror addresses of an upload's candidates */
+	struct hm_vk_pipeline gather;   /* HM_TWIN_GATHER */
+	struct hm_vk_buffer gather_descs; /* (home, mirror) of an upload's candidates */
+	uint64_t *span_gen;             /* generations asked over spans with gaps */
+	size_t cap_span_gen;
 	VkQueryPool timestamps;         /* 2 queries around the caller's dispatch */
 	/* submitters created once (a command buffer + fence each, reset for
 	 * every submission): the caller's dispatch, uploads, copy-back */
@@ -236,6 +253,7 @@ uint32_t hm_pool_victim(struct hm_engine *e, uint8_t below_prio);
 /* upload.c */
 uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c);
 void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
+int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta);
 void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_harvest(struct hm_engine *e);
 int  hm_engine_upload(struct hm_engine *e);

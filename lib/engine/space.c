@@ -148,6 +148,7 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
 		e->st.import_pieces -= sp->nr_pieces;
 	free_pieces(e, sp);
 	free(sp->ch);
+	free(sp->ugen);
 	memset(sp, 0, sizeof(*sp));
 }
 

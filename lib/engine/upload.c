@@ -17,6 +17,7 @@
 
 #include "internal.h"
 #include "engine/twin.spv.h"
+#include "engine/gather.spv.h"
 
 static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk *c)
 {
@@ -47,7 +48,8 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
 {
 	struct hm_chunk *c = &e->spaces[space].ch[idx];
 
-	if (!e->mirrors || (c->flags & HM_CH_QUEUED) || c->mirror != HM_NO_MIRROR)
+	if (!e->mirrors || (c->flags & HM_CH_QUEUED) ||
+	    (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)))
 		return;
 	if (hm_grow((void **)&e->queue, &e->cap_queue, e->nr_queue + 1, sizeof(*e->queue)))
 		return;         /* not queued: wanted again later */
@@ -55,13 +57,27 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
 	c->flags |= HM_CH_QUEUED;
 }
 
+/*
+ * The table's device slots are written at the dispatch boundary
+ * (hm_table_flush() before the dispatch): a mirror dropped by the harvest
+ * and refreshed in place by the upload names the same slot again, so its
+ * two updates cost the device memory none.  Without memory to defer, at
+ * once.
+ */
+int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta)
+{
+	int err = hm_table_update_deferred(e->table, chunk, delta);
+
+	return err == -ENOMEM ? hm_table_update(e->table, chunk, delta) : err;
+}
+
 static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
 {
 	uint64_t guest = sp->guest + (idx << e->shift);
 
 	hm_window_note(e, sp - e->spaces, idx);
-	return hm_table_update(e->table, sp->first_chunk + idx,
-			       (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
+	return hm_engine_repoint(e, sp->first_chunk + idx,
+				 (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
 }
 
 /* Forget a chunk's mirror: the table names home again. */
@@ -74,11 +90,42 @@ void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
 		return;
 	if (c->flags & HM_CH_PUBLISHED)
 		repoint_home(e, sp, idx);
-	hm_pool_lru_del(e, c->mirror);
+	if (!(c->flags & HM_CH_STALE))
+		hm_pool_lru_del(e, c->mirror);
 	hm_pool_free_slot(e, c->mirror);
 	c->mirror = HM_NO_MIRROR;
-	c->flags &= ~HM_CH_PUBLISHED;
+	c->flags &= ~(HM_CH_PUBLISHED | HM_CH_STALE);
 }
+
+/* A read-mostly mirror the CPU wrote: home for now (rule 2), slot kept for
+ * its refresh in place. */
+static void stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c = &sp->ch[idx];
+
+	if (c->flags & HM_CH_PUBLISHED)
+		repoint_home(e, sp, idx);
+	hm_pool_lru_del(e, c->mirror);
+	c->flags = (c->flags & ~HM_CH_PUBLISHED) | HM_CH_STALE;
+}
+
+/*
+ * A guard drop of a mirror.  Read-mostly and prefer-device chunks were
+ * advised as data the device wants near: a write (most often to a
+ * neighbour of what the device reads, in the same chunk) makes them copy
+ * again, never stay home -- thrash control would otherwise blacklist a
+ * whole hierarchy whose bytes beside the hot ones the guest keeps writing
+ * (Documentation/performance.rst, "thrash control").  Chunks mirrored
+ * because they were measured hot back off after thrash_drops drops in
+ * thrash_window dispatches.
+ */
+static bool refreshable(const struct hm_chunk *c)
+{
+	return c->advice == HM_ADVICE_READ_MOSTLY || c->advice == HM_ADVICE_PREFER_DEVICE;
+}
+
+#define HM_HARVEST_MAX (1u << 20)       /* entries of the harvest buffer, at most */
 
 static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 {
@@ -93,6 +140,32 @@ static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 	}
 }
 
+/*
+ * Race control: a chunk the CPU wrote during its copy on every try of a
+ * dispatch, for the second time without a publish between, is not tried
+ * for the next 1, 3, 7, ... 63 dispatches (it stays home, read there); a
+ * publish forgets it.  This follows the chunk's own writes, never its
+ * neighbours' guard drops, so it cannot blacklist read-mostly data that is
+ * merely written beside.  One dispatch is not enough to back off: under
+ * the demo's pattern a chunk that lost its tries usually wins the next.
+ * Without it a writer that never stops made every dispatch copy the whole
+ * hierarchy three times for nothing (Documentation/performance.rst).
+ */
+#define HM_RACE_BACKOFF_MAX 6
+
+static void race_note(struct hm_engine *e, struct hm_chunk *c)
+{
+	unsigned k;
+
+	if (c->raced < UINT8_MAX)
+		c->raced++;
+	if (c->raced < 2)
+		return;
+	k = c->raced - 1u < HM_RACE_BACKOFF_MAX ? c->raced - 1u : HM_RACE_BACKOFF_MAX;
+	c->backoff_until = e->seq + (1u << k);
+	e->st.thrash_backoffs++;
+}
+
 int hm_engine_harvest(struct hm_engine *e)
 {
 	int err;
@@ -100,7 +173,6 @@ int hm_engine_harvest(struct hm_engine *e)
 	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
 		struct hm_espace *sp = &e->spaces[id];
 		bool more = true;
-
 		bool take;
 
 		if (!sp->used || !sp->nr_armed)
@@ -115,9 +187,24 @@ int hm_engine_harvest(struct hm_engine *e)
 				     hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
 			if (err)
 				return err;
+			/* a batch that did not hold it all: take more at once
+			 * next time (each call of the userspace backends moves
+			 * what is left of its list: H200, a writer that never
+			 * stops, ~1 M page units a dispatch in 4 Ki batches cost
+			 * 1.3 s a harvest) */
+			if (more && e->harvest_cap < HM_HARVEST_MAX) {
+				uint64_t *b = realloc(e->harvest_buf,
+						      2 * e->harvest_cap * sizeof(*b));
+
+				if (b) {
+					e->harvest_buf = b;
+					e->harvest_cap *= 2;
+				}
+			}
 			e->st.chunks_harvested += n;
 			for (size_t i = 0; i < n; i++) {
-				uint64_t idx = e->harvest_buf[i];
+				/* a watch unit; its chunk */
+				uint64_t idx = e->harvest_buf[i] >> sp->wshift;
 				struct hm_chunk *c;
 
 				if (idx >= sp->nr_chunks)
@@ -127,11 +214,16 @@ int hm_engine_harvest(struct hm_engine *e)
 					c->flags &= ~HM_CH_ARMED;
 					sp->nr_armed--;
 				}
-				if (c->mirror == HM_NO_MIRROR)
+				if (c->mirror == HM_NO_MIRROR || (c->flags & HM_CH_STALE))
 					continue;
-				hm_engine_drop_mirror(e, id, idx);
 				e->st.mirrors_dropped_by_guard++;
-				thrash_note(e, c);
+				if (refreshable(c)) {
+					stale_mirror(e, id, idx);
+					e->st.mirrors_refreshed++;
+				} else {
+					hm_engine_drop_mirror(e, id, idx);
+					thrash_note(e, c);
+				}
 				if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
 					hm_engine_queue(e, id, idx);
 			}
@@ -175,8 +267,8 @@ int hm_engine_republish(struct hm_engine *e)
 
 			if (c->flags & HM_CH_PUBLISHED)
 				continue;
-			err = hm_table_update(e->table, sp->first_chunk + m->idx,
-					      (int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			err = hm_engine_repoint(e, sp->first_chunk + m->idx,
+						(int64_t)(hm_pool_mirror_addr(e, id) - guest));
 			if (err)
 				return err;
 			c->flags |= HM_CH_PUBLISHED;
@@ -216,7 +308,7 @@ static int ensure_cand(struct hm_engine *e, size_t n)
 	while (cap < n)
 		cap *= 2;
 #define G(f) do { void *p = realloc(e->f, cap * sizeof(*e->f)); if (!p) return -ENOMEM; e->f = p; } while (0)
-	G(cand); G(cand_slot); G(gens0); G(gens1); G(idxs);
+	G(cand); G(cand_slot); G(gens0); G(gens1); G(idxs); G(uoff);
 #undef G
 	e->cap_cand = cap;
 	return 0;
@@ -243,8 +335,30 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 			continue;
 		c = &sp->ch[hm_ref_idx(r)];
 		prio = hm_chunk_prio(e, c);
-		if (prio == HM_PRIO_NONE || c->mirror != HM_NO_MIRROR) {
+		if (prio == HM_PRIO_NONE && (c->flags & HM_CH_STALE))
+			hm_engine_drop_mirror(e, hm_ref_space(r), hm_ref_idx(r));
+		if (prio == HM_PRIO_NONE || (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE))) {
 			c->flags &= ~HM_CH_QUEUED;
+			continue;
+		}
+		if (c->flags & HM_CH_STALE) {
+			/* its own slot: refreshed in place */
+			if ((int32_t)(c->backoff_until - e->seq) > 0 ||
+			    (e->p.max_upload_bytes && bytes + e->chunk > e->p.max_upload_bytes)) {
+				e->queue[keep++] = r;
+				continue;
+			}
+			err = ensure_cand(e, n + 1);
+			if (err) {
+				e->queue[keep++] = r;
+				err = 0;
+				continue;
+			}
+			c->flags &= ~HM_CH_QUEUED;
+			e->cand[n] = r;
+			e->cand_slot[n] = c->mirror;
+			n++;
+			bytes += e->chunk;
 			continue;
 		}
 		if ((int32_t)(c->backoff_until - e->seq) > 0 || prio <= blocked || err ||
@@ -290,8 +404,66 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 	return 0;       /* -ENOMEM above only shortens this dispatch's list */
 }
 
-/* Arm the guards of candidates not yet armed, then note generations. */
-static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
+/*
+ * Generations of every watch unit of the candidate chunks idxs[0..k) of
+ * one space (ascending) into ug (1 << sp->wshift a chunk, in order).
+ * Candidates are joined into spans across gaps of at most HM_GEN_GAP armed
+ * chunks, and each span is asked for in one hm_space_generations_range()
+ * call (the userspace backends: one PAGEMAP_SCAN): the workload's 6,900
+ * scattered candidates a dispatch cost a few calls, not thousands.  The
+ * gaps' generations are read and dropped; scanning an armed chunk keeps any
+ * write it finds for the next harvest (watch.h), so nothing is lost.
+ */
+#define HM_GEN_GAP 64
+
+static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t next)
+{
+	if (next - prev - 1 > HM_GEN_GAP)
+		return false;
+	for (uint64_t c = prev + 1; c < next; c++)
+		if (!(sp->ch[c].flags & HM_CH_ARMED))
+			return false;
+	return true;
+}
+
+static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs,
+			    size_t k, unsigned flags, uint64_t *ug)
+{
+	uint64_t per = 1ull << sp->wshift;
+	int err;
+
+	for (size_t i = 0, j; i < k; i = j) {
+		uint64_t from = idxs[i], len;
+
+		for (j = i + 1; j < k && gen_joinable(sp, idxs[j - 1], idxs[j]); j++)
+			;
+		len = idxs[j - 1] - from + 1;
+		if (len == j - i) {	/* no gap: straight into ug */
+			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
+							 ug + i * per);
+			if (err)
+				return err;
+			continue;
+		}
+		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, len * per,
+			      sizeof(*e->span_gen));
+		if (!err)
+			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
+							 e->span_gen);
+		if (err)
+			return err;
+		for (size_t t = i; t < j; t++)
+			memcpy(ug + t * per, e->span_gen + (idxs[t] - from) * per, per * sizeof(*ug));
+	}
+	return 0;
+}
+
+/* Arm the guards of candidates not yet armed, then note the generations of
+ * their units into ug (candidate i's at ug + e->uoff[i]).  Before the copy
+ * they may be noted with HM_GEN_DEFER (uffd-async: no scan; a write since
+ * the harvest's scan then moves the generation noted after the copy, and
+ * the candidate is discarded, as rule 3 wants): one scan a try, not two. */
+static int arm_and_note(struct hm_engine *e, size_t n, unsigned flags, uint64_t *ug)
 {
 	size_t i = 0;
 	int err;
@@ -299,26 +471,31 @@ static int arm_and_note(struct hm_engine *e, size_t n, uint64_t *gens)
 	while (i < n) {
 		uint32_t space = hm_ref_space(e->cand[i]);
 		struct hm_espace *sp = &e->spaces[space];
-		size_t j, k = 0;
+		size_t j = i, k = 0;
 
-		/* one arm call for the space's unarmed candidates */
-		for (j = i; j < n && hm_ref_space(e->cand[j]) == space; j++) {
-			uint64_t idx = hm_ref_idx(e->cand[j]);
+		while (j < n && hm_ref_space(e->cand[j]) == space) {
+			uint64_t idx = hm_ref_idx(e->cand[j]), run = 1;
 
-			if (!(sp->ch[idx].flags & HM_CH_ARMED))
-				e->idxs[k++] = idx;
-		}
-		if (k) {
-			err = hm_space_arm_chunks(sp->s, e->idxs, k);
+			e->idxs[k++] = idx;
+			j++;
+			if (sp->ch[idx].flags & HM_CH_ARMED)
+				continue;
+			/* one arm call for a run of consecutive unarmed chunks */
+			while (j < n && hm_ref_space(e->cand[j]) == space &&
+			       hm_ref_idx(e->cand[j]) == idx + run &&
+			       !(sp->ch[idx + run].flags & HM_CH_ARMED)) {
+				e->idxs[k++] = idx + run;
+				run++;
+				j++;
+			}
+			err = hm_space_arm(sp->s, idx << sp->wshift, run << sp->wshift);
 			if (err)
 				return err;
-			for (size_t r = 0; r < k; r++)
-				sp->ch[e->idxs[r]].flags |= HM_CH_ARMED;
-			sp->nr_armed += k;
+			for (uint64_t r = 0; r < run; r++)
+				sp->ch[idx + r].flags |= HM_CH_ARMED;
+			sp->nr_armed += run;
 		}
-		for (k = 0, j = i; j < n && hm_ref_space(e->cand[j]) == space; j++)
-			e->idxs[k++] = hm_ref_idx(e->cand[j]);
-		err = hm_space_generations(sp->s, e->idxs, k, gens + i);
+		err = note_generations(e, sp, e->idxs, k, flags, ug + e->uoff[i]);
 		if (err)
 			return err;
 		i = j;
@@ -355,8 +532,100 @@ static void add_region(VkBufferCopy *reg, size_t *k, uint64_t so, uint64_t dof, 
 
 int hm_engine_twin_init(struct hm_engine *e)
 {
-	return hm_vk_pipeline_new(e->vk, hm_twin_spv, sizeof(hm_twin_spv) / 4, "main", 24,
-				  &e->twin);
+	int err = hm_vk_pipeline_new(e->vk, hm_twin_spv, sizeof(hm_twin_spv) / 4, "main", 24,
+				     &e->twin);
+
+	if (!err)
+		err = hm_vk_pipeline_new(e->vk, hm_gather_spv, sizeof(hm_gather_spv) / 4, "main",
+					 24, &e->gather);
+	return err;
+}
+
+#define HM_GATHER_BLOCK_MAX (4u << 10)  /* bytes one workgroup of gather.comp copies */
+
+/*
+ * The watch units of candidate i to copy: all of a new mirror's; of a stale
+ * one's, those whose generation moved since it was published (the others
+ * still hold, in mirror and twin, what home holds: no CPU write reached
+ * them, or their generation would have moved).
+ */
+static bool unit_wanted(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
+			uint64_t idx, uint64_t u)
+{
+	uint64_t unit = (idx << sp->wshift) + u;
+
+	if (!(sp->ch[idx].flags & HM_CH_STALE))
+		return true;
+	return e->ug0[e->uoff[i] + u] != sp->ugen[unit];
+}
+
+/* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */
+static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
+{
+	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
+	struct {
+		uint64_t descs, twin_off;
+		uint32_t block_bytes, first;
+	} push = { 0, hm_pool_twin_offset(e), 0, 0 };
+	uint64_t unit = e->chunk, *d, t0;
+	size_t nd = 0, cap = 0;
+	VkCommandBuffer cb;
+	int err;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+		cap += 1ull << sp->wshift;
+		if ((e->chunk >> sp->wshift) < unit)
+			unit = e->chunk >> sp->wshift;
+	}
+	if (e->gather_descs.size < cap * 16) {
+		size_t c = 256;
+
+		while (c < cap)
+			c *= 2;
+		hm_vk_buffer_free(e->vk, &e->gather_descs);
+		err = hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &e->gather_descs);
+		if (err)
+			return err;
+	}
+	/* one descriptor a unit of the finest space among the candidates */
+	d = e->gather_descs.map;
+	for (size_t i = 0; i < n; i++) {
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
+		uint64_t home = hm_espace_home_addr(e, sp, idx);
+		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
+
+		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+			if (!unit_wanted(e, i, sp, idx, u))
+				continue;
+			for (uint64_t o = 0; o < su; o += unit) {
+				d[2 * nd] = home + u * su + o;
+				d[2 * nd + 1] = mirror + u * su + o;
+				nd++;
+			}
+		}
+	}
+	*ret_bytes = nd * unit;
+	if (!nd)
+		return 0;
+	push.descs = e->gather_descs.addr;
+	push.block_bytes = unit < HM_GATHER_BLOCK_MAX ? unit : HM_GATHER_BLOCK_MAX;
+	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
+	if (err)
+		return err;
+	for (size_t first = 0; first < nd; first += max_y) {
+		push.first = first;
+		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push), unit / push.block_bytes,
+				   nd - first < max_y ? nd - first : max_y, 1);
+		e->st.upload_regions++;         /* one gather dispatch */
+	}
+	hm_vk_cmd_barrier(cb);
+	t0 = hm_now_ns();
+	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
+	e->st.ns_upload_copy += hm_now_ns() - t0;
+	return err;
 }
 
 /* home -> mirror copies of candidates [i, end), regions merged where contiguous */
@@ -395,7 +664,7 @@ static void record_uploads(struct hm_engine *e, VkCommandBuffer cb, VkBufferCopy
  * HM_TWIN_COPY: every home -> mirror copy, a transfer barrier, then every
  * mirror -> twin copy.  One command buffer, one wait, either way.
  */
-static int copy_candidates(struct hm_engine *e, size_t n)
+static int copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 {
 	uint64_t twin = hm_pool_twin_offset(e);
 	bool shader = e->p.twin_mode != HM_TWIN_COPY && e->twin.pipe;
@@ -403,6 +672,11 @@ static int copy_candidates(struct hm_engine *e, size_t n)
 	VkCommandBuffer cb;
 	uint64_t t0;
 	int err;
+
+	if (e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe)
+		return gather_candidates(e, n, ret_bytes);
+	/* whole chunks (a stale mirror's too: always right) */
+	*ret_bytes = n * e->chunk;
 
 	if (shader && e->twin_addrs.size < n * 8) {
 		size_t cap = 256;
@@ -492,80 +766,146 @@ out_free:
 	return err;
 }
 
-int hm_engine_upload(struct hm_engine *e)
+/*
+ * Candidate i's units: all clean when noted, none moved during the copy.
+ * *ret_rearm: a unit answered odd before or after the copy (kmod: written
+ * since it was armed), so the next try must re-arm it first (watch.h's
+ * rule-3 recipe) or it would be discarded once more for nothing.
+ */
+static bool cand_clean(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
+		       bool *ret_rearm)
 {
-	size_t n = 0;
+	size_t o = e->uoff[i];
+	bool clean = true, odd = false;
+
+	*ret_rearm = false;
+	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+		if (!HM_GEN_CLEAN(e->ug0[o + u]))
+			odd = true;
+		if (!HM_GEN_CLEAN(e->ug1[o + u]))
+			*ret_rearm = true;
+		if (e->ug0[o + u] != e->ug1[o + u])
+			clean = false;
+	}
+	*ret_rearm |= odd;
+	return clean && !odd;
+}
+
+/* A candidate that is not published: a new one's slot goes back, a stale
+ * one keeps its slot and is wanted again. */
+static void cand_unwind(struct hm_engine *e, size_t i)
+{
+	uint32_t space = hm_ref_space(e->cand[i]);
+	uint64_t idx = hm_ref_idx(e->cand[i]);
+	struct hm_chunk *c = &e->spaces[space].ch[idx];
+
+	if (!(c->flags & HM_CH_STALE)) {
+		c->mirror = HM_NO_MIRROR;
+		hm_pool_free_slot(e, e->cand_slot[i]);
+	}
+	hm_engine_queue(e, space, idx);
+}
+
+static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
+{
+	size_t n = 0, units = 0, nf = 0;
+	uint64_t bytes = 0;
 	int err;
 
-	if (!e->mirrors || !e->nr_queue)
-		return 0;
+	*ret_discarded = 0;
 	err = select_candidates(e, &n);
 	if (err || !n)
 		return err;
 	/* sort by (space, idx): one generations call per space and copies that
 	 * group by home piece; the slot follows its chunk */
 	{
-		uint64_t *pairs = malloc(2 * n * sizeof(*pairs));
+		uint64_t *pairs = malloc(3 * n * sizeof(*pairs)), *fresh = pairs + 2 * n;
 
 		if (!pairs) {
-			err = -ENOMEM;
-			goto out_unwind;
+			for (size_t i = 0; i < n; i++)
+				cand_unwind(e, i);
+			return -ENOMEM;
 		}
 		for (size_t i = 0; i < n; i++) {
 			pairs[2 * i] = e->cand[i];
 			pairs[2 * i + 1] = e->cand_slot[i];
 		}
 		qsort(pairs, n, 2 * sizeof(*pairs), cmp_cand);
-		for (size_t i = 0; i < n; i++)
-			e->cand[i] = pairs[2 * i];
-		/* the slots too, ascending: consecutive chunks land in
-		 * consecutive slots whatever order the free list gave them in,
-		 * so their copies merge into few regions */
-		for (size_t i = 0; i < n; i++)
-			pairs[i] = pairs[2 * i + 1];
-		qsort(pairs, n, sizeof(*pairs), cmp_cand_slot);
 		for (size_t i = 0; i < n; i++) {
-			struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+			const struct hm_espace *sp = &e->spaces[hm_ref_space(pairs[2 * i])];
 
-			e->cand_slot[i] = pairs[i];
-			sp->ch[hm_ref_idx(e->cand[i])].mirror = pairs[i];
+			e->cand[i] = pairs[2 * i];
+			e->cand_slot[i] = pairs[2 * i + 1];
+			e->uoff[i] = units;
+			units += 1ull << sp->wshift;
+			if (!(sp->ch[hm_ref_idx(e->cand[i])].flags & HM_CH_STALE))
+				fresh[nf++] = e->cand_slot[i];
+		}
+		/* the new mirrors' slots, ascending: consecutive chunks land in
+		 * consecutive slots whatever order the free list gave them in,
+		 * so their copies merge into few regions (a stale mirror keeps
+		 * its slot: its clean units are there) */
+		qsort(fresh, nf, sizeof(*fresh), cmp_cand_slot);
+		for (size_t i = 0, f = 0; i < n; i++) {
+			struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+			struct hm_chunk *c = &sp->ch[hm_ref_idx(e->cand[i])];
+
+			if (c->flags & HM_CH_STALE)
+				continue;
+			e->cand_slot[i] = fresh[f++];
+			c->mirror = e->cand_slot[i];
 		}
 		free(pairs);
 	}
-	err = arm_and_note(e, n, e->gens0);
-	if (err)
-		goto out_unwind;
-	err = copy_candidates(e, n);
+	err = hm_grow((void **)&e->ug0, &e->cap_ug0, units, sizeof(*e->ug0));
+	if (!err)
+		err = hm_grow((void **)&e->ug1, &e->cap_ug1, units, sizeof(*e->ug1));
+	if (!err)
+		err = arm_and_note(e, n, HM_GEN_DEFER, e->ug0);
+	if (!err)
+		err = copy_candidates(e, n, &bytes);
 	if (err)
 		goto out_unwind;
 	if (e->p.test_after_upload_copy)
 		e->p.test_after_upload_copy(e->p.test_arg);
-	err = arm_and_note(e, n, e->gens1);
+	err = arm_and_note(e, n, 0, e->ug1);
 	if (err)
 		goto out_unwind;
+	e->st.upload_bytes += bytes;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t space = hm_ref_space(e->cand[i]);
 		uint64_t idx = hm_ref_idx(e->cand[i]);
 		struct hm_espace *sp = &e->spaces[space];
 		struct hm_chunk *c = &sp->ch[idx];
 		uint64_t guest = sp->guest + (idx << e->shift);
+		bool rearm;
 
-		if (e->gens0[i] != e->gens1[i]) {
-			/* written while copying: stays home for this dispatch */
-			c->mirror = HM_NO_MIRROR;
-			hm_pool_free_slot(e, e->cand_slot[i]);
+		if (!cand_clean(e, i, sp, &rearm)) {
+			/* written while copying (or, kmod, since it was armed
+			 * and not re-armed): stays home for now; the next try
+			 * re-arms it first where the backend needs it */
+			if (rearm && (c->flags & HM_CH_ARMED)) {
+				c->flags &= ~HM_CH_ARMED;
+				sp->nr_armed--;
+			}
 			e->st.uploads_discarded++;
-			hm_engine_queue(e, space, idx);
+			(*ret_discarded)++;
+			if (last)
+				race_note(e, c);
+			cand_unwind(e, i);
 			continue;
 		}
-		err = hm_table_update(e->table, sp->first_chunk + idx,
-				      (int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
+		err = hm_engine_repoint(e, sp->first_chunk + idx,
+					(int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
 		if (err) {
-			c->mirror = HM_NO_MIRROR;
-			hm_pool_free_slot(e, e->cand_slot[i]);
+			cand_unwind(e, i);
 			continue;
 		}
-		c->flags |= HM_CH_PUBLISHED;
+		/* what every unit of the mirror now holds */
+		memcpy(sp->ugen + (idx << sp->wshift), e->ug1 + e->uoff[i],
+		       sizeof(*sp->ugen) << sp->wshift);
+		c->flags = (c->flags & ~HM_CH_STALE) | HM_CH_PUBLISHED;
+		c->raced = 0;
 		hm_window_note(e, space, idx);
 		{
 			uint8_t prio = hm_chunk_prio(e, c);
@@ -574,18 +914,38 @@ int hm_engine_upload(struct hm_engine *e)
 					prio == HM_PRIO_NONE ? HM_PRIO_HOT : prio);
 		}
 		e->st.uploads++;
-		e->st.upload_bytes += e->chunk;
 	}
 	return 0;
 
 out_unwind:
-	/* nothing was published: give every candidate's slot back */
-	for (size_t i = 0; i < n; i++) {
-		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
-
-		sp->ch[hm_ref_idx(e->cand[i])].mirror = HM_NO_MIRROR;
-		hm_pool_free_slot(e, e->cand_slot[i]);
-		hm_engine_queue(e, hm_ref_space(e->cand[i]), hm_ref_idx(e->cand[i]));
-	}
+	/* nothing was published */
+	for (size_t i = 0; i < n; i++)
+		cand_unwind(e, i);
 	return err;
+}
+
+/*
+ * A candidate written while it was copied stays home (rule 3); it is tried
+ * again at once, with the others written meanwhile, up to HM_UPLOAD_RETRIES
+ * times: the next copy holds only those, so its window is short, and a
+ * guest that writes in bursts (the demo's does, as the dispatch starts) has
+ * usually moved on.  Without the retries such chunks waited for the next
+ * dispatch and met the next burst.
+ */
+#define HM_UPLOAD_RETRIES 2
+
+int hm_engine_upload(struct hm_engine *e)
+{
+	size_t discarded;
+	int err;
+
+	if (!e->mirrors || !e->nr_queue)
+		return 0;
+	for (unsigned t = 0; t <= HM_UPLOAD_RETRIES; t++) {
+		err = upload_once(e, t == HM_UPLOAD_RETRIES, &discarded);
+		if (err || !discarded || !e->nr_queue)
+			return err;
+		e->st.upload_retries++;
+	}
+	return 0;
 }

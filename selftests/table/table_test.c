@@ -133,6 +133,44 @@ TEST(insert_update_remove)
 	tbl_free(&b);
 }
 
+/* Deferred updates: the host copy at once, the device slots at the flush,
+ * only where the delta differs from what the device held. */
+TEST(update_deferred_and_flush)
+{
+	struct hm_table_slot *dev_slots;
+	struct tbl b;
+	uint32_t s7, s9;
+	uint64_t dev;
+
+	ASSERT_EQ(0, tbl_new(&b, 64, 12));
+	dev_slots = b.mem;
+	ASSERT_EQ(-ENOENT, hm_table_update_deferred(b.t, 7, 1));
+	ASSERT_EQ(0, hm_table_insert(b.t, 7, 100, &s7));
+	ASSERT_EQ(0, hm_table_insert(b.t, 9, 200, &s9));
+	ASSERT_EQ(0, hm_table_update_deferred(b.t, 7, 300));
+	ASSERT_EQ(0, hm_table_lookup(b.t, 7ull << 12, &dev, NULL));
+	EXPECT_EQ(dev, (7ull << 12) + 300);		/* the host copy: now */
+	EXPECT_EQ(100, dev_slots[s7].delta);		/* the device: not yet */
+	/* 9 repointed and back: nothing to write */
+	ASSERT_EQ(0, hm_table_update_deferred(b.t, 9, 1));
+	ASSERT_EQ(0, hm_table_update_deferred(b.t, 9, 200));
+	EXPECT_EQ(1, hm_table_flush(b.t));
+	EXPECT_EQ(300, dev_slots[s7].delta);
+	EXPECT_EQ(200, dev_slots[s9].delta);
+	EXPECT_EQ(0, hm_table_flush(b.t));
+	/* an immediate update or a remove after a deferred one wins; the flush
+	 * leaves the device as they left it */
+	ASSERT_EQ(0, hm_table_update_deferred(b.t, 7, 400));
+	ASSERT_EQ(0, hm_table_update(b.t, 7, 100));
+	ASSERT_EQ(0, hm_table_update_deferred(b.t, 9, 500));
+	ASSERT_EQ(0, hm_table_remove(b.t, 9));
+	hm_table_flush(b.t);
+	EXPECT_EQ(100, dev_slots[s7].delta);
+	EXPECT_EQ(HM_TABLE_EMPTY_CHUNK, dev_slots[s9].chunk);
+	EXPECT_TRUE(tbl_guard_intact(&b));
+	tbl_free(&b);
+}
+
 TEST(bad_arguments)
 {
 	struct hm_table *t = (void *)1;

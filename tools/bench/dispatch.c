@@ -216,7 +216,8 @@ out:
 	return r;
 }
 
-static pid_t spawn_daemon(const char *sock)
+/* hmirrord beside this program on a private socket (workload.c too) */
+pid_t bench_spawn_daemon(const char *sock)
 {
 	char path[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 16);
@@ -283,7 +284,7 @@ int bench_dispatch(int argc, char **argv)
 
 	if (!sock || hm_client_connect(sock, &cl) < 0) {
 		snprintf(priv, sizeof(priv), "/tmp/hmirror-bench.%d.sock", (int)getpid());
-		daemon = spawn_daemon(priv);
+		daemon = bench_spawn_daemon(priv);
 		if (daemon <= 0) {
 			fprintf(stderr, "bench dispatch: could not start hmirrord\n");
 			return 1;

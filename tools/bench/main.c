@@ -13,6 +13,7 @@ int bench_guards(int argc, char **argv) __attribute__((weak));
 int bench_lookup(int argc, char **argv) __attribute__((weak));
 int bench_mirror(int argc, char **argv) __attribute__((weak));
 int bench_dispatch(int argc, char **argv) __attribute__((weak));
+int bench_workload(int argc, char **argv) __attribute__((weak));
 
 struct bench_cmd {
 	const char *name;
@@ -25,6 +26,7 @@ static const struct bench_cmd cmds[] = {
 	{ "lookup", bench_lookup, "device-table lookup helper against a baseline" },
 	{ "mirror", bench_mirror, "device accesses through mirrors vs. home pages" },
 	{ "dispatch", bench_dispatch, "end-to-end dispatch cost through the engine" },
+	{ "workload", bench_workload, "the demo's job in every mode: ideal, buffer cache, UVM, ours" },
 };
 
 #define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))

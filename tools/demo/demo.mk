@@ -23,20 +23,34 @@ $(B)/gen/demo/traverse.spv: tools/demo/traverse.comp tools/demo/spv-import.py | 
 $(B)/gen/demo/traverse_linked.spv: $(B)/gen/demo/traverse.spv $(HM_LOOKUP_SPV)
 	$(SPIRV_LINK) --target-env vulkan1.2 -o $@ $^
 	$(SPIRV_VAL) --target-env vulkan1.2 $@
+# $(demo_spv_header) FILE.spv ARRAY: a C header holding the words
+demo_spv_header = python3 -c 'import sys, struct; d = open(sys.argv[1], "rb").read(); \
+		w = struct.unpack("<%dI" % (len(d) // 4), d); \
+		print("/* generated from %s */\n\#include <stdint.h>\nstatic const uint32_t %s[] = {" % (sys.argv[1], sys.argv[2])); \
+		[print("\t" + ", ".join("0x%08x" % x for x in w[i:i + 8]) + ",") for i in range(0, len(w), 8)]; \
+		print("};")'
 $(B)/include/demo/traverse.spv.h: $(B)/gen/demo/traverse_linked.spv
 	@mkdir -p $(dir $@)
-	python3 -c 'import sys, struct; d = open(sys.argv[1], "rb").read(); \
-		w = struct.unpack("<%dI" % (len(d) // 4), d); \
-		print("/* generated from %s */\n#include <stdint.h>\nstatic const uint32_t hm_demo_traverse_spv[] = {" % sys.argv[1]); \
-		[print("\t" + ", ".join("0x%08x" % x for x in w[i:i + 8]) + ",") for i in range(0, len(w), 8)]; \
-		print("};")' $< > $@
+	$(demo_spv_header) $< hm_demo_traverse_spv > $@
+
+# the same walk with raw device addresses, no helper (hmirror-bench
+# workload: ideal, buffer-cache)
+$(B)/gen/demo/traverse_raw.spv: tools/demo/traverse.comp | $(DEPS)
+	@mkdir -p $(dir $@)
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet -DHM_RAW -o $@ $<
+	$(SPIRV_VAL) --target-env vulkan1.2 $@
+$(B)/include/demo/traverse_raw.spv.h: $(B)/gen/demo/traverse_raw.spv
+	@mkdir -p $(dir $@)
+	$(demo_spv_header) $< hm_demo_traverse_raw_spv > $@
 
 $(O)/tools/demo/demo.o: $(B)/include/demo/traverse.spv.h
 
 BIN += $(B)/bin/hmirror-demo
-$(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(CLIENT_OBJS) $$(sort $$(WATCH_OBJS))
+$(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(O)/tools/demo/scene.o $(CLIENT_OBJS) \
+		$$(sort $$(WATCH_OBJS))
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(O)/tools/demo/demo.o $(CLIENT_OBJS) $(sort $(WATCH_OBJS)) \
+	$(CC) -o $@ $(O)/tools/demo/demo.o $(O)/tools/demo/scene.o $(CLIENT_OBJS) \
+		$(sort $(WATCH_OBJS)) \
 		$(LDFLAGS) $(WATCH_LIBS)
 
 DEMO_ARGS ?=

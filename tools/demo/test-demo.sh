@@ -13,13 +13,13 @@ sock=$dir/sock
 
 if [ -e /dev/hmirror ]; then
 	backend=kmod
-	args="--size 2 --rays 64 --dispatches 2 --mods 16"
+	args="--size 2 --rays 64 --dispatches 2 --mods 16 --hits-advice 2"
 	# lavapipe under TCG: the first dispatch takes ~30 s; with the module
 	# the daemon subscribes to its netlink events
 	dargs="--timeout 300"
 else
 	backend=uffd-async
-	args="--small"
+	args="--small --hits-advice 2"
 	dargs=--no-netlink
 fi
 echo "TAP version 13"

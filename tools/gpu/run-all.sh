@@ -14,7 +14,16 @@
 #                                 .oldd/hmirrord (an earlier build) and ours
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
 #                                 tools/demo/measure.sh (dispatch bench, demo)
-# Carried: .gl (Vulkan loader debs), .cuda (cuda_anchors.cu from shared/tools,
+#   tools/gpu/run-all.sh workload CUDA anchors + hmirror-bench workload, every
+#                                 mode side by side (the CUDA ones from
+#                                 build/bin/hmirror-bench-uvm.so: make
+#                                 bench-uvm here first), WL_ROUNDS rounds
+#                                 (3), WL_ARGS added; with .old/hmirror-bench
+#                                 (+ .old/hmirrord) carried, one round of its
+#                                 engine modes first (the build before a
+#                                 change); WL_EXTRA: more runs, one a line
+#                                 (label: args), e.g. other chunk sizes
+# Carried: .gl (Vulkan loader debs; fetch them as the device README says), .cuda (cuda_anchors.cu from shared/tools,
 # never part of the project), .gpulibs (liburing, libnl-genl: the image lacks
 # them), build/bin and build/share prebuilt here.  Every result is packed
 # into $OUT/results.tgz (the device returns at most 8 files).
@@ -23,8 +32,17 @@ mode=${1:-engine}
 cd "$(dirname "$0")/../.." || exit 1
 res=/tmp/hmirror-results/$mode
 mkdir -p "$res"
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
+# the Vulkan loader from the carried debs, where the image has none
+if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+	for f in .gl/*.deb; do dpkg -x "$f" /; done
+	ldconfig
+fi
+if [ -z "${VK_DRIVER_FILES:-}" ]; then
+	for j in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json \
+		 /usr/share/vulkan/icd.d/nvidia_icd.json /etc/vulkan/icd.d/nvidia_icd.json; do
+		if [ -f "$j" ]; then export VK_DRIVER_FILES=$j; break; fi
+	done
+fi
 export LD_LIBRARY_PATH=$PWD/.gpulibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export HMIRROR_DEVICE=${HMIRROR_DEVICE:-NVIDIA}
 pack() { tar czf "$OUT/results-$mode.tgz" -C /tmp/hmirror-results "$mode"; }
@@ -51,6 +69,34 @@ d969a)
 	;;
 dispatch-ab)
 	ONLY=dispatch-ab OLD_HMIRRORD=${OLD_HMIRRORD:-.oldd/hmirrord} OUT=$res bash tools/gpu/h200.sh
+	;;
+workload)
+	# every run's limit is cut to what is left of WL_BUDGET seconds (540)
+	wl() {	# wl LABEL WANTED_S BINARY ARGS...: one run, JSON lines + its log
+		local label=$1 want=$2 bin=$3 left
+		shift 3
+		left=$(( ${WL_BUDGET:-540} - SECONDS - 15 ))
+		[ "$left" -lt "$want" ] && want=$left
+		if [ "$want" -lt 30 ]; then echo "== workload $label: no time left"; return; fi
+		echo "== workload $label (${want} s at most): $*"
+		timeout --foreground -s INT -k 20 "$want" "$bin" workload --json --timeline \
+			"$@" > "$res/workload-$label.jsonl" 2> "$res/workload-$label.log"
+		echo "exit $?"
+		grep -v '^  ' "$res/workload-$label.log" | tail -n 14
+	}
+	wl after 420 build/bin/hmirror-bench --rounds "${WL_ROUNDS:-3}" \
+		--plot "$res/workload.png" ${WL_ARGS:-}
+	if [ -x .old/hmirror-bench ]; then
+		wl before 150 .old/hmirror-bench --modes ideal,hmirror,hmirror-daemon \
+			--rounds 1 ${WL_ARGS:-}
+	fi
+	printf '%s\n' "${WL_EXTRA:-}" | while IFS=: read -r label args; do
+		[ -n "$label" ] || continue
+		# shellcheck disable=SC2086
+		wl "$label" 150 build/bin/hmirror-bench $args
+	done
+	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+		--format=csv > "$res/nvidia-smi.txt" 2>&1
 	;;
 daemon)
 	timeout 150 build/bin/hmirror-bench guards --backend uffd-async,uffd-sync,mprotect \

@@ -92,9 +92,10 @@ struct hm_engine_params {
 
 /* How an upload fills the twins (hm_engine_params.twin_mode) */
 enum hm_twin_mode {
-	HM_TWIN_AUTO = 0,       /* SHADER on a GPU, COPY on a CPU device (lavapipe) */
+	HM_TWIN_AUTO = 0,       /* GATHER on a GPU, COPY on a CPU device (lavapipe) */
 	HM_TWIN_SHADER,         /* a copy shader per batch, overlapping the next batch's upload */
 	HM_TWIN_COPY,           /* vkCmdCopyBuffer mirror -> twin after all uploads */
+	HM_TWIN_GATHER,         /* one shader reads home, writes mirror and twin (no copy regions) */
 };
 
 /* hm_engine_dispatch() flags */
@@ -260,6 +261,10 @@ struct hm_engine_stats {
 	bool window_sparse;             /* the window is bound sparse */
 	uint64_t tier_switches;         /* pipelines switched to tier two */
 	uint64_t tier_one_skipped;      /* built speculative at once (cached) */
+	/* mirrors a CPU write hit that were copied again in place (thrash
+	 * control's choice for read-mostly chunks) instead of dropped */
+	uint64_t mirrors_refreshed;
+	uint64_t upload_retries;        /* copies again of candidates written during theirs */
 	uint32_t table_nr_home;
 	bool table_device_local;
 	bool marks_imported;

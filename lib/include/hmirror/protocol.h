@@ -200,8 +200,25 @@ enum hm_engine_stat {
 	HM_ESTAT_MIRRORS_DROPPED,
 	HM_ESTAT_BYTES_UPLOADED,
 	HM_ESTAT_BYTES_COPIED_HOME,
+	/* appended: a reply's nr_engine says how many a daemon sends */
 	HM_ESTAT_TIER_SWITCHES,		/* pipelines switched to tier two */
 	HM_ESTAT_TIER_ONE_SKIPPED,	/* built speculative at once */
+	HM_ESTAT_UPLOADS,		/* chunks copied home -> mirror */
+	HM_ESTAT_UPLOADS_DISCARDED,		/* written during their copy: left home */
+	HM_ESTAT_MIRRORS_EVICTED,		/* over budget, for a chunk of a higher class */
+	HM_ESTAT_THRASH_BACKOFFS,		/* chunks left home a while: dropped too often */
+	HM_ESTAT_BUDGET_REFUSALS,		/* wanted chunks left home: budget full */
+	HM_ESTAT_REFRESHES,		/* written mirrors copied again in place */
+	HM_ESTAT_MARKS_SCANNED,		/* marked slots seen after dispatches */
+	HM_ESTAT_CHUNKS_COPIED_HOME,		/* marked mirrored chunks diffed */
+	HM_ESTAT_NS_HARVEST,		/* engine phase times, ns summed over dispatches */
+	HM_ESTAT_NS_UPLOAD,
+	HM_ESTAT_NS_UPLOAD_COPY,
+	HM_ESTAT_NS_DISPATCH,
+	HM_ESTAT_NS_DISPATCH_GPU,
+	HM_ESTAT_NS_MARKS,
+	HM_ESTAT_NS_COPY_BACK,
+	HM_ESTAT_NS_TOTAL,
 	HM_ESTAT_NR
 };
 

@@ -93,6 +93,14 @@ void    *hm_table_slots_mem(const struct hm_table *t);
 int  hm_table_insert(struct hm_table *t, uint64_t chunk, int64_t delta, uint32_t *ret_slot);
 /* Repoint a mapped chunk (home import <-> mirror). -ENOENT if not mapped. */
 int  hm_table_update(struct hm_table *t, uint64_t chunk, int64_t delta);
+/* Repoint a mapped chunk in the host copy now and in the device slots at
+ * the next hm_table_flush(): a chunk repointed and back again before it
+ * (a mirror dropped by a CPU write and refreshed in place) costs the device
+ * memory no write.  -ENOENT if not mapped; -ENOMEM. */
+int  hm_table_update_deferred(struct hm_table *t, uint64_t chunk, int64_t delta);
+/* Write the deferred updates whose delta differs from what the device
+ * held; the count written.  Call before the device reads the table. */
+uint64_t hm_table_flush(struct hm_table *t);
 /* Insert or update. */
 int  hm_table_set(struct hm_table *t, uint64_t chunk, int64_t delta, uint32_t *ret_slot);
 /* Unmap a chunk. -ENOENT if not mapped. */

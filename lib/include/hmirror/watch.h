@@ -161,6 +161,19 @@ int  hm_space_harvest_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 int  hm_space_generation(struct hm_space *s, uint64_t chunk, uint64_t *ret_gen);
 int  hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
 			  uint64_t *ret_gens);
+/* the generations of chunks [first, first+count) into ret_gens[0..count), in
+   one pass (one scan of the range on the userspace backends, whatever the
+   number of chunks): what hm_space_generations() answers for the same
+   chunks.  -EINVAL: count 0 or an unknown flag; -ERANGE: the range leaves
+   the space. */
+int  hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
+				unsigned flags, uint64_t *ret_gens);
+/* flags: answer from what the space knows, without asking the kernel where
+   the backend can (uffd-async: no scan).  A write this call misses still
+   moves the generation that the next call without the flag answers, so
+   rule 3 may note g0 with it, never the value checked after the copy
+   (where the kernel must be asked, the flag changes nothing). */
+#define HM_GEN_DEFER	(1u << 0)
 /* fd that polls readable when an armed chunk was written since the last
    harvest (may be -EOPNOTSUPP for a backend; document).  Owned by the
    space: do not close it. */

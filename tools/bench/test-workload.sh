@@ -1,0 +1,44 @@
+#!/bin/sh
+# SPDX-License-Identifier: GPL-2.0
+# test-workload: hmirror-bench workload, every mode but the CUDA ones, at a
+# small size on the device at hand (lavapipe in make check), with the
+# validation layer (TAP).  A mode passes when it ran every dispatch and every
+# hit and every CPU write came out as the CPU reference says.
+set -u
+bin=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-test-workload.XXXXXX")
+trap 'rm -rf "$dir"' EXIT INT TERM
+modes="ideal zero-copy buffer-cache hmirror hmirror-daemon"
+echo "TAP version 13"
+echo "1..6"
+HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} "$bin/hmirror-bench" workload \
+	--modes "$(echo $modes | tr ' ' ,)" --size 4 --rays 2048 --dispatches 4 \
+	--rounds 1 --json ${HMIRROR_WORKLOAD_ARGS:-} >"$dir/out" 2>"$dir/err"
+rc=$?
+sed 's/^/# /' "$dir/err" | tail -n 12
+fail=0
+i=0
+for m in $modes; do
+	i=$((i + 1))
+	line=$(grep "\"mode\":\"$m\"" "$dir/out")
+	case "$line" in
+	*'"ran":true'*'"done":4,'*'"mismatches":0,"lost_writes":0'*)
+		echo "ok $i workload.$m" ;;
+	*)
+		echo "# $line" | cut -c1-400
+		echo "not ok $i workload.$m"
+		fail=1 ;;
+	esac
+done
+summary=$(grep '"summary":true' "$dir/out")
+case "$summary" in
+*'"validation_messages":0,"all_verified":true'*)
+	[ $rc -eq 0 ] && echo "ok 6 workload.summary" ||
+		{ echo "not ok 6 workload.summary # exit $rc"; fail=1; } ;;
+*)
+	echo "# $summary"
+	echo "not ok 6 workload.summary # exit $rc"
+	fail=1 ;;
+esac
+[ $fail -eq 0 ] && echo "# 6 passed, 0 failed" || echo "# some failed"
+exit $fail
