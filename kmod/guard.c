@@ -82,6 +82,7 @@ static void hmirror_guard_record(struct hmirror_space *s, u64 chunk)
 		hmirror_gen_bump(s, chunk);
 }
 
+#ifdef HAVE_APPLY_TO_EXISTING_PAGE_RANGE
 struct hmirror_open_walk {
 	struct vm_area_struct *vma;
 	unsigned long skip;		/* the faulting address: the core's */
@@ -139,6 +140,12 @@ static void hmirror_guard_open_chunk(struct vm_fault *vmf, u64 chunk)
 				     hmirror_guard_open_pte, &w);
 	hmirror_stat_add(s, HMIRROR_STAT_TRIP_OPENED, w.opened);
 }
+#else
+/* no exported PTE walker (7.3): each page of a chunk takes its own trip */
+static void hmirror_guard_open_chunk(struct vm_fault *vmf, u64 chunk)
+{
+}
+#endif
 
 /*
  * ->page_mkwrite of the guarded mapping: every first write to a read-only

@@ -75,6 +75,12 @@
  * ftruncate() is refused.  A module without this bit can lose writes.
  */
 #define HMIRROR_FEATURE_STRICT_ARM	_BITULL(7)
+/*
+ * A trip makes the rest of its chunk's present PTEs writable: filling a
+ * chunk costs one fault.  Without it (a kernel that does not export a PTE
+ * walker), each page of a chunk takes a fault of its own.
+ */
+#define HMIRROR_FEATURE_TRIP_OPENS_CHUNK	_BITULL(8)
 /* bits 16..31: kmod-device features (see the section at the end) */
 
 struct hmirror_api {
