@@ -175,7 +175,7 @@ struct hmirror_arm {
 struct hmirror_harvest {
 	__u64 chunks;		/* in: pointer to __u64[cap] */
 	__u64 cap;		/* in */
-	__u32 flags;		/* in: HMIRROR_HARVEST_NO_REARM */
+	__u32 flags;		/* in: HMIRROR_HARVEST_* (NO_REARM) */
 	__u32 __pad;
 	__u64 nr;		/* out: chunk numbers stored */
 	__u32 out_flags;	/* out: HMIRROR_HARVEST_MORE */
