@@ -108,8 +108,7 @@ void hmirror_account_init(void);
 
 /* chunks a re-arming harvest takes and re-arms at a time */
 #define HMIRROR_BATCH		2048
-/* pages one clean_record_shared_mapping_range() call covers (s->clean,
- * charged to the user by space.c) */
+/* pages one clean_record_shared_mapping_range() covers (s->clean) */
 #define HMIRROR_CLEAN_PAGES	32768
 
 /* spaces created by one process (thread group), for the per-process limit */
