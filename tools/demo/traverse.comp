@@ -2,12 +2,11 @@
 //
 // The demo's ray traversal, as an emulator's translated program would be:
 // every access to guest memory goes through the lookup helper hm_lookup
-// (build/share/hmirror/hmirror-lookup.spv, D969), then loads or stores the
+// (hmirror/lookup.h), then loads or stores the
 // device address it answers; every store also writes its mark.
 //
-// GLSL cannot declare an imported function, so this calls a stub,
-// hm_lookup_stub(); tools/demo/spv-import.py turns the stub into a call of
-// an Import-linkage hm_lookup, and spirv-link links the helper in.
+// It calls hm_lookup() of hmirror/lookup.glsl, a stand-in that
+// hmirror-link (tools/hmirror-link) turns into a call of the real helper.
 //
 // Scene (all little-endian u32; tools/demo/demo.c builds it):
 //   node  {x0, y0, x1, y1, zmin, left_or_first, count, escape,
@@ -24,23 +23,10 @@
 #version 450
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_GOOGLE_include_directive : require
+#include "hmirror/lookup.glsl"
 
 layout(local_size_x = 64) in;
-
-struct HmRes { uint dev_lo, dev_hi, mark_lo, mark_hi; };
-
-// replaced by a call of the imported hm_lookup (spv-import.py)
-HmRes hm_lookup_stub(uint64_t guest, uint64_t table, uint nr_home, uint shift,
-		     uint64_t marks)
-{
-	HmRes r;
-
-	r.dev_lo = uint(guest);
-	r.dev_hi = uint(table);
-	r.mark_lo = nr_home;
-	r.mark_hi = shift + uint(marks);
-	return r;
-}
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer V4 { uvec4 v; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer V2 { uvec2 v; };
@@ -62,7 +48,7 @@ uint err = 0;
 
 uint64_t lookup(uint64_t g, out uint64_t mark)
 {
-	HmRes r = hm_lookup_stub(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
+	hm_lookup_result r = hm_lookup(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
 				 pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi));
 
 	mark = u64(r.mark_lo, r.mark_hi);

@@ -212,6 +212,35 @@ int  hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr);
 /* The same in a chosen form (hm_spirv_set_lookup_variant()). */
 int  hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_t *ret_nr);
 
+/* ---- (c) linking a finished module against the helper ------------------
+ * A translator that emits its module with its own emitter, spirv-as or
+ * glslang links it at run time, in C, with hm_spirv_link_lookup() (the
+ * tool hmirror-link(1) does the same from the command line):
+ *
+ *  - an import of HM_LOOKUP_EXPORT_NAME (OpDecorate LinkageAttributes
+ *    "hm_lookup" Import on a bodiless OpFunction of the helper's type,
+ *    hm_spirv_lookup_fn_type(), parameters by value) is resolved: the
+ *    declaration goes and every call of it calls the helper;
+ *  - the GLSL stand-in HM_LOOKUP_GLSL_STUB that hmirror/lookup.glsl
+ *    declares (found by its OpName, which glslang writes as
+ *    "hm_lookup_stub(..."; do not strip names before linking) gets a body
+ *    that loads its parameters (glslang passes them by pointer) and calls
+ *    the helper.
+ *
+ * The module's own types and constants are reused, its SPIR-V version
+ * (1.3 to 1.6) kept, its addressing model made PhysicalStorageBuffer64
+ * (from Logical), and OpCapability Linkage dropped unless other linkage
+ * remains.  variant: the helper's form (HM_LOOKUP_DEFAULT_VARIANT).
+ * *ret_words is malloc()ed.  Errors: -EBADMSG not a well-formed SPIR-V
+ * module; -ENOTSUP a SPIR-V version or addressing model the helper cannot
+ * join; -ENOENT neither the import nor the stand-in is there; -EINVAL
+ * their signature is not the helper's (or bad arguments); -ENOMEM, -E2BIG.
+ * Nothing is validated: run spirv-val (hmirror-link does) on the result.
+ */
+#define HM_LOOKUP_GLSL_STUB	"hm_lookup_stub"
+int  hm_spirv_link_lookup(const uint32_t *words, size_t nr_words, uint32_t variant,
+			  uint32_t **ret_words, size_t *ret_nr);
+
 /* ---- shared lookups ------------------------------------------------------
  * An access of nr_bytes (4..64, a multiple of 4) at guest address g calls
  * the helper twice at most: for its first word (g) and its last word
