@@ -217,7 +217,8 @@ install-userspace: userspace $$(INSTALL_TARGETS)
 		install -m 644 Documentation/man/*.$$s $(DESTDIR)$(MANDIR)/man$$s/; \
 	done
 	install -m 644 Documentation/*.rst $(DESTDIR)$(DOCDIR)/
-	install -d $(DESTDIR)$(DOCDIR)/examples/glsl-translator
+	install -d $(DESTDIR)$(DOCDIR)/examples/glsl-translator $(DESTDIR)$(DOCDIR)/netlink/specs
+	install -m 644 Documentation/netlink/specs/* $(DESTDIR)$(DOCDIR)/netlink/specs/
 	install -m 644 Documentation/examples/glsl-translator/* $(DESTDIR)$(DOCDIR)/examples/glsl-translator/
 
 # DKMS: the module's sources and dkms.conf under /usr/src/hmirror-VERSION;

@@ -15,7 +15,8 @@ PKGS="build-essential pkg-config kmod cpio
  spirv-tools glslang-tools
  qemu-system-x86 busybox-static xz-utils zstd
  linux-image-amd64 linux-headers-amd64 linux-source-6.1
- sparse gnuplot-nox python3 python3-yaml"
+ sparse gnuplot-nox python3 python3-yaml
+ debhelper lintian debootstrap"
 BPO_PKGS="linux-image-amd64 linux-headers-amd64"
 
 missing() {

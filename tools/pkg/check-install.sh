@@ -51,8 +51,15 @@ finish() {
 mkdir -p "$out"
 src=$out/src${brk:+-broken-$brk}/hmirror
 mkdir -p "$src"
-(cd "$top" && git ls-files -co --exclude-standard -z | grep -zv '^debian/tmp' |
-	tar --null -T - -cf -) | tar -C "$src" -xpf -
+(cd "$top" && git ls-files -co --exclude-standard | while read -r f; do
+	[ -e "$f" ] || [ -L "$f" ] && printf '%s\n' "$f"; done) | sort -u > "$src.files"
+tr '\n' '\0' < "$src.files" | (cd "$top" && tar --null -T - -cf -) | tar -C "$src" -xpf -
+# files gone from the tree go from the copy (its build/ and what debhelper
+# made stay); dh must run its build again, make decides what to rebuild
+(cd "$src" && find . -path ./build -prune -o -type f -print | sed 's|^\./||' |
+	grep -vE '^debian/(tmp|\.debhelper|hmirror-dkms|hmirrord|libhmirror0|libhmirror-dev)/|^debian/(files|.*\.substvars|.*\.debhelper(\.log)?|debhelper-build-stamp)$' |
+	sort | comm -23 - "$src.files" | xargs -r rm -f)
+rm -f "$src/debian/debhelper-build-stamp" "$src"/debian/*.debhelper.log
 case "$brk" in
 udev)	# the rule is left out of the package
 	sed -i '/60-hmirror.rules/d' "$src/debian/hmirror-dkms.install"
@@ -61,21 +68,28 @@ unit)	# a daemon that exits at once: it never gets to READY=1
 	sed -i 's|^ExecStart=.*|ExecStart=@SBINDIR@/hmirrord --no-such-option|' \
 		"$src/daemon/systemd/hmirrord.service.in" ;;
 esac
-rm -f "$(dirname "$src")"/*.deb "$(dirname "$src")"/*.changes "$(dirname "$src")"/*.buildinfo
+rm -f "$(dirname "$src")"/hmirror*_* "$(dirname "$src")"/libhmirror*_*
 t0=$(date +%s)
-# -nc: the copy's build/ is reused (make rebuilds what changed)
-if (cd "$src" && dpkg-buildpackage -b -nc -us -uc -j2) >"$out/build${brk:+-$brk}.log" 2>&1; then
+# the source package from a clean copy; the binaries in the kept one (-nc:
+# its build/ is reused, make rebuilds what changed)
+rm -rf "$out/srcpkg"
+mkdir -p "$out/srcpkg/hmirror"
+tr '\n' '\0' < "$src.files" | (cd "$top" && tar --null -T - -cf -) | tar -C "$out/srcpkg/hmirror" -xpf -
+if (cd "$out/srcpkg" && dpkg-source -b hmirror) >"$out/source.log" 2>&1 &&
+   (cd "$src" && dpkg-buildpackage -b -nc -us -uc -j2) >"$out/build${brk:+-$brk}.log" 2>&1; then
 	result OK "packages.build ($(( $(date +%s) - t0 ))s)"
 else
 	tail -n 40 "$out/build${brk:+-$brk}.log" | sed 's/^/# /'
 	result FAIL packages.build "dpkg-buildpackage failed ($out/build${brk:+-$brk}.log)"
 	finish
 fi
-debs=$(ls "$(dirname "$src")"/*.deb)
-# lintian at the level an upload must pass (errors and warnings)
-if lintian --fail-on error,warning --suppress-tags-from-file "$here/lintian-accepted" \
-		$debs >"$out/lintian.log" 2>&1; then
-	result OK "packages.lintian ($(grep -c '^[EWIP]:' "$out/lintian.log" || true) tags below warning)"
+debs=$(ls "$(dirname "$src")"/*.deb | grep -v -- -dbgsym_)
+# lintian over the upload (source and binaries), failing at the level an
+# upload must pass: errors and warnings
+if lintian -I --fail-on error,warning "$out/srcpkg"/hmirror_*.dsc "$(dirname "$src")"/hmirror_*.changes \
+		>"$out/lintian.log" 2>&1; then
+	result OK "packages.lintian ($(grep -c '^[IPX]:' "$out/lintian.log" || true) tags below warning)"
+	grep '^[IPX]:' "$out/lintian.log" | sed 's/^/# /' || true
 else
 	grep '^[EW]:' "$out/lintian.log" | sed 's/^/# /'
 	result FAIL packages.lintian "errors or warnings"

@@ -16,11 +16,12 @@ dir=$1
 sum=$(md5sum < "$0" | cut -c1-12)
 [ -f "$dir/.stamp-$sum" ] && exit 0
 
-# what the packages need at run time and to build the module (DKMS), and
-# what the check uses (procps: pgrep; iproute2: ss)
+# what the packages need at run time and to build the module (DKMS), what
+# libhmirror-dev depends on (libvulkan-dev), and what the check uses
+# (procps: pgrep, ps)
 PKGS="systemd,systemd-sysv,udev,dbus,kmod,linux-image-amd64,linux-headers-amd64,
 dkms,gcc,make,libc6-dev,mesa-vulkan-drivers,libvulkan1,liburing2,libnl-3-200,
-libnl-genl-3-200,libdrm2,libsystemd0,libstdc++6,procps,iproute2,passwd"
+libnl-genl-3-200,libdrm2,libsystemd0,libstdc++6,libvulkan-dev,procps,passwd"
 PKGS=$(printf '%s' "$PKGS" | tr -d '\n ')
 
 mirror() {
