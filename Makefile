@@ -176,7 +176,10 @@ SBIN := $(filter $(B)/bin/hmirrord,$(BIN))
 # programs installed at all (benchmarks and tests stay in build/)
 INSTALL_BIN := $(filter-out $(SBIN) $(B)/bin/hmirror-bench $(B)/bin/hmirror-bench-%,$(BIN))
 
+# the group the udev rule and the socket name, and the daemon's user
 install: install-userspace install-module
+	$(if $(DESTDIR),@echo "install: run systemd-sysusers on the target",\
+		systemd-sysusers $(SYSUSERSDIR)/hmirror.conf)
 
 # The module is installed for the running kernel when it has a build tree
 # (then KDIR defaults to it and "all" built the module for it).

@@ -49,7 +49,7 @@ finish() {
 
 # ---- the packages -------------------------------------------------------
 mkdir -p "$out"
-src=$out/src${brk:+-broken-$brk}/hmirror
+src=$out/src${brk:+-broken-$brk}/hmirror	# one copy per variant: they may run at once
 mkdir -p "$src"
 (cd "$top" && git ls-files -co --exclude-standard | while read -r f; do
 	[ -e "$f" ] || [ -L "$f" ] && printf '%s\n' "$f"; done) | sort -u > "$src.files"
@@ -72,27 +72,31 @@ rm -f "$(dirname "$src")"/hmirror*_* "$(dirname "$src")"/libhmirror*_*
 t0=$(date +%s)
 # the source package from a clean copy; the binaries in the kept one (-nc:
 # its build/ is reused, make rebuilds what changed)
-rm -rf "$out/srcpkg"
-mkdir -p "$out/srcpkg/hmirror"
-tr '\n' '\0' < "$src.files" | (cd "$top" && tar --null -T - -cf -) | tar -C "$out/srcpkg/hmirror" -xpf -
-if (cd "$out/srcpkg" && dpkg-source -b hmirror) >"$out/source.log" 2>&1 &&
-   (cd "$src" && dpkg-buildpackage -b -nc -us -uc -j2) >"$out/build${brk:+-$brk}.log" 2>&1; then
+tag=${brk:+-broken-$brk}
+srcpkg=$out/srcpkg$tag
+rm -rf "$srcpkg"
+mkdir -p "$srcpkg/hmirror"
+tr '\n' '\0' < "$src.files" | (cd "$top" && tar --null -T - -cf -) | tar -C "$srcpkg/hmirror" -xpf -
+blog=$out/build$tag.log
+if (cd "$srcpkg" && dpkg-source -b hmirror) >"$blog" 2>&1 &&
+   (cd "$src" && dpkg-buildpackage -b -nc -us -uc -j2) >>"$blog" 2>&1; then
 	result OK "packages.build ($(( $(date +%s) - t0 ))s)"
 else
-	tail -n 40 "$out/build${brk:+-$brk}.log" | sed 's/^/# /'
-	result FAIL packages.build "dpkg-buildpackage failed ($out/build${brk:+-$brk}.log)"
+	tail -n 40 "$blog" | sed 's/^/# /' || true
+	result FAIL packages.build "dpkg-source or dpkg-buildpackage failed ($blog)"
 	finish
 fi
 debs=$(ls "$(dirname "$src")"/*.deb | grep -v -- -dbgsym_)
 # lintian over the upload (source and binaries), failing at the level an
 # upload must pass: errors and warnings
-if lintian -I --fail-on error,warning "$out/srcpkg"/hmirror_*.dsc "$(dirname "$src")"/hmirror_*.changes \
-		>"$out/lintian.log" 2>&1; then
-	result OK "packages.lintian ($(grep -c '^[IPX]:' "$out/lintian.log" || true) tags below warning)"
-	grep '^[IPX]:' "$out/lintian.log" | sed 's/^/# /' || true
+llog=$out/lintian$tag.log
+if lintian -I --fail-on error,warning "$srcpkg"/hmirror_*.dsc "$(dirname "$src")"/hmirror_*.changes \
+		>"$llog" 2>&1; then
+	result OK "packages.lintian ($(grep -c '^[IPX]:' "$llog" || true) tags below warning)"
+	grep '^[IPX]:' "$llog" | sed 's/^/# /' || true
 else
-	grep '^[EW]:' "$out/lintian.log" | sed 's/^/# /'
-	result FAIL packages.lintian "errors or warnings"
+	grep '^[EW]:' "$llog" | sed 's/^/# /' || true
+	result FAIL packages.lintian "errors or warnings ($llog)"
 fi
 
 # ---- the system --------------------------------------------------------------
@@ -130,7 +134,7 @@ fi
 if [ $qrc = 124 ] || [ $qrc = 137 ]; then
 	result FAIL vm.boot "time limit of ${timeout}s ran out"
 elif [ ! -f "$run/rc" ]; then
-	tail -n 30 "$run/console.log" | tr -d '\r' | sed 's/^/# | /'
+	tail -n 30 "$run/console.log" 2>/dev/null | tr -d '\r' | sed 's/^/# | /' || true
 	result FAIL vm.boot "the guest stopped before the check finished (qemu exit $qrc)"
 else
 	result OK "vm.run (${secs}s)"
