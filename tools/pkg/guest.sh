@@ -98,11 +98,14 @@ else
 fi
 
 # --- the demo as an unprivileged member of the group, and top watching it ---
-as emu hmirror-demo --backend kmod --size 2 --rays 64 --dispatches 6 --mods 16 \
+# top first, connected (its header is out) before the demo starts, so
+# that its samples cover the demo's dispatches
+as emu hmirrorctl top -d 1 -n 120 >/tmp/top.out 2>&1 &
+top=$!
+for i in $(seq 100); do grep -q '^#' /tmp/top.out && break; sleep 0.2; done
+as emu hmirror-demo --backend kmod --size 2 --rays 64 --dispatches 12 --mods 16 \
 	>/tmp/demo.out 2>/tmp/demo.err &
 demo=$!
-as emu hmirrorctl top -d 2 -n 8 >/tmp/top.out 2>&1 &
-top=$!
 wait $demo
 drc=$?
 kill $top 2>/dev/null; wait $top 2>/dev/null
