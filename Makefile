@@ -5,7 +5,9 @@
 #   make            build everything (installs missing Debian packages once)
 #   make demo       the main job (see README.md)
 #   make check      every test; last line "N passed, N failed, N skipped"
-#   make install    module, udev rule, library, headers, daemon, tools
+#   make install    module, udev rule, library, headers, daemon, tools, docs
+#   make userspace  everything but the module (what debian/rules builds)
+#   make check-install  the Debian packages, installed and used in a VM
 #   make module     hmirror.ko for each KDIR (build/kmod/KVER/hmirror.ko)
 #
 # Each part adds itself through a fragment, included below:
@@ -52,6 +54,11 @@ INSTALL_TARGETS :=
 # else and then start again, so that what is globbed below (kernels,
 # headers, linux-source) is seen on a fresh machine too.  Included
 # without "-": when tools/deps.sh fails, make stops there.
+# HMIRROR_NO_DEPS=1 (a package build): the packager installed what is
+# needed (debian/control's Build-Depends); nothing is installed here.
+ifeq ($(HMIRROR_NO_DEPS),1)
+DEPS :=
+else
 DEPS := $(B)/.deps-ok
 $(DEPS): tools/deps.sh tools/buildroot.sh tools/vm/kernels
 	HMIRROR_DEPS_STAMP=$@ ./tools/deps.sh
@@ -59,6 +66,7 @@ $(B)/.deps.mk: $(DEPS)
 	@echo '# written once tools/deps.sh has run' > $@
 ifeq ($(filter clean,$(MAKECMDGOALS)),)
 include $(B)/.deps.mk
+endif
 endif
 
 # The kselftest harness and checkpatch, taken from linux-source-6.1 at
@@ -69,11 +77,14 @@ $(KSFT)/.stamp: tools/extract-ksrc.sh | $(DEPS)
 	tools/extract-ksrc.sh "$(KSRC_TAR)" $(KSFT)
 	touch $@
 
-$(O)/%.o: %.c | $(DEPS) $(KSFT)/.stamp
+# (the harness is needed by the tests only; a package build has no kernel
+# source and builds no test)
+$(O)/%.o: %.c | $(DEPS) $(if $(filter 1,$(HMIRROR_NO_DEPS)),,$(KSFT)/.stamp)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
-.PHONY: all module lib demo check check-build install install-dkms clean
+.PHONY: all userspace module lib demo check check-build install install-userspace \
+	install-module install-dkms clean
 
 # "make demo" is defined by the demo's fragment (tools/demo/demo.mk).
 
@@ -112,16 +123,23 @@ $(foreach k,$(KDIRS) $(TEST_KDIRS),$(if $(filter $(call KVER,$(k)),$(KMOD_SEEN))
 	$(eval KMOD_SEEN += $(call KVER,$(k)))$(eval $(call KMOD_RULE,$(k)))))
 
 # ---- libhmirror -------------------------------------------------------------
-all: module $(BIN) $(SHARE) $(B)/lib/libhmirror.a $(B)/lib/libhmirror.so
+# The shared library: soname libhmirror.so.0, every public symbol at
+# version HMIRROR_0 (lib/libhmirror.map lists them; nothing else is
+# exported).  A symbol's signature never changes under its version; an
+# incompatible change bumps the soname.
+all: module userspace
+userspace: $$(BIN) $$(SHARE) $(B)/lib/libhmirror.a $(B)/lib/libhmirror.so
 lib: $(B)/lib/libhmirror.a $(B)/lib/libhmirror.so
+LIB_SONAME := libhmirror.so.0
 
 $(B)/lib/libhmirror.a: $$(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/lib/libhmirror.so: $$(LIB_OBJS)
+$(B)/lib/libhmirror.so: $$(LIB_OBJS) lib/libhmirror.map
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libhmirror.so.0 -o $@ $^ $(LDFLAGS) $(LIB_LIBS)
+	$(CC) -shared -Wl,-soname,$(LIB_SONAME) -Wl,--version-script=lib/libhmirror.map \
+		-Wl,--no-undefined -o $@ $(LIB_OBJS) $(LDFLAGS) $(LIB_LIBS)
 
 # ---- tests --------------------------------------------------------------------
 # Native tests, one VM boot per test kernel for VM_TESTS, static checks;
@@ -138,19 +156,35 @@ check-build: all $(NATIVE_TESTS) $(VM_TESTS) $(TEST_MODULES) $(KSFT)/.stamp
 	@:
 
 # ---- install ------------------------------------------------------------------
-# make install [DESTDIR=...] [PREFIX=/usr/local]
+# make install [DESTDIR=...] [PREFIX=/usr/local]: install-userspace (what the
+# Debian packages hold, debian/rules calls it) and install-module.
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+DOCDIR ?= $(DATADIR)/doc/hmirror
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+MODPROBEDIR ?= /etc/modprobe.d
+MODULESLOADDIR ?= /etc/modules-load.d
 RUNNING_KVER := $(shell uname -r)
 RUNNING_KDIR := $(wildcard /lib/modules/$(RUNNING_KVER)/build/Makefile)
 VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' dkms.conf 2>/dev/null)
+# programs for the administrator (SBIN), the rest go to BINDIR
+SBIN := $(filter $(B)/bin/hmirrord,$(BIN))
+# programs installed at all (benchmarks and tests stay in build/)
+INSTALL_BIN := $(filter-out $(SBIN) $(B)/bin/hmirror-bench $(B)/bin/hmirror-bench-%,$(BIN))
+
+# the group the udev rule and the socket name, and the daemon's user
+install: install-userspace install-module
+	$(if $(DESTDIR),@echo "install: run systemd-sysusers on the target",\
+		systemd-sysusers $(SYSUSERSDIR)/hmirror.conf)
 
 # The module is installed for the running kernel when it has a build tree
 # (then KDIR defaults to it and "all" built the module for it).
-install: all $$(INSTALL_TARGETS)
+install-module: module
 ifneq ($(and $(RUNNING_KDIR),$(wildcard Kbuild)),)
 	$(MAKE) -C /lib/modules/$(RUNNING_KVER)/build M=$(CURDIR)/$(B)/kmod/$(RUNNING_KVER)/src \
 		$(if $(DESTDIR),INSTALL_MOD_PATH=$(DESTDIR)) DEPMOD=true modules_install
@@ -159,18 +193,37 @@ else
 	@echo "install: no build tree for the running kernel $(RUNNING_KVER): module not installed"
 endif
 	tools/udev/install.sh $(DESTDIR)
-	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
-		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/hmirror $(DESTDIR)$(INCLUDEDIR)/linux
+	install -d $(DESTDIR)$(MODPROBEDIR) $(DESTDIR)$(MODULESLOADDIR)
+	install -m 644 tools/udev/hmirror-modprobe.conf $(DESTDIR)$(MODPROBEDIR)/hmirror.conf
+	install -m 644 tools/udev/hmirror-modules-load.conf $(DESTDIR)$(MODULESLOADDIR)/hmirror.conf
+
+install-userspace: userspace $$(INSTALL_TARGETS)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(SBINDIR) $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(INCLUDEDIR)/hmirror $(DESTDIR)$(INCLUDEDIR)/linux \
+		$(DESTDIR)$(DATADIR)/hmirror $(DESTDIR)$(DOCDIR)
 	install -m 644 $(B)/lib/libhmirror.a $(DESTDIR)$(LIBDIR)/
-	install -m 755 $(B)/lib/libhmirror.so $(DESTDIR)$(LIBDIR)/libhmirror.so.0
-	ln -sf libhmirror.so.0 $(DESTDIR)$(LIBDIR)/libhmirror.so
+	install -m 644 $(B)/lib/libhmirror.so $(DESTDIR)$(LIBDIR)/$(LIB_SONAME).$(VERSION)
+	ln -sf $(LIB_SONAME).$(VERSION) $(DESTDIR)$(LIBDIR)/$(LIB_SONAME)
+	ln -sf $(LIB_SONAME) $(DESTDIR)$(LIBDIR)/libhmirror.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-	    -e 's|@LIBS_PRIVATE@|$(sort $(LIB_LIBS))|g' tools/hmirror.pc.in \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@DATADIR@|$(DATADIR)|g' \
+	    -e 's|@DOCDIR@|$(DOCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@LIBS_PRIVATE@|$(filter-out -lvulkan,$(sort $(LIB_LIBS)))|g' tools/hmirror.pc.in \
 	    > $(DESTDIR)$(PKGCONFIGDIR)/hmirror.pc
-	$(if $(wildcard lib/include/hmirror/*.h),install -m 644 $(wildcard lib/include/hmirror/*.h) $(DESTDIR)$(INCLUDEDIR)/hmirror/)
-	$(if $(wildcard uapi/linux/hmirror*.h),install -m 644 $(wildcard uapi/linux/hmirror*.h) $(DESTDIR)$(INCLUDEDIR)/linux/)
-	$(if $(strip $(BIN)),install -m 755 $(BIN) $(DESTDIR)$(BINDIR)/)
+	install -m 644 lib/include/hmirror/*.h lib/include/hmirror/*.glsl $(DESTDIR)$(INCLUDEDIR)/hmirror/
+	install -m 644 uapi/linux/hmirror*.h $(DESTDIR)$(INCLUDEDIR)/linux/
+	install -m 644 $(SHARE) $(DESTDIR)$(DATADIR)/hmirror/
+	$(if $(strip $(INSTALL_BIN)),install -m 755 $(INSTALL_BIN) $(DESTDIR)$(BINDIR)/)
+	$(if $(strip $(SBIN)),install -m 755 $(SBIN) $(DESTDIR)$(SBINDIR)/)
+	for s in 1 3 7 8; do \
+		ls Documentation/man/*.$$s >/dev/null 2>&1 || continue; \
+		install -d $(DESTDIR)$(MANDIR)/man$$s; \
+		install -m 644 Documentation/man/*.$$s $(DESTDIR)$(MANDIR)/man$$s/; \
+	done
+	install -m 644 Documentation/*.rst $(DESTDIR)$(DOCDIR)/
+	install -d $(DESTDIR)$(DOCDIR)/examples/glsl-translator $(DESTDIR)$(DOCDIR)/netlink/specs
+	install -m 644 Documentation/netlink/specs/* $(DESTDIR)$(DOCDIR)/netlink/specs/
+	install -m 644 Documentation/examples/glsl-translator/* $(DESTDIR)$(DOCDIR)/examples/glsl-translator/
 
 # DKMS: the module's sources and dkms.conf under /usr/src/hmirror-VERSION;
 # then "dkms install hmirror/VERSION" builds it for each kernel (and its

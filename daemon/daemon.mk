@@ -43,17 +43,15 @@ $(B)/bin/hmirrord: $(DAEMON_OBJS) $$(sort $$(DAEMON_DEP_OBJS))
 # ---- install: the unit, the socket, the docs (the binaries are in BIN) --------
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
-DOCDIR ?= $(PREFIX)/share/doc/hmirror
 .PHONY: install-daemon
-install: install-daemon
+install-userspace: install-daemon
 install-daemon: daemon/systemd/hmirrord.service.in daemon/systemd/hmirrord.socket
-	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(DOCDIR)
-	sed -e 's|@BINDIR@|$(BINDIR)|g' daemon/systemd/hmirrord.service.in \
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR)
+	sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@DOCDIR@|$(DOCDIR)|g' daemon/systemd/hmirrord.service.in \
 		> $(DESTDIR)$(SYSTEMDUNITDIR)/hmirrord.service
 	chmod 644 $(DESTDIR)$(SYSTEMDUNITDIR)/hmirrord.service
 	install -m 644 daemon/systemd/hmirrord.socket $(DESTDIR)$(SYSTEMDUNITDIR)/
 	install -m 644 daemon/systemd/hmirror.sysusers $(DESTDIR)$(SYSUSERSDIR)/hmirror.conf
-	$(if $(wildcard Documentation/daemon.rst),install -m 644 Documentation/daemon.rst $(DESTDIR)$(DOCDIR)/)
 
 # ---- tests: the daemon as a real process over its real socket ---------------
 GLSLANG ?= glslangValidator

@@ -12,6 +12,7 @@
  * eventfd, the module's netlink events and a shutdown timerfd.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -159,6 +160,14 @@ static int open_listener(const char *path, mode_t mode)
 			hmd_log(LOG_ERR_, "socket activation: fd %d is not a "
 				"listening SOCK_SEQPACKET unix socket", fd);
 			return -EINVAL;
+		}
+		/* systemd passes it blocking; on_listen() accepts until
+		 * EAGAIN and would block the loop in accept4() instead */
+		r = fcntl(fd, F_GETFL);
+		if (r < 0 || fcntl(fd, F_SETFL, r | O_NONBLOCK) < 0) {
+			r = -errno;
+			hmd_log(LOG_ERR_, "socket activation: fd %d: %s", fd, strerror(-r));
+			return r;
 		}
 		hmd_log(LOG_INFO_, "socket activation: listening on fd %d", fd);
 		return fd;

@@ -27,30 +27,7 @@
 #include <string.h>
 
 #include "hmirror/lookup.h"
-
-struct spv_buf {
-	uint32_t *w;
-	size_t n, cap;
-};
-
-struct spv_key {
-	uint32_t id;
-	uint16_t op;
-	uint16_t n;
-	uint32_t *w;     /* operands (result type first for constants) */
-};
-
-struct hm_spirv_module {
-	struct spv_buf sec[HM_SPV_NR_SECTIONS];
-	struct spv_key *keys;
-	size_t nr_keys, cap_keys;
-	uint32_t bound;
-	int err;
-	uint32_t lookup_fn;
-	uint32_t load_fn[HM_ACCESS_MAX_BYTES / 4];     /* compact form, by width */
-	uint32_t variant;       /* HM_LOOKUP_V_* of the helper */
-	size_t total;
-};
+#include "lookup_internal.h"
 
 static void set_err(struct hm_spirv_module *m, int e)
 {
@@ -207,28 +184,19 @@ uint32_t hm_spirv_compute_main(struct hm_spirv_module *m, uint32_t nr_push, uint
 	return m->err ? 0 : label;
 }
 
-/* Find or declare a deduplicated global instruction.  with_type: operand 0
- * is a result type, the result id goes after it. */
-static uint32_t dedup(struct hm_spirv_module *m, enum hm_spv_section sec, uint16_t op,
-		      bool with_type, const uint32_t *w, size_t n)
+/* Add a key: (op, w[n]) is declared as id. */
+static struct spv_key *key_add(struct hm_spirv_module *m, uint16_t op, const uint32_t *w,
+			       size_t n, uint32_t id)
 {
 	struct spv_key *k;
-	uint32_t id;
 
-	if (m->err)
-		return 0;
-	for (size_t i = 0; i < m->nr_keys; i++) {
-		k = &m->keys[i];
-		if (k->op == op && k->n == n && !memcmp(k->w, w, n * sizeof(*w)))
-			return k->id;
-	}
 	if (m->nr_keys == m->cap_keys) {
 		size_t cap = m->cap_keys ? m->cap_keys * 2 : 32;
 		struct spv_key *nk = realloc(m->keys, cap * sizeof(*nk));
 
 		if (!nk) {
 			set_err(m, -ENOMEM);
-			return 0;
+			return NULL;
 		}
 		m->keys = nk;
 		m->cap_keys = cap;
@@ -237,42 +205,79 @@ static uint32_t dedup(struct hm_spirv_module *m, enum hm_spv_section sec, uint16
 	k->w = malloc((n ? n : 1) * sizeof(*w));
 	if (!k->w) {
 		set_err(m, -ENOMEM);
-		return 0;
+		return NULL;
 	}
 	memcpy(k->w, w, n * sizeof(*w));
 	k->op = op;
 	k->n = (uint16_t)n;
-	id = 0;
-	if (sec == HM_SPV_SEC_GLOBAL) {
-		id = hm_spirv_id(m);
-		if (!id) {
-			free(k->w);
-			return 0;
-		}
-		if (with_type) {
-			uint32_t o[n + 1];
+	k->id = id;
+	m->nr_keys++;
+	return k;
+}
 
+static const struct spv_key *key_find(const struct hm_spirv_module *m, uint16_t op,
+				      const uint32_t *w, size_t n)
+{
+	for (size_t i = 0; i < m->nr_keys; i++) {
+		const struct spv_key *k = &m->keys[i];
+
+		if (k->op == op && k->n == n && !memcmp(k->w, w, n * sizeof(*w)))
+			return k;
+	}
+	return NULL;
+}
+
+bool hm_spirv_known(const struct hm_spirv_module *m, uint16_t op, const uint32_t *w, size_t n)
+{
+	return key_find(m, op, w, n) != NULL;
+}
+
+int hm_spirv_adopt_key(struct hm_spirv_module *m, uint16_t op, const uint32_t *w, size_t n,
+		       uint32_t id)
+{
+	if (m->err)
+		return m->err;
+	if (n > 0xffff)
+		return -EINVAL;
+	if (key_find(m, op, w, n))
+		return 0;	/* the first declaration stays the one used */
+	return key_add(m, op, w, n, id) ? 0 : m->err;
+}
+
+/* Find or declare a deduplicated global instruction.  with_type: operand 0
+ * is a result type, the result id goes after it. */
+static uint32_t dedup(struct hm_spirv_module *m, enum hm_spv_section sec, uint16_t op,
+		      bool with_type, const uint32_t *w, size_t n)
+{
+	const struct spv_key *k;
+	uint32_t id;
+
+	if (m->err)
+		return 0;
+	k = key_find(m, op, w, n);
+	if (k)
+		return k->id;
+	if (sec == HM_SPV_SEC_GLOBAL) {
+		uint32_t o[n + 1];
+
+		id = hm_spirv_id(m);
+		if (!id)
+			return 0;
+		if (with_type) {
 			o[0] = w[0];
 			o[1] = id;
 			memcpy(o + 2, w + 1, (n - 1) * sizeof(*w));
-			hm_spirv_inst(m, sec, op, o, n + 1);
 		} else {
-			uint32_t o[n + 1];
-
 			o[0] = id;
 			memcpy(o + 1, w, n * sizeof(*w));
-			hm_spirv_inst(m, sec, op, o, n + 1);
 		}
+		hm_spirv_inst(m, sec, op, o, n + 1);
 	} else {
 		id = 1; /* a marker: capability/extension seen */
 		hm_spirv_inst(m, sec, op, w, n);
 	}
-	if (m->err) {
-		free(k->w);
+	if (m->err || !key_add(m, op, w, n, id))
 		return 0;
-	}
-	k->id = id;
-	m->nr_keys++;
 	return id;
 }
 
@@ -393,6 +398,7 @@ int hm_spirv_module_new(struct hm_spirv_module **ret)
 	if (!m)
 		return -ENOMEM;
 	m->bound = 1;
+	m->version = HM_SPIRV_VERSION_1_5;
 	m->variant = HM_LOOKUP_DEFAULT_VARIANT;
 	hm_spirv_capability(m, HM_SpvCapShader);
 	hm_spirv_capability(m, HM_SpvCapInt64);
@@ -439,7 +445,7 @@ int hm_spirv_module_finish(struct hm_spirv_module *m, uint32_t **ret_words, size
 	if (!w)
 		return -ENOMEM;
 	w[0] = 0x07230203;
-	w[1] = 0x00010500;      /* SPIR-V 1.5: Vulkan 1.2 */
+	w[1] = m->version;      /* SPIR-V 1.5 (Vulkan 1.2) unless linked */
 	w[2] = 0;               /* generator: unregistered */
 	w[3] = m->bound;
 	w[4] = 0;

@@ -6,7 +6,7 @@ SPIRV_AS ?= spirv-as
 SPIRV_LINK ?= spirv-link
 SPIRV_VAL ?= spirv-val
 
-TABLE_OBJS := $(O)/lib/table.o $(O)/lib/marks.o $(O)/lib/lookup_spirv.o
+TABLE_OBJS := $(O)/lib/table.o $(O)/lib/marks.o $(O)/lib/lookup_spirv.o $(O)/lib/lookup_link.o
 LIB_OBJS += $(TABLE_OBJS)
 # The Vulkan context (VKCTX_OBJS of lib/engine/engine.mk, which is read
 # after this fragment, so named here directly).

@@ -7,7 +7,9 @@
 #   2. VM_TESTS inside one VM boot per test kernel (tools/vm/kernels), each
 #      program under tools/vm/ktest; the boot itself (clean kernel log,
 #      no time-out) counts as one test;
-#   3. static checks, one test each: checkpatch.pl --strict over kmod/ and
+#   3. the Debian packages built, installed and used in a systemd VM
+#      (tools/pkg/check-install.sh, make check-install);
+#   4. static checks, one test each: checkpatch.pl --strict over kmod/ and
 #      uapi/, and sparse (make C=2) for each test kernel.
 #
 # Test programs speak TAP (kselftest harness): "ok", "not ok" and
@@ -21,7 +23,8 @@
 #   NATIVE_TESTS, VM_TESTS    programs, separated by spaces
 #   CHECK_KERNELS             kernel series for the VM, default all of
 #                             tools/vm/kernels
-#   CHECK_ONLY                subset of "native vm static", default all
+#   CHECK_ONLY                subset of "native vm install static", default all
+#   HMIRROR_INSTALL_TIMEOUT   seconds for check-install, default 1800
 #   CHECK_BUILD_RC            exit status of the build before (one test)
 #   HMIRROR_TEST_TIMEOUT      seconds per native test, default 300
 #   HMIRROR_VM_TEST_TIMEOUT   seconds per VM test, default 600
@@ -49,7 +52,7 @@ check_start=$(date +%s)
 NATIVE_TESTS=${NATIVE_TESTS:-}
 VM_TESTS=${VM_TESTS:-}
 CHECK_KERNELS=${CHECK_KERNELS:-$(awk '!/^[[:space:]]*(#|$)/ {printf "%s ", $1}' tools/vm/kernels)}
-CHECK_ONLY=${CHECK_ONLY:-native vm static}
+CHECK_ONLY=${CHECK_ONLY:-native vm install static}
 tlimit=${HMIRROR_TEST_TIMEOUT:-300}
 vlimit=${HMIRROR_VM_TEST_TIMEOUT:-600}	# TCG on a busy host is slow
 
@@ -178,7 +181,21 @@ if want vm; then
 	done
 fi
 
-# ---- 3. static checks ------------------------------------------------
+# ---- 3. the Debian packages, installed and used in a VM ---------------
+# (make check-install: tools/pkg/check-install.sh; most of its time is
+# DKMS building the module under TCG)
+if want install; then
+	echo "== packages (make check-install, QEMU TCG)"
+	mkdir -p "$out/install"
+	log=$out/install/check-install.log
+	t0=$(date +%s)
+	(timeout -k 5 "${HMIRROR_INSTALL_TIMEOUT:-1800}" tools/pkg/check-install.sh \
+		</dev/null >"$log" 2>&1; exit $?) 2>/dev/null
+	rc=$?
+	account "install/check-install" "$log" $rc $(( $(date +%s) - t0 ))
+fi
+
+# ---- 4. static checks ------------------------------------------------
 if want static; then
 	echo "== static checks"
 	mkdir -p "$out/static"

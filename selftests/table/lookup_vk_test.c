@@ -82,6 +82,7 @@ FIXTURE_VARIANT(lk) {
 	bool table_in_host;
 	uint32_t nr_home;
 	const char *form;       /* NULL: the default, linked at build time */
+	bool runtime_link;      /* the default, linked by hm_spirv_link_lookup() */
 };
 FIXTURE_VARIANT_ADD(lk, table_device) { .table_in_host = false, .nr_home = 61 };
 FIXTURE_VARIANT_ADD(lk, table_host) { .table_in_host = true, .nr_home = 61 };
@@ -89,6 +90,9 @@ FIXTURE_VARIANT_ADD(lk, table_device_big) { .table_in_host = false, .nr_home = 4
 #define LK_FORM(id, name) \
 	FIXTURE_VARIANT_ADD(lk, id##_device) { .nr_home = 64, .form = name }; \
 	FIXTURE_VARIANT_ADD(lk, id##_device_big) { .nr_home = 4096, .form = name }
+FIXTURE_VARIANT_ADD(lk, runtime_link_device) { .nr_home = 61, .runtime_link = true };
+FIXTURE_VARIANT_ADD(lk, runtime_link_host) { .table_in_host = true, .nr_home = 61,
+					     .runtime_link = true };
 LK_FORM(u64x2, "u64x2");
 FIXTURE_VARIANT_ADD(lk, u64x2_host) { .table_in_host = true, .nr_home = 64, .form = "u64x2" };
 LK_FORM(nonwritable, "nonwritable");
@@ -112,6 +116,14 @@ FIXTURE_SETUP(lk)
 	self->flags = HM_LOOKUP_DEFAULT_VARIANT;
 	self->probe = hm_test_lookup_probe_spv;
 	self->probe_n = hm_test_lookup_probe_spv_words;
+	if (variant->runtime_link) {
+		/* the probe's import resolved in C, as a translator does */
+		ASSERT_EQ(0, hm_spirv_link_lookup(hm_test_lookup_probe_unlinked_spv,
+						  hm_test_lookup_probe_unlinked_spv_words,
+						  HM_LOOKUP_DEFAULT_VARIANT, &self->probe_owned,
+						  &self->probe_n));
+		self->probe = self->probe_owned;
+	}
 	if (variant->form) {
 		const struct hm_lookup_variant *lv = hm_lookup_variant_by_name(variant->form);
 		uint32_t *lib;

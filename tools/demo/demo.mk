@@ -11,18 +11,14 @@ SPIRV_VAL ?= spirv-val
 SPIRV_DIS ?= spirv-dis
 GLSLANG ?= glslangValidator
 
-# the traversal: GLSL -> stub made an import -> linked with hm_lookup
-$(B)/gen/demo/traverse.spv: tools/demo/traverse.comp tools/demo/spv-import.py | $(DEPS)
+# the traversal: GLSL calling hmirror/lookup.glsl's stand-in, linked with
+# hmirror-link (which validates the result)
+$(B)/gen/demo/traverse_linked.spv: tools/demo/traverse.comp lib/include/hmirror/lookup.glsl \
+		$(B)/bin/hmirror-link | $(DEPS)
 	@mkdir -p $(dir $@)
-	$(GLSLANG) -V --target-env vulkan1.2 --quiet -o $@.glsl.spv $<
-	$(SPIRV_DIS) --raw-id -o $@.dis $@.glsl.spv
-	tools/demo/spv-import.py $@.dis $@.import hm_lookup_stub hm_lookup
-	$(SPIRV_AS) --target-env spv1.5 -o $@.import.spv $@.import
-	rm -f $@.dis $@.import $@.glsl.spv
-	mv $@.import.spv $@
-$(B)/gen/demo/traverse_linked.spv: $(B)/gen/demo/traverse.spv $(HM_LOOKUP_SPV)
-	$(SPIRV_LINK) --target-env vulkan1.2 -o $@ $^
-	$(SPIRV_VAL) --target-env vulkan1.2 $@
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -o $@.glsl.spv $<
+	$(B)/bin/hmirror-link -o $@ $@.glsl.spv
+	rm -f $@.glsl.spv
 # $(demo_spv_header) FILE.spv ARRAY: a C header holding the words
 demo_spv_header = python3 -c 'import sys, struct; d = open(sys.argv[1], "rb").read(); \
 		w = struct.unpack("<%dI" % (len(d) // 4), d); \
@@ -35,9 +31,9 @@ $(B)/include/demo/traverse.spv.h: $(B)/gen/demo/traverse_linked.spv
 
 # the same walk with raw device addresses, no helper (hmirror-bench
 # workload: ideal, buffer-cache)
-$(B)/gen/demo/traverse_raw.spv: tools/demo/traverse.comp | $(DEPS)
+$(B)/gen/demo/traverse_raw.spv: tools/demo/traverse.comp lib/include/hmirror/lookup.glsl | $(DEPS)
 	@mkdir -p $(dir $@)
-	$(GLSLANG) -V --target-env vulkan1.2 --quiet -DHM_RAW -o $@ $<
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -DHM_RAW -o $@ $<
 	$(SPIRV_VAL) --target-env vulkan1.2 $@
 $(B)/include/demo/traverse_raw.spv.h: $(B)/gen/demo/traverse_raw.spv
 	@mkdir -p $(dir $@)

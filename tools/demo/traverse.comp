@@ -2,12 +2,11 @@
 //
 // The demo's ray traversal, as an emulator's translated program would be:
 // every access to guest memory goes through the lookup helper hm_lookup
-// (build/share/hmirror/hmirror-lookup.spv, D969), then loads or stores the
+// (hmirror/lookup.h), then loads or stores the
 // device address it answers; every store also writes its mark.
 //
-// GLSL cannot declare an imported function, so this calls a stub,
-// hm_lookup_stub(); tools/demo/spv-import.py turns the stub into a call of
-// an Import-linkage hm_lookup, and spirv-link links the helper in.
+// It calls hm_lookup() of hmirror/lookup.glsl, a stand-in that
+// hmirror-link (tools/hmirror-link) turns into a call of the real helper.
 //
 // Scene (all little-endian u32; tools/demo/demo.c builds it):
 //   node  {x0, y0, x1, y1, zmin, left_or_first, count, escape,
@@ -24,39 +23,22 @@
 #version 450
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_GOOGLE_include_directive : require
+#include "hmirror/lookup.glsl"
 
 layout(local_size_x = 64) in;
-
-struct HmRes { uint dev_lo, dev_hi, mark_lo, mark_hi; };
 
 #ifdef HM_RAW
 // hmirror-bench workload's ideal and buffer-cache modes: the guest
 // addresses in the push block are device addresses of a device-local copy,
 // the mark goes to one word at marks; nothing is looked up
-HmRes hm_lookup_stub(uint64_t guest, uint64_t table, uint nr_home, uint shift,
-		     uint64_t marks)
+hm_lookup_result hm_lookup_raw(uint64_t guest, uint64_t table, uint nr_home, uint shift,
+			       uint64_t marks)
 {
-	HmRes r;
-
-	r.dev_lo = uint(guest);
-	r.dev_hi = uint(guest >> 32);
-	r.mark_lo = uint(marks);
-	r.mark_hi = uint(marks >> 32);
-	return r;
+	return hm_lookup_result(uint(guest), uint(guest >> 32), uint(marks), uint(marks >> 32));
 }
-#else
-// replaced by a call of the imported hm_lookup (spv-import.py)
-HmRes hm_lookup_stub(uint64_t guest, uint64_t table, uint nr_home, uint shift,
-		     uint64_t marks)
-{
-	HmRes r;
-
-	r.dev_lo = uint(guest);
-	r.dev_hi = uint(table);
-	r.mark_lo = nr_home;
-	r.mark_hi = shift + uint(marks);
-	return r;
-}
+#undef hm_lookup
+#define hm_lookup hm_lookup_raw
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer V4 { uvec4 v; };
@@ -80,7 +62,7 @@ uint err = 0;
 
 uint64_t lookup(uint64_t g, out uint64_t mark)
 {
-	HmRes r = hm_lookup_stub(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
+	hm_lookup_result r = hm_lookup(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
 				 pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi));
 
 	mark = u64(r.mark_lo, r.mark_hi);

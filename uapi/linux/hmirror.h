@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
 /*
  * hmirror.ko userspace ABI: guest spaces, write-watch guards, harvest,
- * write generations, the device view (Documentation/userspace-api.rst).
+ * write generations, the device view (userspace-api.rst; hmirror(7) says
+ * where the documentation is installed).
  *
  * Flow (uffd-style):
  *
@@ -52,7 +53,7 @@
  * write-protected everywhere, and has not been written since.  Odd: not
  * clean (never armed, disarmed, written since armed, or being re-armed).
  * The value only grows; it changes on the first write after an arm.
- * Seqcount check (DESIGN rule 3): g0 = gen; if (g0 & 1) not clean; copy;
+ * Seqcount check (rule 3 of data-path.rst): g0 = gen; if (g0 & 1) not clean; copy;
  * clean iff gen == g0 afterwards.
  */
 #define HMIRROR_GEN_CLEAN(g)		(((g) & 1) == 0)
@@ -319,7 +320,7 @@ struct hmirror_dmabuf_export {
 
 /*
  * ---- generic netlink family "hmirror" -----------------------------------
- * Documentation/netlink/specs/hmirror.yaml is the specification.  Requests
+ * netlink/specs/hmirror.yaml of the documentation is the specification.  Requests
  * are validated strictly: unknown attributes, wrong lengths, non-zero
  * reserved header fields are refused (EINVAL/ERANGE, with an extack).
  * Unprivileged callers (without CAP_SYS_ADMIN) see only spaces their uid

@@ -3,7 +3,8 @@
  * hmirror device-address table: constants shared by the host side of the
  * table (lib/table.c), the SPIR-V lookup helper (lib/lookup_spirv.c), the
  * engine that fills the push block and any translator that emits calls to
- * the helper.  Decision D969; Documentation/table.rst.
+ * the helper.  See table.rst and data-path.rst (hmirror(7) says where the
+ * documentation is installed).
  *
  * Device table: an open-addressed hash table of HM_TABLE_SLOT_BYTES slots
  * {chunk number, delta}.  A chunk's HM_TABLE_PROBES slots run consecutively

@@ -2,7 +2,8 @@
 /*
  * hmirror engine: home imports, the device table, device-local mirrors of
  * hot chunks, clean-only uploads, copy-back of device writes before a
- * dispatch is reported done (DESIGN.md, rules 1-6; Documentation/engine.rst).
+ * dispatch is reported done (the rules 1-6 of data-path.rst; engine.rst;
+ * hmirror(7) says where the documentation is installed).
  *
  * The engine runs on the caller's hm_vk (which may wrap the caller's own
  * VkDevice and queue).  Guest spaces come from the watch API (watch.h):

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * hmirror lookup helper as SPIR-V (D969).
+ * hmirror lookup helper as SPIR-V (data-path.rst, table.rst, shaders.rst;
+ * hmirror(7) says where the documentation is installed).
  *
  * One function, DontInline, that every device-addressed access calls:
  *
@@ -13,7 +14,7 @@
  * reads nothing of its caller's (no globals, no push constants), only the
  * four slots of the chunk's window through PhysicalStorageBuffer pointers,
  * and works the same for one invocation per lane.  The answer is four
- * 32-bit halves, never a vector of two 64-bit words (D969:
+ * 32-bit halves, never a vector of two 64-bit words (table.rst:
  * every_word_of_a_wide_access_lands).
  *
  * Two forms:
@@ -26,11 +27,12 @@
  *      declared once per module.
  *  (b) a library module (Linkage capability, function exported as
  *      "hm_lookup"), hm_spirv_lookup_library(), installed at build time as
- *      build/share/hmirror/hmirror-lookup.spv; link it with spirv-link
+ *      $(pkg-config --variable=lookup_spv hmirror); link it with spirv-link
  *      into a module that declares hm_lookup with Import linkage and the
  *      same function type.
  *
- * At the call site (the translator's; a few instructions each, D969):
+ * At the call site (the translator's; a few instructions each,
+ * data-path.rst):
  *   load:   v = dev ? *(T *)dev : 0
  *   store:  if (dev) *(T *)dev = v;  *(uint *)mark = 1
  *           (mark is the sink where dev is 0: a store that lands nowhere
@@ -155,12 +157,12 @@ uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m);
 uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m);
 
 /*
- * Emission variants of the helper (Documentation/table.rst, "Variants").
+ * Emission variants of the helper (table.rst, "Variants").
  * Every variant answers the same thing for the same table, except that
  * HM_LOOKUP_V_POW2 needs a table whose nr_home is a power of two >= 2.
  * The default (HM_LOOKUP_DEFAULT_VARIANT) is what every module gets
  * unless hm_spirv_set_lookup_variant() is called before the helper is
- * first written.  The two REFERENCE variants break a rule of D969 and
+ * first written.  The two REFERENCE variants break a rule of the data path and
  * exist only so that the benchmark can measure what the rule costs:
  * never use them in a real module.
  */
@@ -175,9 +177,9 @@ enum hm_lookup_variant_flag {
 	/* slots read through a Block whose member is NonWritable + Restrict
 	 * (what glslang emits for a readonly restrict buffer_reference) */
 	HM_LOOKUP_V_NONWRITABLE	= 1u << 3,
-	/* REFERENCE ONLY (breaks D969's one load a slot): two 8-byte loads */
+	/* REFERENCE ONLY (breaks the helper's one load a slot): two 8-byte loads */
 	HM_LOOKUP_V_REF_SPLIT	= 1u << 4,
-	/* REFERENCE ONLY (breaks D969's DontInline): FunctionControl Inline */
+	/* REFERENCE ONLY (breaks the helper's DontInline): FunctionControl Inline */
 	HM_LOOKUP_V_REF_INLINE	= 1u << 5,
 };
 #define HM_LOOKUP_V_ALL		0x3fu
@@ -185,7 +187,7 @@ enum hm_lookup_variant_flag {
 #define HM_LOOKUP_DEFAULT_VARIANT (HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE)
 
 /* Named variants the benchmark and the tests run (the first is the
- * default; reference = breaks a D969 rule, for measurement only). */
+ * default; reference = breaks a rule of the helper, for measurement only). */
 struct hm_lookup_variant {
 	const char *name;
 	uint32_t flags;
@@ -211,6 +213,35 @@ int  hm_spirv_module_finish(struct hm_spirv_module *m, uint32_t **ret_words, siz
 int  hm_spirv_lookup_library(uint32_t **ret_words, size_t *ret_nr);
 /* The same in a chosen form (hm_spirv_set_lookup_variant()). */
 int  hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_t *ret_nr);
+
+/* ---- (c) linking a finished module against the helper ------------------
+ * A translator that emits its module with its own emitter, spirv-as or
+ * glslang links it at run time, in C, with hm_spirv_link_lookup() (the
+ * tool hmirror-link(1) does the same from the command line):
+ *
+ *  - an import of HM_LOOKUP_EXPORT_NAME (OpDecorate LinkageAttributes
+ *    "hm_lookup" Import on a bodiless OpFunction of the helper's type,
+ *    hm_spirv_lookup_fn_type(), parameters by value) is resolved: the
+ *    declaration goes and every call of it calls the helper;
+ *  - the GLSL stand-in HM_LOOKUP_GLSL_STUB that hmirror/lookup.glsl
+ *    declares (found by its OpName, which glslang writes as
+ *    "hm_lookup_stub(..."; do not strip names before linking) gets a body
+ *    that loads its parameters (glslang passes them by pointer) and calls
+ *    the helper.
+ *
+ * The module's own types and constants are reused, its SPIR-V version
+ * (1.3 to 1.6) kept, its addressing model made PhysicalStorageBuffer64
+ * (from Logical), and OpCapability Linkage dropped unless other linkage
+ * remains.  variant: the helper's form (HM_LOOKUP_DEFAULT_VARIANT).
+ * *ret_words is malloc()ed.  Errors: -EBADMSG not a well-formed SPIR-V
+ * module; -ENOTSUP a SPIR-V version or addressing model the helper cannot
+ * join; -ENOENT neither the import nor the stand-in is there; -EINVAL
+ * their signature is not the helper's (or bad arguments); -ENOMEM, -E2BIG.
+ * Nothing is validated: run spirv-val (hmirror-link does) on the result.
+ */
+#define HM_LOOKUP_GLSL_STUB	"hm_lookup_stub"
+int  hm_spirv_link_lookup(const uint32_t *words, size_t nr_words, uint32_t variant,
+			  uint32_t **ret_words, size_t *ret_nr);
 
 /* ---- shared lookups ------------------------------------------------------
  * An access of nr_bytes (4..64, a multiple of 4) at guest address g calls

@@ -16,7 +16,7 @@
  * or a negative errno.  A message the daemon cannot parse at all is answered
  * by HM_MSG_ERROR with the offending seq (0 when unreadable).  Replies may
  * come out of order (dispatch completions come when the device is done).
- * See Documentation/daemon.rst.
+ * See daemon.rst (hmirror(7) says where the documentation is installed).
  */
 #ifndef HMIRROR_PROTOCOL_H
 #define HMIRROR_PROTOCOL_H

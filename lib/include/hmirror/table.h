@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * hmirror device-address table (host side) and written marks (D969).
+ * hmirror device-address table (host side) and written marks (table.rst,
+ * data-path.rst; hmirror(7) says where the documentation is installed).
  *
  * The slots live in memory the caller provides: a mapping of device-local
  * host-visible memory where the device has room, else host memory that the
@@ -22,7 +23,7 @@
  * the table (hm_table_grow_nr_home()), allocates new slot memory and calls
  * hm_table_rehash_into(); a chunk is never left out, never a silent miss.
  * Load factor: hm_table_nr_home_for() sizes a table at <= 25 % load
- * (Documentation/table.rst has the measurements behind that figure).
+ * (table.rst has the measurements behind that figure).
  *
  * Slots move: an insert may move other chunks to other slots of their
  * windows (a chunk's mark word follows its slot).  Read which chunk a

@@ -9,7 +9,7 @@
  * handler only when the caller creates an mprotect space (it chains to the
  * caller's previous handler for faults that are not its own).
  *
- * Semantics (identical across backends; Documentation/watch.rst):
+ * Semantics (identical across backends; watch.rst):
  *  - A chunk is 1 << chunk_shift bytes.  Chunks are unarmed until
  *    hm_space_arm(); once armed a chunk stays armed (harvest re-arms).
  *  - The first CPU store to an armed chunk through any watched mapping

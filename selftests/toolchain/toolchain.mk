@@ -1,0 +1,4 @@
+# SPDX-License-Identifier: GPL-2.0
+# The translator's toolchain as installed (Documentation/shaders.rst): the
+# GLSL example built from an install and run under validation.
+NATIVE_TESTS += selftests/toolchain/glsl-translator.sh
