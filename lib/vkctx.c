@@ -174,6 +174,36 @@ static bool has_layer(const char *name)
 	return false;
 }
 
+/* The messenger that counts warnings and errors into vk->validation_errors. */
+static VkDebugUtilsMessengerCreateInfoEXT messenger_info(struct hm_vk *vk)
+{
+	return (VkDebugUtilsMessengerCreateInfoEXT) {
+		.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+		.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+				   VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+		.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+			       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+			       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+		.pfnUserCallback = debug_cb,
+		.pUserData = vk,
+	};
+}
+
+/* Hang that messenger on vk->inst, which must have VK_EXT_debug_utils. */
+static int create_messenger(struct hm_vk *vk)
+{
+	VkDebugUtilsMessengerCreateInfoEXT mci = messenger_info(vk);
+	PFN_vkCreateDebugUtilsMessengerEXT create;
+
+	create = (PFN_vkCreateDebugUtilsMessengerEXT)
+		vkGetInstanceProcAddr(vk->inst, "vkCreateDebugUtilsMessengerEXT");
+	vk->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)
+		vkGetInstanceProcAddr(vk->inst, "vkDestroyDebugUtilsMessengerEXT");
+	if (!create || !vk->destroy_messenger)
+		return -EOPNOTSUPP;
+	return hm_vk_errno(create(vk->inst, &mci, NULL, &vk->messenger));
+}
+
 static int create_instance(struct hm_vk *vk)
 {
 	static const char *layer = "VK_LAYER_KHRONOS_validation";
@@ -184,21 +214,11 @@ static int create_instance(struct hm_vk *vk)
 		.pEngineName = "hmirror",
 		.apiVersion = VK_API_VERSION_1_2,
 	};
-	VkDebugUtilsMessengerCreateInfoEXT mci = {
-		.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-		.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-				   VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-		.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-			       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-			       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-		.pfnUserCallback = debug_cb,
-		.pUserData = vk,
-	};
+	VkDebugUtilsMessengerCreateInfoEXT mci = messenger_info(vk);
 	VkInstanceCreateInfo ci = {
 		.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
 		.pApplicationInfo = &app,
 	};
-	PFN_vkCreateDebugUtilsMessengerEXT create_messenger;
 	VkResult r;
 
 	if (vk->validation) {
@@ -215,13 +235,7 @@ static int create_instance(struct hm_vk *vk)
 		return hm_vk_errno(r);
 	if (!vk->validation)
 		return 0;
-	create_messenger = (PFN_vkCreateDebugUtilsMessengerEXT)
-		vkGetInstanceProcAddr(vk->inst, "vkCreateDebugUtilsMessengerEXT");
-	vk->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)
-		vkGetInstanceProcAddr(vk->inst, "vkDestroyDebugUtilsMessengerEXT");
-	if (!create_messenger || !vk->destroy_messenger)
-		return -EOPNOTSUPP;
-	return hm_vk_errno(create_messenger(vk->inst, &mci, NULL, &vk->messenger));
+	return create_messenger(vk);
 }
 
 static int type_rank(VkPhysicalDeviceType t)
@@ -596,33 +610,6 @@ static int wrap_device(struct hm_vk *vk, const struct hm_vk_params *p)
 	return feats_select(vk, &f);
 }
 
-/*
- * Validation messages of a wrapped device: a messenger on the caller's
- * instance, which must have enabled VK_EXT_debug_utils (and, to see
- * anything, the validation layer).
- */
-static int wrap_messenger(struct hm_vk *vk)
-{
-	VkDebugUtilsMessengerCreateInfoEXT mci = {
-		.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-		.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-				   VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-		.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-			       VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-			       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-		.pfnUserCallback = debug_cb,
-		.pUserData = vk,
-	};
-	PFN_vkCreateDebugUtilsMessengerEXT create_messenger;
-
-	create_messenger = (PFN_vkCreateDebugUtilsMessengerEXT)
-		vkGetInstanceProcAddr(vk->inst, "vkCreateDebugUtilsMessengerEXT");
-	vk->destroy_messenger = (PFN_vkDestroyDebugUtilsMessengerEXT)
-		vkGetInstanceProcAddr(vk->inst, "vkDestroyDebugUtilsMessengerEXT");
-	if (!create_messenger || !vk->destroy_messenger)
-		return -EOPNOTSUPP;
-	return hm_vk_errno(create_messenger(vk->inst, &mci, NULL, &vk->messenger));
-}
 
 int hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret)
 {
@@ -660,7 +647,9 @@ int hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret)
 		vk->validation = p->validation < 0 ? env_true("HMIRROR_VALIDATION")
 						   : p->validation > 0;
 		if (vk->validation) {
-			err = wrap_messenger(vk);
+			/* on the caller's instance, which must have enabled
+			 * VK_EXT_debug_utils (and the layer, to see anything) */
+			err = create_messenger(vk);
 			if (err)
 				goto out_free;
 		}

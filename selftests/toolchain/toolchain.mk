@@ -2,3 +2,4 @@
 # The translator's toolchain as installed (Documentation/shaders.rst): the
 # GLSL example built from an install and run under validation.
 NATIVE_TESTS += selftests/toolchain/glsl-translator.sh
+NATIVE_TESTS += selftests/toolchain/exports.sh
