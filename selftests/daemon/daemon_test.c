@@ -1588,7 +1588,8 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 {
 	const enum hm_spv_section F = HM_SPV_SEC_FUNCTION;
 	struct hm_spirv_module *m;
-	uint32_t push[9], u32, u64, bl, pu32, guest, g, dev, mark, addr, p, val;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + 3], u32, u64, bl, pu32, guest, g, dev, mark, addr,
+		 p, val;
 	struct hm_spirv_table_ids t;
 	int r;
 
@@ -1608,7 +1609,7 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 		fnt = hm_spirv_type_function(m, voidt, (const uint32_t[]){ u32, u32 }, 2);
 		local_fn = hm_spirv_id(m);
 	}
-	if (!hm_spirv_compute_main(m, 9, 1, push, NULL)) {
+	if (!hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + 3, 1, push, NULL)) {
 		hm_spirv_module_free(m);
 		return -EINVAL;
 	}
@@ -1616,8 +1617,8 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 	t.nr_home = push[2];
 	t.chunk_shift = push[3];
 	t.marks = spv_join(m, push[4], push[5]);
-	guest = spv_join(m, push[6], push[7]);
-	val = push[8];
+	guest = spv_join(m, push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	val = push[HM_DEVICE_TABLE_PUSH_WORDS + 2];
 	if (kind == MOD_FAKE_TABLE)
 		t.table = guest;
 	g = kind == MOD_MISALIGNED ? guest :
@@ -1946,8 +1947,10 @@ TEST_F(daemon, dispatch_over_budget_ends_its_client)
 	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
 	ASSERT_LE(0, rows_ms(a, pa, 1));	/* the code made, under budget */
 	ASSERT_EQ(0, hm_client_ping(a));
-	uint32_t apush[2] = { 1, 0 };
-	struct hm_client_dispatch d = {	/* 3-10 s here: past 1 s however loaded */
+	/* 32 turns of the loop a lane: past the 1 s budget on lavapipe
+	 * however quiet the machine (one turn took 0.5 s on an idle one) */
+	uint32_t apush[2] = { 32, 0 };
+	struct hm_client_dispatch d = {
 		.pipeline = pa, .groups = { 65535, 64, 1 }, .nr_push = 2, .push = apush,
 	};
 	struct hm_client_dispatch e = {
