@@ -459,10 +459,11 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 }
 
 /* Arm the guards of candidates not yet armed, then note the generations of
- * their units into ug (candidate i's at ug + e->uoff[i]).  Before the copy
- * they may be noted with HM_GEN_DEFER (uffd-async: no scan; a write since
- * the harvest's scan then moves the generation noted after the copy, and
- * the candidate is discarded, as rule 3 wants): one scan a try, not two. */
+ * their units into ug (candidate i's at ug + e->uoff[i]).  flags: 0, or
+ * HM_GEN_DEFER (uffd-async: no scan; a write since the harvest's scan then
+ * moves the generation noted after the copy, and the candidate is
+ * discarded, as rule 3 wants): one scan a try instead of two, at the price
+ * of discarding what was written between the harvest and the copy. */
 static int arm_and_note(struct hm_engine *e, size_t n, unsigned flags, uint64_t *ug)
 {
 	size_t i = 0;
@@ -860,8 +861,12 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 	err = hm_grow((void **)&e->ug0, &e->cap_ug0, units, sizeof(*e->ug0));
 	if (!err)
 		err = hm_grow((void **)&e->ug1, &e->cap_ug1, units, sizeof(*e->ug1));
+	/* the generations before the copy are scanned, not deferred
+	 * (HM_GEN_DEFER): deferring discards every candidate written since
+	 * the harvest, and the guest that writes beside read-mostly data all
+	 * the time (the demo's) then pays a retry for a sixth of them */
 	if (!err)
-		err = arm_and_note(e, n, HM_GEN_DEFER, e->ug0);
+		err = arm_and_note(e, n, 0, e->ug0);
 	if (!err)
 		err = copy_candidates(e, n, &bytes);
 	if (err)
