@@ -82,6 +82,13 @@ static const struct genl_multicast_group hmirror_nl_mcgrps[] = {
 	},
 };
 
+/* STATS_GET takes no attribute: every one is refused by validation.  An
+ * explicit policy, never a NULL one beside a non-zero maxattr (7.3's
+ * validation then hit BUG() in lib/nlattr.c under the netlink fuzzer). */
+static const struct nla_policy hmirror_nl_no_attrs_policy[HMIRROR_A_MAX + 1] = {
+	[0 ... HMIRROR_A_MAX] = { .type = NLA_REJECT },
+};
+
 static const struct nla_policy hmirror_nl_space_get_policy[HMIRROR_A_MAX + 1] = {
 	[HMIRROR_A_SPACE_ID] = NLA_POLICY_MIN(NLA_U32, 1),
 };
@@ -271,7 +278,8 @@ static const struct genl_ops hmirror_nl_ops[] = {
 		.doit = hmirror_nl_stats_get,
 		/* every user's activity: CAP_NET_ADMIN (init_net's user ns) */
 		.flags = GENL_ADMIN_PERM,
-		/* no policy: every attribute is refused */
+		.policy = hmirror_nl_no_attrs_policy,
+		.maxattr = HMIRROR_A_MAX,
 	},
 	{
 		.cmd = HMIRROR_CMD_SPACE_GET,

@@ -14,6 +14,13 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${1:-}
 
+# The hmirror-dkms package installs the rule and the group itself
+# (/lib/udev/rules.d, sysusers.d): DKMS's POST_INSTALL then leaves them to
+# it, so that nothing outside the package's files is written.
+if [ -z "$dest" ] && [ -f /lib/udev/rules.d/60-hmirror.rules ]; then
+	exit 0
+fi
+
 install -d "$dest/etc/udev/rules.d" "$dest/usr/lib/sysusers.d"
 install -m 644 "$here/60-hmirror.rules" "$dest/etc/udev/rules.d/60-hmirror.rules"
 install -m 644 "$here/hmirror.sysusers" "$dest/usr/lib/sysusers.d/hmirror.conf"
