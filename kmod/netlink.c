@@ -82,9 +82,11 @@ static const struct genl_multicast_group hmirror_nl_mcgrps[] = {
 	},
 };
 
-/* STATS_GET takes no attribute: every one is refused by validation.  An
+/*
+ * STATS_GET takes no attribute: every one is refused by validation.  An
  * explicit policy, never a NULL one beside a non-zero maxattr (7.3's
- * validation then hit BUG() in lib/nlattr.c under the netlink fuzzer). */
+ * validation then hit BUG() in lib/nlattr.c under the netlink fuzzer).
+ */
 static const struct nla_policy hmirror_nl_no_attrs_policy[HMIRROR_A_MAX + 1] = {
 	[0 ... HMIRROR_A_MAX] = { .type = NLA_REJECT },
 };
