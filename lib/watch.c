@@ -604,6 +604,40 @@ static void hm_notify_drain(struct hm_space *s)
 	}
 }
 
+/* The pending list sorted; how many of it a harvest of cap hands out. */
+static size_t pend_sorted_count(struct hm_space *s, size_t cap)
+{
+	if (!s->pend_sorted) {
+		qsort(s->pend, s->nr_pend, sizeof(uint64_t), hm_cmp_u64);
+		s->pend_sorted = true;
+	}
+	return s->nr_pend < cap ? s->nr_pend : cap;
+}
+
+/* Hand the first n pending chunks out and forget them (unarm: they are
+ * also no longer armed, as a take leaves them). */
+static void pend_hand_out(struct hm_space *s, uint64_t *ret_chunks, size_t n, bool unarm,
+			  size_t *ret_n, bool *ret_more)
+{
+	if (n)
+		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
+	for (size_t i = 0; i < n; i++) {
+		hm_clear_bit(s->pend_bits, s->pend[i]);
+		if (unarm) {
+			hm_clear_bit(s->armed, s->pend[i]);
+			hm_clear_bit(s->open, s->pend[i]);
+		}
+	}
+	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
+	s->nr_pend -= n;
+	*ret_n = n;
+	if (ret_more)
+		*ret_more = s->nr_pend != 0;
+	s->stats.harvests++;
+	s->stats.chunks_reported += n;
+	hm_notify_drain(s);
+}
+
 int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		     size_t *ret_n, bool *ret_more)
 {
@@ -646,28 +680,13 @@ int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		if (err)
 			goto out;
 	}
-	if (!s->pend_sorted) {
-		qsort(s->pend, s->nr_pend, sizeof(uint64_t), hm_cmp_u64);
-		s->pend_sorted = true;
-	}
-	n = s->nr_pend < cap ? s->nr_pend : cap;
+	n = pend_sorted_count(s, cap);
 	if (n && s->ops->rearm) {
 		err = s->ops->rearm(s, s->pend, n);
 		if (err)
 			goto out;	/* all of them stay recorded */
 	}
-	if (n)
-		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
-	for (size_t i = 0; i < n; i++)
-		hm_clear_bit(s->pend_bits, s->pend[i]);
-	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
-	s->nr_pend -= n;
-	*ret_n = n;
-	if (ret_more)
-		*ret_more = s->nr_pend != 0;
-	s->stats.harvests++;
-	s->stats.chunks_reported += n;
-	hm_notify_drain(s);
+	pend_hand_out(s, ret_chunks, n, false, ret_n, ret_more);
 	err = 0;
 out:
 	hm_unlock(s);
@@ -707,26 +726,8 @@ int hm_space_harvest_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		if (err)
 			goto out;
 	}
-	if (!s->pend_sorted) {
-		qsort(s->pend, s->nr_pend, sizeof(uint64_t), hm_cmp_u64);
-		s->pend_sorted = true;
-	}
-	n = s->nr_pend < cap ? s->nr_pend : cap;
-	if (n)
-		memcpy(ret_chunks, s->pend, n * sizeof(uint64_t));
-	for (size_t i = 0; i < n; i++) {
-		hm_clear_bit(s->pend_bits, s->pend[i]);
-		hm_clear_bit(s->armed, s->pend[i]);
-		hm_clear_bit(s->open, s->pend[i]);
-	}
-	memmove(s->pend, s->pend + n, (s->nr_pend - n) * sizeof(uint64_t));
-	s->nr_pend -= n;
-	*ret_n = n;
-	if (ret_more)
-		*ret_more = s->nr_pend != 0;
-	s->stats.harvests++;
-	s->stats.chunks_reported += n;
-	hm_notify_drain(s);
+	n = pend_sorted_count(s, cap);
+	pend_hand_out(s, ret_chunks, n, true, ret_n, ret_more);
 	err = 0;
 out:
 	hm_unlock(s);
