@@ -108,35 +108,39 @@ int hmirror_user_count_inc(atomic_t *count, unsigned int max)
 /*
  * Charge @nr_pages pinned pages to the caller's user against
  * RLIMIT_MEMLOCK (CAP_IPC_LOCK exempts, as for mlock).  Returns the
- * user_struct charged (with a reference), NULL where none was, or an
- * ERR_PTR(-ENOMEM) past the limit.
+ * credentials whose user_struct was charged (with a reference), NULL where
+ * none was, or an ERR_PTR(-ENOMEM) past the limit.  The reference is held
+ * on the cred, not the user_struct: free_uid() is not exported by every
+ * kernel the module builds for, __put_cred() is.
  */
-struct user_struct *hmirror_memlock_charge(unsigned long nr_pages)
+const struct cred *hmirror_memlock_charge(unsigned long nr_pages)
 {
 	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	const struct cred *cred;
 	struct user_struct *user;
 	unsigned long cur, next;
 
 	if (capable(CAP_IPC_LOCK))
 		return NULL;
-	user = get_current_user();
+	cred = get_current_cred();
+	user = cred->user;
 	cur = atomic_long_read(&user->locked_vm);
 	do {
 		if (check_add_overflow(cur, nr_pages, &next) || next > limit) {
-			free_uid(user);
+			put_cred(cred);
 			return ERR_PTR(-ENOMEM);
 		}
 	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, next));
-	return user;
+	return cred;
 }
 
-/* undo hmirror_memlock_charge(); @user may be NULL */
-void hmirror_memlock_uncharge(struct user_struct *user, unsigned long nr_pages)
+/* undo hmirror_memlock_charge(); @cred may be NULL */
+void hmirror_memlock_uncharge(const struct cred *cred, unsigned long nr_pages)
 {
-	if (!user)
+	if (!cred)
 		return;
-	atomic_long_sub(nr_pages, &user->locked_vm);
-	free_uid(user);
+	atomic_long_sub(nr_pages, &cred->user->locked_vm);
+	put_cred(cred);
 }
 
 static int hmirror_users_show(struct seq_file *m, void *unused)

@@ -92,7 +92,7 @@ struct hmirror_user {
 	atomic_t nr_pins;		/* live pins it made */
 };
 
-struct user_struct;
+struct cred;
 
 struct hmirror_user *hmirror_user_get(void);
 void hmirror_user_hold(struct hmirror_user *u);
@@ -100,8 +100,8 @@ void hmirror_user_put(struct hmirror_user *u);
 int hmirror_user_charge(struct hmirror_user *u, unsigned long bytes);
 void hmirror_user_uncharge(struct hmirror_user *u, unsigned long bytes);
 int hmirror_user_count_inc(atomic_t *count, unsigned int max);
-struct user_struct *hmirror_memlock_charge(unsigned long nr_pages);
-void hmirror_memlock_uncharge(struct user_struct *user, unsigned long nr_pages);
+const struct cred *hmirror_memlock_charge(unsigned long nr_pages);
+void hmirror_memlock_uncharge(const struct cred *cred, unsigned long nr_pages);
 void hmirror_account_init(void);
 
 /* ---- spaces ------------------------------------------------------------- */

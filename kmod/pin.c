@@ -66,7 +66,7 @@ struct hmirror_pin {
 	struct kref ref;		/* the pin fd, each dma-buf, event work */
 	struct mmu_interval_notifier notifier;
 	struct mm_struct *mm;		/* mmgrab()ed; pinned_vm shows the pin */
-	struct user_struct *locked_user; /* RLIMIT_MEMLOCK charged; or NULL */
+	const struct cred *locked_cred;	/* its user RLIMIT_MEMLOCK charged; or NULL */
 	struct hmirror_user *user;	/* counts the pin, charged for @pv */
 	atomic_t nr_dmabufs;		/* live dma-bufs of the pin */
 	pid_t tgid;			/* of the pinning process, init pid ns */
@@ -165,9 +165,9 @@ static int hmirror_pin_charge(struct hmirror_pin *pin)
 	ret = hmirror_user_count_inc(&pin->user->nr_pins, max_pins_per_user);
 	if (ret)
 		goto err_user;
-	pin->locked_user = hmirror_memlock_charge(pin->nr_pages);
-	if (IS_ERR(pin->locked_user)) {
-		ret = PTR_ERR(pin->locked_user);
+	pin->locked_cred = hmirror_memlock_charge(pin->nr_pages);
+	if (IS_ERR(pin->locked_cred)) {
+		ret = PTR_ERR(pin->locked_cred);
 		goto err_count;
 	}
 	atomic64_add(pin->nr_pages, &pin->mm->pinned_vm);
@@ -183,7 +183,7 @@ err_user:
 static void hmirror_pin_uncharge(struct hmirror_pin *pin)
 {
 	atomic64_sub(pin->nr_pages, &pin->mm->pinned_vm);
-	hmirror_memlock_uncharge(pin->locked_user, pin->nr_pages);
+	hmirror_memlock_uncharge(pin->locked_cred, pin->nr_pages);
 	atomic_dec(&pin->user->nr_pins);
 	hmirror_user_put(pin->user);
 }

@@ -32,6 +32,12 @@ if apt-get install -y /ctl/debs/*.deb >>$log 2>&1; then
 	ok "apt.install ($(( $(date +%s) - t0 ))s, DKMS build included)"
 else
 	tail -n 30 $log | sed 's/^/# /'
+	# DKMS keeps the compiler's output in its own log: show its errors
+	for f in /var/lib/dkms/hmirror/*/build/make.log; do
+		[ -f "$f" ] || continue
+		echo "# $f:"
+		grep -E 'error|undefined|ERROR' "$f" | head -n 20 | sed 's/^/# /'
+	done
 	nok apt.install "apt-get install failed"
 	exit 1
 fi
