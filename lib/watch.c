@@ -255,6 +255,7 @@ static struct hm_space *hm_space_alloc(void)
 
 static void hm_space_release(struct hm_space *s)
 {
+	hm_cons_release_all(s);
 	if (s->ops && s->ops->destroy)
 		s->ops->destroy(s);
 	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++)
@@ -512,8 +513,6 @@ static int hm_check_range(const struct hm_space *s, uint64_t first, uint64_t cou
 	return 0;
 }
 
-static int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count);
-
 int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	int err;
@@ -524,7 +523,12 @@ int hm_space_arm(struct hm_space *s, uint64_t first, uint64_t count)
 	if (err)
 		return err;
 	hm_lock(s);
-	err = s->exported ? -EBUSY : hm_arm_locked(s, first, count);
+	if (s->exported)
+		err = -EBUSY;
+	else if (s->cons[0])	/* the built-in consumer watches it */
+		err = hm_cons_watch_locked(s->cons[0], first, count);
+	else
+		err = hm_arm_locked(s, first, count);
 	hm_unlock(s);
 	return err;
 }
@@ -543,6 +547,8 @@ int hm_space_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n)
 	hm_lock(s);
 	if (s->exported) {
 		err = -EBUSY;
+	} else if (s->cons[0]) {
+		err = hm_cons_watch_chunks_locked(s->cons[0], chunks, n);
 	} else if (s->ops->arm_chunks) {
 		err = s->ops->arm_chunks(s, chunks, n);
 		for (size_t i = 0; !err && i < n; i++)
@@ -559,7 +565,7 @@ int hm_space_arm_chunks(struct hm_space *s, const uint64_t *chunks, size_t n)
 }
 
 /* hm_space_arm() of a checked range, lock held */
-static int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count)
+int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	int err = 0;
 
@@ -654,6 +660,10 @@ int hm_space_harvest(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		err = -EBUSY;
 		goto out;
 	}
+	if (s->cons[0]) {
+		err = hm_cons_harvest_locked(s->cons[0], 0, ret_chunks, cap, ret_n, ret_more);
+		goto out;
+	}
 	if (s->ops->harvest) {
 		err = s->ops->harvest(s, ret_chunks, cap, ret_n, ret_more);
 		if (!err) {
@@ -711,11 +721,19 @@ int hm_space_harvest_take(struct hm_space *s, uint64_t *ret_chunks, size_t cap,
 		err = -EBUSY;
 		goto out;
 	}
+	if (s->cons[0]) {
+		err = hm_cons_harvest_locked(s->cons[0], HM_HARVEST_UNWATCH, ret_chunks, cap,
+					     ret_n, ret_more);
+		goto out;
+	}
 	if (s->ops->take) {
 		err = s->ops->take(s, ret_chunks, cap, ret_n, ret_more);
 		if (!err) {
 			s->stats.harvests++;
 			s->stats.chunks_reported += *ret_n;
+			/* unarmed now, as the common path leaves them */
+			for (size_t i = 0; i < *ret_n; i++)
+				hm_clear_bit(s->armed, ret_chunks[i]);
 		}
 		goto out;
 	}
@@ -924,7 +942,8 @@ int hm_space_export(struct hm_space *s, struct hm_space_handoff *ret)
 		return -EINVAL;
 	hm_lock(s);
 	err = -EBUSY;
-	if (s->exported || s->nr_pend)
+	/* consumers' cursors live in this process: they do not travel */
+	if (s->exported || s->nr_pend || s->cons[0])
 		goto out;
 	memset(&b, 0, sizeof(b));
 	b.magic = HM_HANDOFF_MAGIC;

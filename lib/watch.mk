@@ -4,7 +4,8 @@
 # mprotect.  Documentation/watch.rst.
 
 WATCH_OBJS := $(O)/lib/watch.o $(O)/lib/watch_kmod.o $(O)/lib/watch_uffd.o \
-	$(O)/lib/watch_uffd_sync.o $(O)/lib/watch_mprotect.o
+	$(O)/lib/watch_uffd_sync.o $(O)/lib/watch_mprotect.o \
+	$(O)/lib/watch_consumer.o
 LIB_OBJS += $(WATCH_OBJS)
 
 # ---- conformance suite: one source, every backend (FIXTURE_VARIANT) -------

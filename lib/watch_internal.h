@@ -55,6 +55,10 @@ struct hm_backend_ops {
 	   [first, first+count) into pending (+gen) and make those chunks trip
 	   again on the next write (lock held) */
 	int  (*refresh)(struct hm_space *s, uint64_t first, uint64_t count);
+	/* stop watching armed chunks [first, first+count): a write to them
+	   costs no fault and is not recorded (lock held).  Consumers only
+	   (lib/watch_consumer.c); -EOPNOTSUPP leaves them armed */
+	int  (*disarm)(struct hm_space *s, uint64_t first, uint64_t count);
 	/* re-arm chunks about to be handed out by harvest (lock held) */
 	int  (*rearm)(struct hm_space *s, const uint64_t *chunks, size_t n);
 	/* export fds + fill blob bytes after the common header (lock held) */
@@ -96,6 +100,27 @@ struct hm_backend_ops {
 	   hm_memfd_map() over s->memfd at offset 0 */
 };
 
+/*
+ * A consumer (lib/watch_consumer.c): its watch set and its pending set (a
+ * bitmap for dedup plus an array), under the space lock.  Once a space has
+ * a consumer it has a built-in one too, cons[0], which the hm_space_arm /
+ * harvest / harvest_take calls use; from then on the space's own pending
+ * list is the backend's record only, fanned out to the consumers by every
+ * harvest, and its armed bitmap is the union of the watch sets.
+ */
+struct hm_consumer {
+	struct hm_space *s;
+	unsigned slot;
+	uint64_t *watch;         /* bitmap */
+	uint64_t *pend_bits;     /* bitmap */
+	uint64_t *pend;          /* array, capacity nr_chunks */
+	uint64_t nr_pend;
+	bool pend_sorted;
+	uint64_t nr_watched;
+	size_t bytes;            /* one mapping holds the three */
+	struct hm_consumer_stats stats;
+};
+
 struct hm_space {
 	const struct hm_backend_ops *ops;
 	enum hm_backend backend;
@@ -134,6 +159,11 @@ struct hm_space {
 	size_t state_bytes;      /* one mapping holds all of the above */
 
 	struct hm_space_stats stats;
+
+	/* consumers: [0] built-in, set with the first one; NULL before */
+	struct hm_consumer *cons[HM_CONSUMER_MAX + 1];
+	unsigned nr_cons;        /* not counting [0] */
+	uint64_t *unwp;          /* bitmap: disarmed, a scan must not protect */
 
 	void *priv;              /* backend state */
 };
@@ -175,6 +205,15 @@ static inline void hm_record(struct hm_space *s, uint64_t c)
 		hm_notify(s);
 }
 
+/* backend arm of a checked range (lock held), as hm_space_arm() */
+int hm_arm_locked(struct hm_space *s, uint64_t first, uint64_t count);
+/* the consumers' side of harvest/take/arm (lib/watch_consumer.c) */
+int hm_cons_harvest_locked(struct hm_consumer *k, unsigned flags, uint64_t *ret_chunks,
+			   size_t cap, size_t *ret_n, bool *ret_more);
+int hm_cons_watch_locked(struct hm_consumer *k, uint64_t first, uint64_t count);
+int hm_cons_watch_chunks_locked(struct hm_consumer *k, const uint64_t *chunks, size_t n);
+void hm_cons_release_all(struct hm_space *s);
+
 /* which watched mapping holds addr; chunk index in *ret_chunk; -1 if none */
 int hm_map_lookup(const struct hm_space *s, uintptr_t addr, uint64_t *ret_chunk);
 
@@ -211,6 +250,7 @@ int hm_uffd_open(uint64_t features, bool user_only, int *ret_fd, uint64_t *ret_f
 int hm_uffd_register(int uffd, uintptr_t addr, uint64_t len);
 int hm_uffd_wp(int uffd, uintptr_t addr, uint64_t len, bool wp);
 int hm_uffd_wp_maps(struct hm_space *s, int uffd, uint64_t first, uint64_t count);
+int hm_uffd_unwp_maps(struct hm_space *s, int uffd, uint64_t first, uint64_t count);
 
 /*
  * For backends that learn of a write by its fault (uffd-sync, mprotect):

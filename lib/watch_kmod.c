@@ -26,6 +26,7 @@ struct hm_kmod {
 	const volatile uint64_t *gens;	/* HMIRROR_MMAP_GENERATIONS, read-only */
 	size_t gens_bytes;
 	uint64_t view_offset;
+	uint64_t features;		/* HMIRROR_FEATURE_* of the module */
 };
 
 static int hm_kmod_open(int *ret_fd, struct hmirror_api *ret_api, const char **ret_reason)
@@ -85,6 +86,9 @@ static int hm_kmod_probe(const char **ret_reason)
 /* the module's features decide what this space can do */
 static void hm_kmod_features(struct hm_space *s, uint64_t features)
 {
+	struct hm_kmod *k = s->priv;
+
+	k->features = features;
 	if (!(features & HMIRROR_FEATURE_HARVEST_NO_REARM))
 		s->caps &= ~HM_CAP_HARVEST_TAKE;
 }
@@ -202,6 +206,19 @@ static int hm_kmod_arm(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	struct hmirror_arm a = { .first = first, .count = count };
 
+	return ioctl(s->memfd, HMIRROR_IOC_ARM, &a) < 0 ? -errno : 0;
+}
+
+/* HMIRROR_ARM_DISARM: the module stops recording the chunks; their PTEs
+   stay read-only until the next write of each page, which costs one fault
+   and is not recorded */
+static int hm_kmod_disarm(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	struct hmirror_arm a = { .first = first, .count = count, .flags = HMIRROR_ARM_DISARM };
+	struct hm_kmod *k = s->priv;
+
+	if (!(k->features & HMIRROR_FEATURE_DISARM))
+		return -EOPNOTSUPP;
 	return ioctl(s->memfd, HMIRROR_IOC_ARM, &a) < 0 ? -errno : 0;
 }
 
@@ -328,6 +345,7 @@ const struct hm_backend_ops hm_kmod_ops = {
 	.destroy = hm_kmod_destroy,
 	.arm = hm_kmod_arm,
 	.arm_chunks = hm_kmod_arm_chunks,
+	.disarm = hm_kmod_disarm,
 	.harvest = hm_kmod_harvest,
 	.take = hm_kmod_take,
 	.generations = hm_kmod_generations,

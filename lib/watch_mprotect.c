@@ -291,6 +291,20 @@ static int hm_mp_reprotect(struct hm_space *s, uint64_t first, uint64_t count)
 	return err == -ENOMEM ? hm_mp_rearm_fallback(s) : err;
 }
 
+/* read-write again, but for the application's own read-only pages */
+static int hm_mprotect_disarm(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	int err = hm_mp_protect_all_maps(s, first, count, PROT_READ | PROT_WRITE);
+
+	if (err)
+		return err;
+	if (hm_mp_ro_of(s))
+		for (unsigned m = 0; m < HM_SPACE_MAX_MAPS; m++)
+			for (uint64_t c = first; s->maps[m].addr && c < first + count; c++)
+				hm_mp_keep_app_ro(s, (int)m, c);
+	return 0;
+}
+
 static int hm_mprotect_rearm(struct hm_space *s, const uint64_t *chunks, size_t n)
 {
 	return hm_rearm_open(s, chunks, n, hm_mp_reprotect);
@@ -360,5 +374,6 @@ const struct hm_backend_ops hm_mprotect_ops = {
 	.protect = hm_mprotect_protect,
 	.refresh = hm_mprotect_refresh,
 	.rearm = hm_mprotect_rearm,
+	.disarm = hm_mprotect_disarm,
 	.app_protect = hm_mprotect_app_protect,
 };

@@ -279,11 +279,35 @@ int hm_uffd_wp_maps(struct hm_space *s, int uffd, uint64_t first, uint64_t count
 	return 0;
 }
 
+int hm_uffd_unwp_maps(struct hm_space *s, int uffd, uint64_t first, uint64_t count)
+{
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		int err;
+
+		if (!s->maps[i].addr)
+			continue;
+		err = hm_uffd_wp(uffd, s->maps[i].addr + (first << s->chunk_shift),
+				 count << s->chunk_shift, false);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 static int hm_uffd_async_protect(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	struct hm_uffd_async *u = s->priv;
 
 	return hm_uffd_wp_maps(s, u->uffd, first, count);
+}
+
+/* write-protect off over chunks [first, first+count) of every watched
+   mapping (pte markers of untouched pages go too): writes cost nothing */
+static int hm_uffd_async_disarm(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	struct hm_uffd_async *u = s->priv;
+
+	return hm_uffd_unwp_maps(s, u->uffd, first, count);
 }
 
 /* ---- life ---------------------------------------------------------------- */
@@ -432,6 +456,7 @@ const struct hm_backend_ops hm_uffd_async_ops = {
 	.unwatch_map = hm_uffd_async_unwatch_map,
 	.protect = hm_uffd_async_protect,
 	.refresh = hm_uffd_async_refresh,
+	.disarm = hm_uffd_async_disarm,
 	.defer_refresh = true,
 	.collect = hm_uffd_async_collect,
 	.collect_direct = hm_uffd_async_collect_direct,

@@ -270,6 +270,13 @@ static int hm_uffd_sync_protect_range(struct hm_space *s, uint64_t first, uint64
 	return hm_uffd_wp_maps(s, u->uffd, first, count);
 }
 
+static int hm_uffd_sync_disarm(struct hm_space *s, uint64_t first, uint64_t count)
+{
+	struct hm_uffd_sync *u = s->priv;
+
+	return hm_uffd_unwp_maps(s, u->uffd, first, count);
+}
+
 static int hm_uffd_sync_watch_map(struct hm_space *s, uintptr_t addr)
 {
 	struct hm_uffd_sync *u = s->priv;
@@ -335,6 +342,7 @@ const struct hm_backend_ops hm_uffd_sync_ops = {
 	.protect = hm_uffd_sync_protect_range,
 	.refresh = hm_uffd_sync_refresh,
 	.rearm = hm_uffd_sync_rearm,
+	.disarm = hm_uffd_sync_disarm,
 	.export = hm_uffd_sync_export,
 	.exported = hm_uffd_sync_exported,
 };

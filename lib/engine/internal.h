@@ -48,6 +48,9 @@ struct hm_import_piece {
 struct hm_espace {
 	bool used;
 	struct hm_space *s;
+	/* the engine's own consumer of the space's writes: an emulator's
+	   hm_space_harvest() (or another engine's) never takes its records */
+	struct hm_consumer *cons;
 	uint64_t guest;         /* guest address of byte 0 */
 	uint64_t size;
 	uint64_t first_chunk;   /* guest >> chunk_shift */

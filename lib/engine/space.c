@@ -106,6 +106,9 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 	uint64_t piece;
 	int err;
 
+	err = hm_consumer_new(sp->s, 0, &sp->cons);
+	if (err)
+		return err;
 	err = hm_space_device_view(sp->s, &sp->view);
 	if (err)
 		return err;
@@ -147,6 +150,7 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
 	if (sp->nr_pieces)
 		e->st.import_pieces -= sp->nr_pieces;
 	free_pieces(e, sp);
+	hm_consumer_free(sp->cons);
 	free(sp->ch);
 	free(sp->ugen);
 	memset(sp, 0, sizeof(*sp));

@@ -183,8 +183,8 @@ int hm_engine_harvest(struct hm_engine *e)
 		while (more) {
 			size_t n = 0;
 
-			err = take ? hm_space_harvest_take(sp->s, e->harvest_buf, e->harvest_cap, &n, &more) :
-				     hm_space_harvest(sp->s, e->harvest_buf, e->harvest_cap, &n, &more);
+			err = hm_consumer_harvest(sp->cons, take ? HM_HARVEST_UNWATCH : 0,
+						  e->harvest_buf, e->harvest_cap, &n, &more);
 			if (err)
 				return err;
 			/* a batch that did not hold it all: take more at once
@@ -489,7 +489,7 @@ static int arm_and_note(struct hm_engine *e, size_t n, unsigned flags, uint64_t 
 				run++;
 				j++;
 			}
-			err = hm_space_arm(sp->s, idx << sp->wshift, run << sp->wshift);
+			err = hm_consumer_watch(sp->cons, idx << e->shift, run << e->shift);
 			if (err)
 				return err;
 			for (uint64_t r = 0; r < run; r++)

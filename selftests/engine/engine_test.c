@@ -1689,6 +1689,49 @@ TEST_F(rules, tier_two_switches_at_a_dispatch_boundary)
  * were, never-written chunks read zero, and the harvest after the import
  * reports nothing.
  */
+/*
+ * Consumers: an emulator's own harvest (its texture cache, through the
+ * space's built-in consumer) never takes the engine's records.  Without
+ * them it did: the engine kept its mirror of the written chunk and the
+ * device read 1000 where the CPU had written 4242.
+ */
+TEST_F(rules, emulator_harvest_leaves_the_engine_its_records)
+{
+	uint32_t off = 2 * CHUNK + 64, out = 9 * CHUNK, val = 1000, got;
+	uint64_t chunks[64], want;
+	bool more, m, seen = false;
+	size_t n;
+
+	RULES_ENV(self);
+	memcpy(self->v.mem + off, &val, 4);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 2 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, off, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(1000, got);
+
+	/* the emulator watches the whole space for its own cache */
+	ASSERT_EQ(0, hm_space_arm(self->v.s, 0, hm_space_nr_chunks(self->v.s)));
+	val = 4242;
+	memcpy(self->v.mem + off, &val, 4);
+	want = off >> hm_space_chunk_shift(self->v.s);
+	do {
+		ASSERT_EQ(0, hm_space_harvest(self->v.s, chunks, 64, &n, &more));
+		for (size_t i = 0; i < n; i++)
+			seen |= chunks[i] == want;
+	} while (more);
+	ASSERT_TRUE(seen);	/* its cache sees the write */
+	/* and so does the engine: the mirror is dropped, the device reads 4242 */
+	ASSERT_EQ(0, one_lane(&self->v, off, out, 0, 0));
+	memcpy(&got, self->v.mem + out, 4);
+	ASSERT_EQ(4242, got);
+	/* the emulator's next harvest: nothing new (the device wrote out
+	   through the device view, unwatched) */
+	ASSERT_EQ(0, hm_space_harvest(self->v.s, chunks, 64, &n, &more));
+	EXPECT_EQ(0, n);
+}
+
 TEST(add_space_populates_device_view)
 {
 	static const enum hm_backend bs[] = {

@@ -209,6 +209,70 @@ struct hm_space_stats {
 };
 int  hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret);
 
+/*
+ * Consumers: several watchers of one space's writes, each with its own
+ * cursor (Documentation/watch.rst, "Consumers").  The engine, a texture
+ * cache and a buffer cache of the same emulator each take one; none can
+ * take another's records.
+ *  - A consumer watches a set of chunks (hm_consumer_watch: every chunk
+ *    [off, off + len) touches; one bit a chunk, so unwatching a chunk ends
+ *    it whoever asked for it).  A chunk is armed while anyone watches it,
+ *    and disarmed when the last watcher stops: a CPU writing a chunk
+ *    nobody watches then pays no fault (kmod: one, the next write of each
+ *    page; uffd-async: a chunk within HM_CONSUMER_SCAN_GAP chunks of a
+ *    watched one may still be write-protected by a harvest's scan).
+ *  - hm_consumer_harvest() returns, ascending, every chunk this consumer
+ *    watches that was written since this consumer last had it reported
+ *    (or started watching it); a write is never missed by any consumer,
+ *    and one racing a harvest may be reported by this harvest and the
+ *    next.  A harvest may also report a chunk written just before the
+ *    consumer started watching it.
+ *  - The backend keeps one record a space; a harvest by any consumer
+ *    collects it once and fans it out to every watcher's pending set:
+ *    each write costs one collect plus one pending entry a watcher.
+ *  - hm_space_harvest(), hm_space_harvest_take() and hm_space_arm() are
+ *    those of a built-in consumer of the space: they keep their meaning.
+ *  - Free every consumer before its space; hm_space_free() frees those
+ *    left.  A space with consumers cannot be exported (-EBUSY).
+ * Errors: -EINVAL (NULL, unknown flag, len 0), -ERANGE (outside the space,
+ * nothing changed), -ENOSPC (HM_CONSUMER_MAX consumers already), -EBUSY
+ * (exported space).
+ */
+#define HM_CONSUMER_MAX		16	/* consumers a space, the built-in one not counted */
+#define HM_CONSUMER_SCAN_GAP	64	/* uffd-async: unwatched chunks a scan may span */
+
+/* hm_consumer_new() flags */
+#define HM_CONSUMER_WATCH_ALL	(1u << 0) /* start watching the whole space */
+/* hm_consumer_harvest() flags */
+#define HM_HARVEST_UNWATCH	(1u << 0) /* stop watching what is handed out (a take) */
+
+struct hm_consumer;
+
+int  hm_consumer_new(struct hm_space *s, unsigned flags, struct hm_consumer **ret);
+void hm_consumer_free(struct hm_consumer *c);                 /* NULL ok */
+int  hm_consumer_watch(struct hm_consumer *c, uint64_t off, uint64_t len);
+int  hm_consumer_unwatch(struct hm_consumer *c, uint64_t off, uint64_t len);
+/* the n chunks listed (any order, repeats allowed); all are checked first */
+int  hm_consumer_watch_chunks(struct hm_consumer *c, const uint64_t *chunks, size_t n);
+int  hm_consumer_unwatch_chunks(struct hm_consumer *c, const uint64_t *chunks, size_t n);
+/* as hm_space_harvest(), for this consumer */
+int  hm_consumer_harvest(struct hm_consumer *c, unsigned flags, uint64_t *ret_chunks,
+			 size_t cap, size_t *ret_n, bool *ret_more);
+/* the same, handed out as byte ranges of the space, one call a run of
+   adjacent written chunks, ascending, with no lock held (fn may call
+   into the space).  fn returning non-zero stops the harvest: the runs not
+   yet handed out stay pending, and that value is returned. */
+typedef int hm_consumer_range_fn(void *user, uint64_t off, uint64_t len);
+int  hm_consumer_harvest_ranges(struct hm_consumer *c, unsigned flags,
+				hm_consumer_range_fn *fn, void *user);
+struct hm_consumer_stats {
+	uint64_t harvests;
+	uint64_t chunks_reported;
+	uint64_t chunks_watched;	/* now */
+	uint64_t chunks_pending;	/* now: recorded for this consumer, not handed out */
+};
+int  hm_consumer_stats(const struct hm_consumer *c, struct hm_consumer_stats *ret);
+
 #ifdef __cplusplus
 }
 #endif
