@@ -19,3 +19,13 @@ $(O)/selftests/watch/watch_test.o: CFLAGS += -Wno-sign-compare
 # in the VM: kmod (and uffd-sync on 6.1) run, the rest SKIP where absent.
 NATIVE_TESTS += $(B)/bin/test-watch
 VM_TESTS += $(B)/bin/test-watch
+
+# ---- consumers: the same on every backend (selftests/watch/consumer_test.c)
+$(B)/bin/test-consumer: $(O)/selftests/watch/consumer_test.o $(WATCH_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^
+
+$(O)/selftests/watch/consumer_test.o: CFLAGS += -Wno-sign-compare
+
+NATIVE_TESTS += $(B)/bin/test-consumer
+VM_TESTS += $(B)/bin/test-consumer
