@@ -261,11 +261,11 @@ static int collect_kmod(struct hm_space *s)
 	return 0;
 }
 
-/* the next armed chunk at or after c, or nr_chunks */
-static uint64_t next_armed(const struct hm_space *s, uint64_t c)
+/* the next chunk at or after c set in bitmap b, or nr_chunks */
+static uint64_t next_set(const struct hm_space *s, const uint64_t *b, uint64_t c)
 {
 	while (c < s->nr_chunks) {
-		uint64_t w = s->armed[c >> 6] >> (c & 63);
+		uint64_t w = b[c >> 6] >> (c & 63);
 
 		if (w)
 			return c + (uint64_t)__builtin_ctzll(w);
@@ -275,16 +275,18 @@ static uint64_t next_armed(const struct hm_space *s, uint64_t c)
 }
 
 /*
- * uffd-async: scan the armed chunks only, so that a disarmed chunk's
- * written pages are never write-protected again.  Runs are joined across
- * at most HM_CONSUMER_SCAN_GAP unarmed chunks that were never disarmed
- * (one PAGEMAP_SCAN for scattered watched chunks, as the engine's are).
+ * uffd-async: the record is in the page tables, chunk by chunk, so a
+ * harvest scans only what its consumer watches (the records of the rest
+ * wait there for their own consumers), and never a disarmed chunk, whose
+ * written pages would be write-protected again.  Runs are joined across
+ * at most HM_CONSUMER_SCAN_GAP chunks that were never disarmed (one
+ * PAGEMAP_SCAN for scattered watched chunks, as the engine's are).
  */
-static int collect_scan(struct hm_space *s)
+static int collect_scan(struct hm_space *s, const uint64_t *watch)
 {
 	uint64_t nr = s->nr_chunks;
 
-	for (uint64_t c = next_armed(s, 0); c < nr;) {
+	for (uint64_t c = next_set(s, watch, 0); c < nr;) {
 		uint64_t e = c;
 		int err;
 
@@ -292,9 +294,9 @@ static int collect_scan(struct hm_space *s)
 			uint64_t n;
 			bool clean = true;
 
-			while (e < nr && hm_test_bit(s->armed, e))
+			while (e < nr && hm_test_bit(watch, e))
 				e++;
-			n = next_armed(s, e);
+			n = next_set(s, watch, e);
 			if (n >= nr || n - e > HM_CONSUMER_SCAN_GAP)
 				break;
 			for (uint64_t g = e; g < n && clean; g++)
@@ -306,19 +308,21 @@ static int collect_scan(struct hm_space *s)
 		err = s->ops->refresh(s, c, e - c);
 		if (err)
 			return err;
-		c = next_armed(s, e);
+		c = next_set(s, watch, e);
 	}
 	return 0;
 }
 
-static int fanout(struct hm_space *s)
+/* collect the backend's record (uffd-async: of what k watches) and hand
+   each chunk to every consumer watching it (lock held) */
+static int fanout(struct hm_space *s, const struct hm_consumer *k)
 {
 	int err = 0;
 
 	if (s->ops->harvest)
 		err = collect_kmod(s);
 	else if (s->ops->collect)
-		err = collect_scan(s);
+		err = collect_scan(s, k->watch);
 	if (err || !s->nr_pend)
 		return err;
 	if (!s->pend_sorted) {
@@ -358,7 +362,7 @@ int hm_cons_harvest_locked(struct hm_consumer *k, unsigned flags, uint64_t *ret_
 	*ret_n = 0;
 	if (ret_more)
 		*ret_more = false;
-	err = fanout(s);
+	err = fanout(s, k);
 	if (err)
 		return err;
 	if (!k->pend_sorted) {
