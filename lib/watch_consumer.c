@@ -397,6 +397,16 @@ int hm_cons_harvest_locked(struct hm_consumer *k, unsigned flags, uint64_t *ret_
 	if (k->slot == 0) {
 		s->stats.harvests++;
 		s->stats.chunks_reported += n;
+		/* hm_space_poll_fd() is the built-in consumer's */
+		if (s->notify_fd >= 0) {
+			uint64_t v;
+
+			while (read(s->notify_fd, &v, sizeof(v)) == sizeof(v))
+				;
+			v = 1;
+			if (k->nr_pend && write(s->notify_fd, &v, sizeof(v)) < 0)
+				return 0;
+		}
 	}
 	return 0;
 }

@@ -175,7 +175,7 @@ round_out:
 				       (unsigned long long)k, o->rounds, mb1, ma, mb2, ml,
 				       (mb1 + ma) / ml);
 			else
-				printf("  %-10s K=%-5llu B first (collects) %9.1f us  A (its K) %8.1f us  "
+				printf("  %-10s K=%-5llu B first %9.1f us  A (its K) %8.1f us  "
 				       "B again %6.1f us | no consumers %9.1f us  (B+A)/base %.2f\n",
 				       hm_backend_name(b), (unsigned long long)k, mb1, ma, mb2, ml,
 				       (mb1 + ma) / ml);
