@@ -381,11 +381,11 @@ int hm_cons_harvest_locked(struct hm_consumer *k, unsigned flags, uint64_t *ret_
 	k->nr_pend -= i;
 	if (flags & HM_HARVEST_UNWATCH) {
 		err = cons_unwatch_list(k, ret_chunks, n);
-		if (err) {	/* nothing handed out: all of it stays pending */
-			for (size_t j = 0; j < n; j++) {
-				cons_set_watch(k, ret_chunks[j]);
+		if (err) {	/* nothing handed out: all of it stays pending,
+				   watched and armed again */
+			for (size_t j = 0; j < n; j++)
 				cons_pend_add(k, ret_chunks[j]);
-			}
+			hm_cons_watch_chunks_locked(k, ret_chunks, n);
 			return err;
 		}
 	}

@@ -315,6 +315,11 @@ TEST_F(cons, unwatched_range_is_disarmed)
 	}
 	ASSERT_EQ(3, drain(self->s, a, 0, self->out));
 	ASSERT_EQ(0, hm_consumer_unwatch(a, 21 * CHUNK, 2 * CHUNK));	/* 21, 22 */
+	/* uffd-async: the harvest write-protected 21 again; the unwatch undid it */
+	if (variant->backend == HM_BACKEND_UFFD_ASYNC) {
+		ASSERT_EQ(0, page_uffd_wp(&AT(21, 0)));
+		ASSERT_EQ(1, page_uffd_wp(&AT(22, 0)));	/* b's */
+	}
 	ASSERT_EQ(0, hm_space_stats(self->s, &s0));
 	if (variant->backend == HM_BACKEND_KMOD)
 		trips0 = kmod_stat("guard_trips");
