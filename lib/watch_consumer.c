@@ -246,13 +246,17 @@ static int collect_kmod(struct hm_space *s)
 			return err;
 		for (size_t i = 0; i < n; i++) {
 			space_pend_add(s, buf[i]);
-			if (take && hm_test_bit(s->armed, buf[i]))
+			if (!take)
+				continue;
+			if (anyone_watches(s, buf[i]))
 				again[m++] = buf[i];
+			else	/* the take disarmed it (a module without DISARM too) */
+				hm_clear_bit(s->armed, buf[i]);
 		}
 		if (take && m)
 			err = s->ops->arm_chunks(s, again, m);
 		for (size_t i = 0; !take && !err && i < n; i++)
-			if (!hm_test_bit(s->armed, buf[i]) && s->ops->disarm)
+			if (!anyone_watches(s, buf[i]) && s->ops->disarm)
 				err = s->ops->disarm(s, buf[i], 1);
 		if (err && err != -EOPNOTSUPP)
 			return err;
