@@ -78,11 +78,23 @@ static void cons_free_mem(struct hm_consumer *k)
 	free(k);
 }
 
+/* the space goes: its consumers' state goes with it, and a consumer the
+   caller still holds is left detached (every call -ENODEV but the free) */
 void hm_cons_release_all(struct hm_space *s)
 {
 	for (unsigned i = 0; i <= HM_CONSUMER_MAX; i++) {
-		cons_free_mem(s->cons[i]);
+		struct hm_consumer *k = s->cons[i];
+
 		s->cons[i] = NULL;
+		if (!k)
+			continue;
+		if (i == 0) {
+			cons_free_mem(k);
+			continue;
+		}
+		munmap(k->watch, k->bytes);
+		k->watch = k->pend_bits = k->pend = NULL;
+		k->s = NULL;
 	}
 	s->unwp = NULL;
 	s->nr_cons = 0;
@@ -494,6 +506,10 @@ void hm_consumer_free(struct hm_consumer *k)
 	if (!k)
 		return;
 	s = k->s;
+	if (!s) {	/* its space was freed first */
+		free(k);
+		return;
+	}
 	hm_lock(s);
 	s->cons[k->slot] = NULL;
 	s->nr_cons--;
@@ -513,6 +529,8 @@ static int byte_range(const struct hm_consumer *k, uint64_t off, uint64_t len,
 {
 	const struct hm_space *s = k->s;
 
+	if (!s)
+		return -ENODEV;
 	if (!len)
 		return -EINVAL;
 	if (off >= s->size || len > s->size - off)
@@ -558,6 +576,8 @@ static int check_chunks(const struct hm_consumer *k, const uint64_t *chunks, siz
 {
 	if (!k || (n && !chunks))
 		return -EINVAL;
+	if (!k->s)
+		return -ENODEV;
 	for (size_t i = 0; i < n; i++)
 		if (chunks[i] >= k->s->nr_chunks)
 			return -ERANGE;
@@ -605,6 +625,8 @@ int hm_consumer_harvest(struct hm_consumer *k, unsigned flags, uint64_t *ret_chu
 	*ret_n = 0;
 	if (ret_more)
 		*ret_more = false;
+	if (!k->s)
+		return -ENODEV;
 	hm_lock(k->s);
 	err = k->s->exported ? -EBUSY :
 	      hm_cons_harvest_locked(k, flags, ret_chunks, cap, ret_n, ret_more);
@@ -620,6 +642,8 @@ int hm_consumer_harvest_ranges(struct hm_consumer *k, unsigned flags,
 
 	if (!k || !fn || (flags & ~HM_HARVEST_UNWATCH))
 		return -EINVAL;
+	if (!k->s)
+		return -ENODEV;
 	while (more) {
 		struct hm_space *s = k->s;
 		size_t n = 0, i, j, done;
@@ -666,6 +690,8 @@ int hm_consumer_stats(const struct hm_consumer *k, struct hm_consumer_stats *ret
 	if (!k || !ret)
 		return -EINVAL;
 	s = k->s;
+	if (!s)
+		return -ENODEV;
 	hm_lock(s);
 	*ret = k->stats;
 	ret->chunks_watched = k->nr_watched;

@@ -488,4 +488,23 @@ TEST_F(cons, bad_arguments)
 	hm_consumer_free(a);
 }
 
+/* an engine whose space was freed first: its consumer is detached, not dangling */
+TEST_F(cons, space_freed_first)
+{
+	struct hm_consumer *a;
+	struct hm_consumer_stats st;
+	size_t n;
+	bool more;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_consumer_new(self->s, HM_CONSUMER_WATCH_ALL, &a));
+	AT(1, 0) = 1;
+	hm_space_free(self->s);
+	self->s = NULL;
+	EXPECT_EQ(-ENODEV, hm_consumer_watch(a, 0, CHUNK));
+	EXPECT_EQ(-ENODEV, hm_consumer_harvest(a, 0, self->out, MAX_OUT, &n, &more));
+	EXPECT_EQ(-ENODEV, hm_consumer_stats(a, &st));
+	hm_consumer_free(a);
+}
+
 TEST_HARNESS_MAIN

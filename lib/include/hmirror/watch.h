@@ -232,8 +232,10 @@ int  hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret);
  *    each write costs one collect plus one pending entry a watcher.
  *  - hm_space_harvest(), hm_space_harvest_take() and hm_space_arm() are
  *    those of a built-in consumer of the space: they keep their meaning.
- *  - Free every consumer before its space; hm_space_free() frees those
- *    left.  A space with consumers cannot be exported (-EBUSY).
+ *  - Free every consumer before its space.  hm_space_free() with
+ *    consumers left releases their state; each call on them then returns
+ *    -ENODEV, and hm_consumer_free() still frees them.  A space with
+ *    consumers cannot be exported (-EBUSY).
  * Errors: -EINVAL (NULL, unknown flag, len 0), -ERANGE (outside the space,
  * nothing changed), -ENOSPC (HM_CONSUMER_MAX consumers already), -EBUSY
  * (exported space).
