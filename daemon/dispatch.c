@@ -399,6 +399,8 @@ void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
 		hm_engine_remove_space(c->engine, sp->engine_id);
 	sp->in_engine = false;
 	sp->engine_id = 0;
+	hm_consumer_free(sp->consumer);
+	sp->consumer = NULL;
 	hm_space_free(sp->space);
 	sp->space = NULL;
 }
@@ -731,6 +733,8 @@ int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
 void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
 {
 #if HMIRRORD_HAVE_WATCH
+	hm_consumer_free(sp->consumer);
+	sp->consumer = NULL;
 	hm_space_free(sp->space);
 #endif
 	sp->space = NULL;

@@ -151,6 +151,7 @@ struct hmd_space {
 	uint32_t chunk_shift;
 	uint32_t engine_id;
 	void *space;		/* struct hm_space * */
+	void *consumer;		/* the client's own (HM_MSG_CONSUMER), or NULL */
 };
 struct hmd_pipeline {
 	bool used, removing;

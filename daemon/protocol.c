@@ -151,7 +151,7 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 	c->hello = true;
 	r.version = hm_le32(HM_PROTO_VERSION);
 	r.client_id = hm_le32(c->id);
-	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 |
+	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_CONSUMER |
 			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS : 0) |
 			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
 	r.max_msg = hm_le32(HM_PROTO_MAX_MSG);
@@ -476,6 +476,79 @@ static int on_advise(struct hmd_client *c, uint32_t seq, const void *p,
 	r->adv.advice = advice;
 	hmd_worker_queue(&r->job);
 	return 0;
+}
+
+/* ---- CONSUMER ---- */
+
+/*
+ * On the loop thread, at once: a harvest never waits behind a dispatch.
+ * The space cannot go meanwhile: only a SPACE_REMOVE job frees it, and
+ * that is queued after the handle stops resolving (sp->removing).  The
+ * worker's engine harvests the same space under the space's own lock.
+ */
+static int on_consumer(struct hmd_client *c, uint32_t seq, const void *p,
+		       size_t len)
+{
+	/* the reply, built in place (loop thread only) */
+	static uint64_t buf[1 + HM_PROTO_MAX_HARVEST];
+	uint64_t *chunks = buf + 1;
+	struct hm_msg_consumer m;
+	struct hm_msg_consumer_reply a = { 0 };
+	struct hmd_space *sp;
+	size_t n = 0;
+	bool more = false;
+	uint32_t op, flags, cap;
+	uint64_t off, size;
+	int r;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	op = hm_from_le32(m.op);
+	flags = hm_from_le32(m.flags);
+	cap = hm_from_le32(m.cap);
+	off = hm_from_le64(m.off);
+	size = hm_from_le64(m.len);
+	sp = space_by_handle(c, hm_from_le32(m.space));
+	if (!sp || !sp->space)
+		return -ENOENT;
+	switch (op) {
+	case HM_CONS_WATCH:
+	case HM_CONS_UNWATCH:
+		if (flags || cap || !size)
+			return -EINVAL;
+		if (!sp->consumer) {
+			if (op == HM_CONS_UNWATCH)
+				return off < sp->size && size <= sp->size - off ? 0 : -ERANGE;
+			r = hm_consumer_new(sp->space, 0, (struct hm_consumer **)&sp->consumer);
+			if (r < 0)
+				return r;
+		}
+		r = op == HM_CONS_WATCH ? hm_consumer_watch(sp->consumer, off, size) :
+					  hm_consumer_unwatch(sp->consumer, off, size);
+		if (r < 0)
+			return r;
+		reply(c, HM_MSG_CONSUMER, seq, 0, NULL, 0);
+		return 0;
+	case HM_CONS_HARVEST:
+		if ((flags & ~HM_HARVEST_UNWATCH) || off || size || cap > HM_PROTO_MAX_HARVEST)
+			return -EINVAL;
+		if (sp->consumer) {
+			r = hm_consumer_harvest(sp->consumer, flags, chunks, cap, &n, &more);
+			if (r < 0)
+				return r;
+		}
+		_Static_assert(sizeof(a) == sizeof(buf[0]), "reply header");
+		a.nr = hm_le32((uint32_t)n);
+		a.more = hm_le32(more);
+		memcpy(buf, &a, sizeof(a));
+		for (size_t i = 0; i < n; i++)
+			chunks[i] = hm_le64(chunks[i]);
+		reply(c, HM_MSG_CONSUMER, seq, 0, buf, sizeof(a) + n * sizeof(uint64_t));
+		return 0;
+	default:
+		return -EINVAL;
+	}
 }
 
 /* ---- PIPELINE_NEW / PIPELINE_FREE ---- */
@@ -978,6 +1051,9 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		break;
 	case HM_MSG_STATS:
 		r = on_stats(c, seq, payload, plen);
+		break;
+	case HM_MSG_CONSUMER:
+		r = on_consumer(c, seq, payload, plen);
 		break;
 	default:
 		r = -EOPNOTSUPP;

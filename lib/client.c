@@ -395,6 +395,75 @@ int hm_client_advise(struct hm_client *c, uint64_t guest_addr, uint64_t size,
 		    NULL);
 }
 
+static int consumer_call(struct hm_client *c, uint32_t space, uint32_t op, uint64_t off,
+			 uint64_t len)
+{
+	struct hm_msg_consumer m = {
+		.space = hm_le32(space), .op = hm_le32(op),
+		.off = hm_le64(off), .len = hm_le64(len),
+	};
+
+	if (!c)
+		return -EINVAL;
+	return call(c, HM_MSG_CONSUMER, &m, sizeof(m), NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+int hm_client_watch(struct hm_client *c, uint32_t space, uint64_t off, uint64_t len)
+{
+	return consumer_call(c, space, HM_CONS_WATCH, off, len);
+}
+
+int hm_client_unwatch(struct hm_client *c, uint32_t space, uint64_t off, uint64_t len)
+{
+	return consumer_call(c, space, HM_CONS_UNWATCH, off, len);
+}
+
+int hm_client_harvest(struct hm_client *c, uint32_t space, unsigned flags,
+		      uint64_t *ret_chunks, size_t cap, size_t *ret_n, bool *ret_more)
+{
+	struct hm_msg_consumer m = { .space = hm_le32(space), .op = hm_le32(HM_CONS_HARVEST),
+				     .flags = hm_le32(flags) };
+	struct hm_msg_consumer_reply a;
+	size_t got = 0, n;
+	uint64_t *buf;
+	int r;
+
+	if (!c || !ret_n || (cap && !ret_chunks))
+		return -EINVAL;
+	*ret_n = 0;
+	if (ret_more)
+		*ret_more = false;
+	if (cap > HM_PROTO_MAX_HARVEST)
+		cap = HM_PROTO_MAX_HARVEST;
+	m.cap = hm_le32((uint32_t)cap);
+	buf = malloc(sizeof(a) + cap * sizeof(uint64_t));
+	if (!buf)
+		return -ENOMEM;
+	r = call(c, HM_MSG_CONSUMER, &m, sizeof(m), NULL, 0, NULL, 0, buf,
+		 sizeof(a) + cap * sizeof(uint64_t), &got);
+	if (r >= 0 && got < sizeof(a))
+		r = -EPROTO;
+	if (r >= 0) {
+		memcpy(&a, buf, sizeof(a));
+		n = hm_from_le32(a.nr);
+		if (n > cap || got != sizeof(a) + n * sizeof(uint64_t)) {
+			r = -EPROTO;
+		} else {
+			for (size_t i = 0; i < n; i++) {
+				uint64_t v;
+
+				memcpy(&v, (uint8_t *)buf + sizeof(a) + i * sizeof(v), sizeof(v));
+				ret_chunks[i] = hm_from_le64(v);
+			}
+			*ret_n = n;
+			if (ret_more)
+				*ret_more = hm_from_le32(a.more) != 0;
+		}
+	}
+	free(buf);
+	return r < 0 ? r : 0;
+}
+
 int hm_client_pipeline_new(struct hm_client *c, const uint32_t *spirv,
 			   size_t nr_words, const char *entry,
 			   uint32_t user_push_words, uint32_t *ret_pipeline)

@@ -1047,6 +1047,88 @@ TEST_F(daemon, two_tiers)
 	}
 }
 
+/*
+ * The emulator's own consumer through the daemon (HM_MSG_CONSUMER): it
+ * sees a CPU write that the daemon's engine also sees (the device reads
+ * the new word: nothing was taken from the engine), once; unwatched, it
+ * sees nothing; bad requests are refused and change nothing.
+ */
+TEST_F(daemon, client_consumer_sees_what_the_engine_sees)
+{
+	const uint64_t guest = 1ull << 32;
+	const uint32_t nwords = 64 * 64, dst = 2 << 20;
+	uint32_t *w, id, p, push[4] = { (uint32_t)guest, (uint32_t)(guest >> 32), dst, 0 };
+	struct hm_client_dispatch d = { .groups = { 64, 1, 1 }, .nr_push = 4, .push = push };
+	struct hm_client_result res;
+	struct hm_client *c;
+	struct hm_space *s;
+	uint64_t chunks[64];
+	uint32_t *mem;
+	size_t n;
+	bool more;
+	int r;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	EXPECT_TRUE(hm_client_info(c)->features & HM_FEAT_CONSUMER);
+	if (!self->engine) {
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine");
+	}
+	r = new_space(&s, 4 << 20);
+	if (r < 0)
+		SKIP(return, "no watch backend for a space here (%s)", strerror(-r));
+	mem = hm_space_addr(s);
+	for (uint32_t i = 0; i < nwords; i++)
+		mem[i] = 1000 + i;
+	r = hm_client_space_add(c, s, guest, &id);
+	if (r == -EOPNOTSUPP || r == -ENOSYS)
+		SKIP(return, "space handoff unsupported here (%s)", strerror(-r));
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_client_advise(c, guest, 256 << 10, 2));	/* read-mostly: mirrored */
+	ASSERT_EQ(0, copy_build(&w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 4, &p));
+	d.pipeline = p;
+	/* nothing watched yet: an empty harvest */
+	ASSERT_EQ(0, hm_client_harvest(c, id, 0, chunks, 64, &n, &more));
+	EXPECT_EQ(0, n);
+	ASSERT_EQ(0, hm_client_watch(c, id, 0, 256 << 10));
+	ASSERT_EQ(0, hm_client_dispatch(c, &d, 60000, &res));
+	ASSERT_EQ(1005u, mem[dst / 4 + 5]);
+	ASSERT_EQ(0, hm_client_harvest(c, id, 0, chunks, 64, &n, &more));
+
+	/* the CPU writes; the client's consumer sees it, and so does the engine */
+	mem[5] = 4242;
+	ASSERT_EQ(0, hm_client_harvest(c, id, 0, chunks, 64, &n, &more));
+	ASSERT_EQ(1, n);
+	EXPECT_EQ(5 * 4 >> hm_space_chunk_shift(s), chunks[0]);
+	EXPECT_FALSE(more);
+	ASSERT_EQ(0, hm_client_dispatch(c, &d, 60000, &res));
+	ASSERT_EQ(0, res.status);
+	EXPECT_EQ(4242u, mem[dst / 4 + 5]);
+	/* reported once; the client's own harvest of a handed-over space: -EBUSY */
+	ASSERT_EQ(0, hm_client_harvest(c, id, 0, chunks, 64, &n, &more));
+	EXPECT_EQ(0, n);
+	EXPECT_EQ(-EBUSY, hm_space_harvest(s, chunks, 64, &n, &more));
+
+	/* bad requests change nothing */
+	EXPECT_EQ(-ENOENT, hm_client_watch(c, id + 1, 0, 4096));
+	EXPECT_EQ(-ERANGE, hm_client_watch(c, id, 4 << 20, 4096));
+	EXPECT_EQ(-EINVAL, hm_client_watch(c, id, 0, 0));
+	EXPECT_EQ(-EINVAL, hm_client_harvest(c, id, 1u << 7, chunks, 64, &n, &more));
+	mem[6] = 1;
+	ASSERT_EQ(0, hm_client_harvest(c, id, 0, chunks, 64, &n, &more));
+	EXPECT_EQ(1, n);
+	/* unwatched: not reported */
+	ASSERT_EQ(0, hm_client_unwatch(c, id, 0, 256 << 10));
+	mem[7] = 2;
+	ASSERT_EQ(0, hm_client_harvest(c, id, 0, chunks, 64, &n, &more));
+	EXPECT_EQ(0, n);
+	EXPECT_EQ(0, hm_client_space_remove(c, id));
+	free(w);
+	hm_client_free(c);
+	hm_space_free(s);
+}
+
 TEST_F(daemon, daemon_restart_with_clients)
 {
 	struct hm_client *c[3];

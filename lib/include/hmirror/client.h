@@ -53,6 +53,19 @@ int  hm_client_space_remove(struct hm_client *c, uint32_t space);
 int  hm_client_advise(struct hm_client *c, uint64_t guest_addr,
 		      uint64_t size, uint32_t advice);
 
+/*
+ * The client's own consumer of a space it handed to the daemon (watch.h
+ * "Consumers", HM_MSG_CONSUMER): what its caches watch, by byte range of
+ * the space; a harvest returns the chunks written since this consumer
+ * last reported them, ascending, at most cap a call (more: call again).
+ * The daemon's engine keeps its own records.  -EOPNOTSUPP from a daemon
+ * without HM_FEAT_CONSUMER.
+ */
+int  hm_client_watch(struct hm_client *c, uint32_t space, uint64_t off, uint64_t len);
+int  hm_client_unwatch(struct hm_client *c, uint32_t space, uint64_t off, uint64_t len);
+int  hm_client_harvest(struct hm_client *c, uint32_t space, unsigned flags,
+		       uint64_t *ret_chunks, size_t cap, size_t *ret_n, bool *ret_more);
+
 /* a SPIR-V module already linked with hm_lookup; validated by the daemon */
 int  hm_client_pipeline_new(struct hm_client *c, const uint32_t *spirv,
 			    size_t nr_words, const char *entry,

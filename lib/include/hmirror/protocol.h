@@ -47,6 +47,7 @@ enum hm_msg_type {
 	HM_MSG_DISPATCH = 8,		/* reply comes when writes are home */
 	HM_MSG_STATS = 9,
 	HM_MSG_ERROR = 10,		/* daemon -> client only */
+	HM_MSG_CONSUMER = 11,		/* the client's own consumer of a space */
 	HM_MSG_NR
 };
 
@@ -75,8 +76,10 @@ struct hm_msg_hdr {
 /* PIPELINE_NEW builds the two tiers of a module with load functions
  * (engine.h, "Two tiers") and honours HM_PIPEF_*_ONLY */
 #define HM_FEAT_TIERS		(1ull << 4)
+/* HM_MSG_CONSUMER */
+#define HM_FEAT_CONSUMER	(1ull << 5)
 #define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
-				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS)
+				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_CONSUMER)
 
 struct hm_msg_hello {
 	uint32_t version_min;
@@ -124,6 +127,40 @@ struct hm_msg_advise {
 	uint64_t size;
 	uint32_t advice;	/* enum hm_advice (advice.h) */
 	uint32_t pad;
+};
+
+/*
+ * HM_MSG_CONSUMER: a consumer of one of the client's spaces that the
+ * daemon keeps for the client (watch.h "Consumers"), so that the
+ * emulator's own caches see every write its engine sees and take none of
+ * its records (the client's hm_space_harvest() of a handed-over space is
+ * -EBUSY).  Created by the first WATCH, freed with the space.
+ *   HM_CONS_WATCH, HM_CONS_UNWATCH: [off, off + len) of the space, every
+ *     chunk it touches; cap and flags 0.
+ *   HM_CONS_HARVEST: reply = struct hm_msg_consumer_reply, then nr chunk
+ *     numbers (u64), ascending; at most cap (<= HM_PROTO_MAX_HARVEST);
+ *     flags HM_HARVEST_UNWATCH (watch.h) takes; off and len 0.
+ * Errors: ENOENT (no such space), EINVAL (op, flags, pad, cap, len 0),
+ * ERANGE (outside the space), ENOSPC (consumers of the space).
+ */
+#define HM_CONS_WATCH		1u
+#define HM_CONS_UNWATCH		2u
+#define HM_CONS_HARVEST		3u
+#define HM_PROTO_MAX_HARVEST	8000u	/* chunks in one reply */
+
+struct hm_msg_consumer {
+	uint32_t space;		/* handle */
+	uint32_t op;		/* HM_CONS_* */
+	uint32_t flags;
+	uint32_t cap;
+	uint64_t off;
+	uint64_t len;
+};
+
+struct hm_msg_consumer_reply {
+	uint32_t nr;
+	uint32_t more;		/* 1: more chunks are pending */
+	/* uint64_t chunks[nr]; */
 };
 
 /* HM_MSG_PIPELINE_NEW: payload = this struct, then nr_words SPIR-V words
