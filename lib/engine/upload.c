@@ -177,8 +177,9 @@ int hm_engine_harvest(struct hm_engine *e)
 
 		if (!sp->used || !sp->nr_armed)
 			continue;
-		/* take where the backend can: a harvested chunk is unarmed and
-		   costs nothing more until arm_and_note() arms it for an upload */
+		/* take where the backend can: a harvested chunk is unwatched (and,
+		   nobody else watching it, disarmed: its writer runs free) until
+		   arm_and_note() watches it for an upload */
 		take = hm_space_caps(sp->s) & HM_CAP_HARVEST_TAKE;
 		while (more) {
 			size_t n = 0;
@@ -214,18 +215,28 @@ int hm_engine_harvest(struct hm_engine *e)
 					c->flags &= ~HM_CH_ARMED;
 					sp->nr_armed--;
 				}
-				if (c->mirror == HM_NO_MIRROR || (c->flags & HM_CH_STALE))
-					continue;
-				e->st.mirrors_dropped_by_guard++;
-				if (refreshable(c)) {
-					stale_mirror(e, id, idx);
-					e->st.mirrors_refreshed++;
-				} else {
-					hm_engine_drop_mirror(e, id, idx);
-					thrash_note(e, c);
+				if (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)) {
+					e->st.mirrors_dropped_by_guard++;
+					if (refreshable(c)) {
+						stale_mirror(e, id, idx);
+						e->st.mirrors_refreshed++;
+					} else {
+						hm_engine_drop_mirror(e, id, idx);
+						thrash_note(e, c);
+					}
+					if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
+						hm_engine_queue(e, id, idx);
 				}
-				if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
-					hm_engine_queue(e, id, idx);
+				/* uffd-async (no take): a written chunk left without a
+				   mirror needs no watch until its next upload */
+				if (!take && (c->flags & HM_CH_ARMED) && c->mirror == HM_NO_MIRROR) {
+					err = hm_consumer_unwatch(sp->cons, idx << e->shift,
+								  1ull << e->shift);
+					if (err)
+						return err;
+					c->flags &= ~HM_CH_ARMED;
+					sp->nr_armed--;
+				}
 			}
 		}
 	}
