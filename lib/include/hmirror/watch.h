@@ -219,8 +219,9 @@ int  hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret);
  *    it whoever asked for it).  A chunk is armed while anyone watches it,
  *    and disarmed when the last watcher stops: a CPU writing a chunk
  *    nobody watches then pays no fault (kmod: one, the next write of each
- *    page; uffd-async: a chunk within HM_CONSUMER_SCAN_GAP chunks of a
- *    watched one may still be write-protected by a harvest's scan).
+ *    page; uffd-async: a chunk never armed that lies within
+ *    HM_CONSUMER_SCAN_GAP chunks of a watched one may be write-protected
+ *    by a harvest's scan; a disarmed chunk never is).
  *  - hm_consumer_harvest() returns, ascending, every chunk this consumer
  *    watches that was written since this consumer last had it reported
  *    (or started watching it); a write is never missed by any consumer,
@@ -228,8 +229,9 @@ int  hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret);
  *    next.  A harvest may also report a chunk written just before the
  *    consumer started watching it.
  *  - The backend keeps one record a space; a harvest by any consumer
- *    collects it once and fans it out to every watcher's pending set:
- *    each write costs one collect plus one pending entry a watcher.
+ *    collects it (uffd-async: the part this consumer watches) and fans it
+ *    out to every watcher's pending set: each write costs one collect plus
+ *    one pending entry a watcher.
  *  - hm_space_harvest(), hm_space_harvest_take() and hm_space_arm() are
  *    those of a built-in consumer of the space: they keep their meaning.
  *  - Free every consumer before its space.  hm_space_free() with
@@ -238,7 +240,8 @@ int  hm_space_stats(const struct hm_space *s, struct hm_space_stats *ret);
  *    consumers cannot be exported (-EBUSY).
  * Errors: -EINVAL (NULL, unknown flag, len 0), -ERANGE (outside the space,
  * nothing changed), -ENOSPC (HM_CONSUMER_MAX consumers already), -EBUSY
- * (exported space).
+ * (exported space), -ENODEV (its space was freed).  Through the daemon:
+ * hm_client_watch/unwatch/harvest() (client.h).
  */
 #define HM_CONSUMER_MAX		16	/* consumers a space, the built-in one not counted */
 #define HM_CONSUMER_SCAN_GAP	64	/* uffd-async: unwatched chunks a scan may span */
