@@ -1562,7 +1562,9 @@ enum module_kind {
 	MOD_MISALIGNED,		/* a guest address not masked to 4 bytes */
 	MOD_TAMPERED_HELPER,	/* a helper that is not lib/lookup_spirv.c's */
 	MOD_LOCAL_OOB,		/* a private array indexed by a push word (CPU) */
-	MOD_NR
+	MOD_NR,
+	/* taken, not in the refused forms' loop */
+	MOD_WIDE_ALIGNED = MOD_NR,	/* 16 bytes from dev of a 16-byte aligned address */
 };
 static const char *const module_kind_name[MOD_NR] = {
 	"good", "raw pointer from push words", "bitcast pointer", "fake table",
@@ -1624,7 +1626,8 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 	if (kind == MOD_FAKE_TABLE)
 		t.table = guest;
 	g = kind == MOD_MISALIGNED ? guest :
-		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
+		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest,
+			  hm_spirv_const_u64(m, kind == MOD_WIDE_ALIGNED ? ~15ull : ~3ull));
 	r = hm_spirv_emit_lookup(m, &t, g, &dev, &mark);
 	if (r) {
 		hm_spirv_module_free(m);
@@ -1648,7 +1651,7 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz, dev, mark);
 		break;
 	}
-	if (kind == MOD_WIDE) {
+	if (kind == MOD_WIDE || kind == MOD_WIDE_ALIGNED) {
 		uint32_t v4 = hm_spirv_type_vector(m, u32, 4);
 
 		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr,
@@ -1748,6 +1751,17 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
 	/* outside every space: the store marks the sink, lands nowhere */
 	EXPECT_EQ(0, run_store(c, good, 16, 0xbad));
+	/* 16 bytes through one answer, the guest address masked to 16: taken,
+	 * and the 16 bytes land; unmapped, they land in the marks' slack */
+	ASSERT_EQ(0, store_module(MOD_WIDE_ALIGNED, &w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 3, &p));
+	free(w);
+	ASSERT_EQ(0, run_store(c, p, G + 0x30c, 0x1de));
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(0x1de, ((volatile uint32_t *)hm_space_addr(s))[0xc0 + i]);
+	EXPECT_EQ(0, ((volatile uint32_t *)hm_space_addr(s))[0xc4]);
+	EXPECT_EQ(0, run_store(c, p, 16, 0xbad));
+	hm_client_pipeline_free(c, p);
 
 	for (int k = MOD_GOOD + 1; k < MOD_NR; k++) {
 		int r;

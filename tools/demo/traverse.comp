@@ -43,6 +43,7 @@ hm_lookup_result hm_lookup_raw(uint64_t guest, uint64_t table, uint nr_home, uin
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer V4 { uvec4 v; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer V2 { uvec2 v; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Hit { uint id, z, visits; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer W1 { uint v; };
 
 layout(push_constant) uniform Push {
@@ -60,25 +61,32 @@ uint64_t u64(uint lo, uint hi) { return uint64_t(lo) | (uint64_t(hi) << 32); }
 
 uint err = 0;
 
-uint64_t lookup(uint64_t g, out uint64_t mark)
+// Every access is the daemon's isolation form (Documentation/daemon.rst,
+// "Isolation"): the guest address is masked to the access's size, which
+// the scene's layout guarantees anyway, and the pointer is
+// "dev != 0 ? dev : mark" of the helper's answer.  The build inlines
+// these functions (tools/demo/demo.mk), so that pointers are formed where
+// the helper answers.
+uint64_t lookup(uint64_t g, out uint64_t dev, out uint64_t mark)
 {
 	hm_lookup_result r = hm_lookup(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
 				 pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi));
 
 	mark = u64(r.mark_lo, r.mark_hi);
-	return u64(r.dev_lo, r.dev_hi);
+	dev = u64(r.dev_lo, r.dev_hi);
+	return dev != 0 ? dev : mark;
 }
 
 uvec4 load4(uint64_t g)
 {
-	uint64_t m;
-	uint64_t d = lookup(g, m);
+	uint64_t d, m;
+	uvec4 v = V4(lookup(g & ~uint64_t(15), d, m)).v;
 
 	if (d == 0) {
 		err = 1;
 		return uvec4(0);
 	}
-	return V4(d).v;
+	return v;
 }
 
 void main()
@@ -90,9 +98,9 @@ void main()
 	uint ray = pc.first_ray + i;
 	uint64_t nodes = u64(pc.nodes_lo, pc.nodes_hi);
 	uint64_t prims = u64(pc.prims_lo, pc.prims_hi);
-	uint64_t m;
-	uint64_t rd = lookup(u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8, m);
-	uvec2 xy = rd != 0 ? V2(rd).v : uvec2(0);
+	uint64_t rd, m;
+	uvec2 xy = V2(lookup((u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8) & ~uint64_t(7),
+			     rd, m)).v;
 
 	if (rd == 0)
 		err = 1;
@@ -132,12 +140,15 @@ void main()
 		}
 		n = b.w;
 	}
-	uint64_t hd = lookup(u64(pc.hits_lo, pc.hits_hi) + uint64_t(ray) * 16, m);
+	uint64_t hd;
+	uint64_t h = lookup((u64(pc.hits_lo, pc.hits_hi) + uint64_t(ray) * 16) & ~uint64_t(15),
+			    hd, m);
 
-	if (hd != 0) {
-		W1(hd).v = best_id;
-		W1(hd + 4).v = best_z;
-		W1(hd + 8).v = visits | (err << 31);
-	}
-	W1(m).v = 1;	// the mark: the sink where the hit record is unmapped
+	// where the hit record is unmapped, h is its mark (the sink): the
+	// stores land there and nowhere else (no reference is kept in a
+	// variable: the isolation check follows values, not variables)
+	Hit(h).id = best_id;
+	Hit(h).z = best_z;
+	Hit(h).visits = visits | (err << 31);
+	W1(m).v = 1;	// the mark
 }
