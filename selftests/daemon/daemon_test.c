@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hmirror/advice.h>
 #include <hmirror/client.h>
 #include <hmirror/watch.h>
 #include <hmirror/lookup.h>
@@ -1547,6 +1548,348 @@ TEST_F(daemon, shrinkable_memfd_refused)
 	EXPECT_EQ(0, hm_client_space_add(c, s, 1ull << 32, &id));
 	hm_client_free(c);
 	hm_space_free(s);
+}
+
+/* ---- load and fault injection (issue 18's suite) ----------------------- */
+
+static uint64_t load_rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static long proc_threads(pid_t pid)
+{
+	char path[64], line[256];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/*
+ * One client of the load run: its own connection and space (256 KiB to
+ * 2 MiB; all of it prefer-device, half read-mostly, or the default policy),
+ * a reference copy of every word, and a loop of
+ * CPU writes and copy dispatches (copy_build(): 64 x groups words from src,
+ * XORed, to dst) of 1-4 groups.  After each dispatch the words it wrote
+ * are compared with the model, every 16th the whole space.
+ */
+struct load_arg {
+	const char *sock;
+	const uint32_t *mod;
+	size_t mod_n;
+	uint64_t seed;
+	int dispatches;
+	int done, mismatches;
+	uint64_t cpu_writes, words_checked, mirrored, copied_home;
+	char why[160];
+};
+
+static void *load_client(void *p)
+{
+	static const uint32_t sizes[] = { 256 << 10, 1 << 20, 2 << 20 };
+	struct load_arg *a = p;
+	const uint64_t G = 1ull << 32;
+	uint64_t x = a->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+	struct hm_client *c = NULL;
+	struct hm_space *s = NULL;
+	uint32_t size = sizes[load_rnd(&x) % 3], nw = size / 4, id, pl, *model = NULL;
+	volatile uint32_t *mem;
+	int r;
+
+	if ((r = new_space(&s, size))) {
+		snprintf(a->why, sizeof(a->why), "space: %s", strerror(-r));
+		return NULL;
+	}
+	mem = hm_space_addr(s);
+	model = malloc(size);
+	for (uint32_t i = 0; i < nw; i++)
+		mem[i] = model[i] = (uint32_t)load_rnd(&x);
+	if ((r = hm_client_connect(a->sock, &c)) || (r = hm_client_space_add(c, s, G, &id)) ||
+	    (a->seed % 3 && (r = hm_client_advise(c, G, size / (a->seed % 3),
+						  a->seed % 3 == 1 ? HM_ADVICE_PREFER_DEVICE :
+						  HM_ADVICE_READ_MOSTLY))) ||
+	    (r = hm_client_pipeline_new(c, a->mod, a->mod_n, "main", 4, &pl))) {
+		snprintf(a->why, sizeof(a->why), "set-up: %s", strerror(-r));
+		goto out;
+	}
+	for (int d = 0; d < a->dispatches; d++) {
+		uint32_t groups = 1 + load_rnd(&x) % 4, n = 64 * groups;
+		uint32_t src = (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+		/* src in the lower half, dst in the upper (the module adds a
+		 * 32-bit offset): the lanes never overlap */
+		uint32_t dst = (uint32_t)(nw / 2 + load_rnd(&x) % (nw / 2 - n));
+		uint32_t push[4], k = load_rnd(&x) % 48;
+		struct hm_client_dispatch dd = { .pipeline = pl, .groups = { groups, 1, 1 },
+						 .nr_push = 4, .push = push };
+		struct hm_client_result res;
+
+		for (uint32_t i = 0; i < k; i++) {	/* the CPU writes, some in src */
+			uint32_t w = (uint32_t)(load_rnd(&x) % nw), v = (uint32_t)load_rnd(&x);
+
+			if (i < k / 4)
+				w = src + (uint32_t)(load_rnd(&x) % n);
+			mem[w] = model[w] = v;
+		}
+		a->cpu_writes += k;
+		push[0] = (uint32_t)(G + 4ull * src);
+		push[1] = (uint32_t)((G + 4ull * src) >> 32);
+		push[2] = 4 * (dst - src);
+		push[3] = (uint32_t)load_rnd(&x);
+		r = hm_client_dispatch(c, &dd, 60000, &res);
+		if (r || res.status) {
+			snprintf(a->why, sizeof(a->why), "dispatch %d: %s", d,
+				 strerror(-(r ? r : res.status)));
+			goto out;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			model[dst + i] = model[src + i] ^ push[3];
+		for (uint32_t i = 0; i < n; i++)
+			a->mismatches += mem[dst + i] != model[dst + i];
+		a->words_checked += n;
+		if (d % 16 == 15) {
+			for (uint32_t i = 0; i < nw; i++)
+				a->mismatches += mem[i] != model[i];
+			a->words_checked += nw;
+		}
+		a->done++;
+	}
+	{
+		struct hm_client_stats st;
+
+		if (!hm_client_stats(c, &st)) {
+			a->mirrored = st.engine[HM_ESTAT_CHUNKS_MIRRORED];
+			a->copied_home = st.engine[HM_ESTAT_BYTES_COPIED_HOME];
+		}
+	}
+out:
+	if (c)
+		hm_client_free(c);
+	hm_space_free(s);
+	free(model);
+	return NULL;
+}
+
+/*
+ * The load run: waves of 16 clients at once, each with hundreds of
+ * dispatches of mixed sizes and CPU writes between them, every word
+ * checked against its model.  The daemon's fds and threads are the same
+ * after each wave, and its RSS grows by less than 32 MiB after the second
+ * (HMIRROR_LOAD_WAVES, default 3; HMIRROR_LOAD_SEED).
+ */
+TEST_F(daemon, sixteen_clients_under_load)
+{
+	enum { CLIENTS = 16, DISPATCHES = 150 };
+	const char *ws = getenv("HMIRROR_LOAD_WAVES"), *ss = getenv("HMIRROR_LOAD_SEED");
+	int waves = ws ? atoi(ws) : 3;
+	uint64_t seed = ss ? strtoull(ss, NULL, 0) : (uint64_t)time(NULL);
+	struct load_arg a[CLIENTS];
+	pthread_t th[CLIENTS];
+	int fds0 = 0, total = 0, bad = 0;
+	long thr0 = 0, rss1 = 0, rss;
+	uint64_t words = 0, cpu = 0, mirrored = 0, home = 0, t0 = now_ms();
+	uint32_t *w;
+	size_t n;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	{
+		struct hm_space *s;
+
+		SPACE_OR_SKIP(s, 1 << 20);
+		hm_space_free(s);
+	}
+	ASSERT_EQ(0, copy_build(&w, &n));
+	TH_LOG("seed %#llx, %d waves of %d clients x %d dispatches", (unsigned long long)seed,
+	       waves, CLIENTS, DISPATCHES);
+	for (int wave = 0; wave < waves; wave++) {
+		struct hm_client *obs;
+
+		for (int i = 0; i < CLIENTS; i++) {
+			a[i] = (struct load_arg){ .sock = self->sock, .mod = w, .mod_n = n,
+						  .seed = seed * 1000003 + wave * CLIENTS + i,
+						  .dispatches = DISPATCHES };
+			ASSERT_EQ(0, pthread_create(&th[i], NULL, load_client, &a[i]));
+		}
+		for (int i = 0; i < CLIENTS; i++) {
+			pthread_join(th[i], NULL);
+			EXPECT_EQ(DISPATCHES, a[i].done) TH_LOG("wave %d client %d: %s", wave, i,
+								a[i].why);
+			EXPECT_EQ(0, a[i].mismatches) TH_LOG("wave %d client %d", wave, i);
+			total += a[i].done;
+			bad += a[i].mismatches;
+			words += a[i].words_checked;
+			cpu += a[i].cpu_writes;
+			mirrored += a[i].mirrored;
+			home += a[i].copied_home;
+		}
+		ASSERT_TRUE(daemon_alive(self->pid));
+		/* every client's teardown done: nothing of theirs is left */
+		ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 5000));
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
+		hm_client_free(obs);
+		usleep(100000);
+		rss = proc_rss_kib(self->pid);
+		TH_LOG("wave %d: fds %d threads %ld RSS %ld KiB", wave, proc_fds(self->pid),
+		       proc_threads(self->pid), rss);
+		if (wave == 0) {
+			fds0 = proc_fds(self->pid);
+			thr0 = proc_threads(self->pid);
+		} else {
+			EXPECT_EQ(fds0, proc_fds(self->pid));
+			EXPECT_EQ(thr0, proc_threads(self->pid));
+		}
+		/* the allocators' high water settles over the first two waves
+		 * (7 waves: +18, +4, +9, +2, +1, -4 MiB): from the second on,
+		 * growth is bounded */
+		if (wave == 1)
+			rss1 = rss;
+		else if (wave > 1)
+			EXPECT_GT(32 << 10, rss - rss1);
+	}
+	TH_LOG("%d dispatches, %llu CPU writes, %llu words checked, %d wrong, %.1f s; "
+	       "%llu chunks mirrored, %llu bytes copied home", total, (unsigned long long)cpu,
+	       (unsigned long long)words, bad, (now_ms() - t0) / 1000.0,
+	       (unsigned long long)mirrored, (unsigned long long)home);
+	EXPECT_LT(0, mirrored);		/* mirrors were in play */
+	EXPECT_LT(0, home);
+	free(w);
+}
+
+/*
+ * The daemon killed (SIGKILL) in the middle of a client's dispatches,
+ * copy-backs included: home memory keeps every CPU write, and each word a
+ * dispatch in flight wrote is either what it was or what the device
+ * wrote (never anything else); the client gets an error, not a hang; a
+ * restarted daemon serves it again, byte-exact.
+ */
+TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
+{
+	const uint64_t G = 1ull << 32;
+	const uint32_t size = 1 << 20, nw = size / 4, n = 64 * 16;
+	struct hm_client *c;
+	struct hm_space *s;
+	uint32_t *w, *model, id, pl, push[4];
+	volatile uint32_t *mem;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	size_t nmod;
+	int kills = 0;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, size);
+	ASSERT_EQ(0, copy_build(&w, &nmod));
+	mem = hm_space_addr(s);
+	model = malloc(size);
+	ASSERT_NE(NULL, model);
+	for (uint32_t i = 0; i < nw; i++)
+		mem[i] = model[i] = (uint32_t)load_rnd(&x);
+	for (int round = 0; round < 4; round++) {
+		struct hm_client_dispatch d = { .groups = { 16, 1, 1 }, .nr_push = 4, .push = push };
+		struct hm_client_result res;
+		pid_t killer;
+		int r = 0, done = 0;
+
+		ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+		ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+		ASSERT_EQ(0, hm_client_advise(c, G, size, HM_ADVICE_PREFER_DEVICE));
+		ASSERT_EQ(0, hm_client_pipeline_new(c, w, nmod, "main", 4, &pl));
+		d.pipeline = pl;
+		/* a killer at a random point of the next 20-150 ms */
+		killer = fork();
+		ASSERT_LE(0, killer);
+		if (killer == 0) {
+			usleep(20000 + (unsigned int)(load_rnd(&x) % 130000) + round * 7000);
+			kill(self->pid, SIGKILL);
+			_exit(0);
+		}
+		while (r == 0) {
+			uint32_t src = (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+			uint32_t dst = nw / 2 + (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+
+			for (int i = 0; i < 32; i++) {
+				uint32_t k = (uint32_t)(load_rnd(&x) % nw), v = (uint32_t)load_rnd(&x);
+
+				/* not in the words the next dispatch writes */
+				if (k >= dst && k < dst + n)
+					continue;
+				mem[k] = model[k] = v;
+			}
+			push[0] = (uint32_t)(G + 4ull * src);
+			push[1] = (uint32_t)((G + 4ull * src) >> 32);
+			push[2] = 4 * (dst - src);
+			push[3] = (uint32_t)load_rnd(&x);
+			r = hm_client_dispatch(c, &d, 20000, &res);
+			if (r == 0 && res.status == 0) {
+				for (uint32_t i = 0; i < n; i++)
+					model[dst + i] = model[src + i] ^ push[3];
+				done++;
+				continue;
+			}
+			if (r == 0)
+				r = res.status;
+			/* the one in flight: each word old or new, nothing else */
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t now = mem[dst + i], nv = model[src + i] ^ push[3];
+
+				EXPECT_TRUE(now == model[dst + i] || now == nv)
+					TH_LOG("round %d word %u: %#x, neither %#x nor %#x", round,
+					       dst + i, now, model[dst + i], nv);
+				model[dst + i] = now;
+			}
+		}
+		EXPECT_TRUE(r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE) TH_LOG("%d", r);
+		waitpid(killer, NULL, 0);
+		waitpid(self->pid, NULL, 0);
+		kills++;
+		/* every CPU write and every completed dispatch's words are home */
+		for (uint32_t i = 0; i < nw; i++)
+			if (mem[i] != model[i]) {
+				EXPECT_EQ(model[i], mem[i]) TH_LOG("round %d (after %d dispatches) "
+								   "word %u", round, done, i);
+				break;
+			}
+		hm_client_free(c);
+		self->pid = start_daemon(self->sock, NULL, NULL);
+		ASSERT_GT(self->pid, 0);
+		TH_LOG("round %d: killed after %d dispatches", round, done);
+	}
+	/* the restarted daemon serves the same space, byte-exact */
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, nmod, "main", 4, &pl));
+	{
+		struct hm_client_dispatch d = { .pipeline = pl, .groups = { 16, 1, 1 },
+						.nr_push = 4, .push = push };
+		struct hm_client_result res;
+
+		push[0] = (uint32_t)G;
+		push[1] = (uint32_t)(G >> 32);
+		push[2] = size / 2;
+		push[3] = 0x5a5a5a5a;
+		ASSERT_EQ(0, hm_client_dispatch(c, &d, 20000, &res));
+		ASSERT_EQ(0, res.status);
+		for (uint32_t i = 0; i < n; i++)
+			ASSERT_EQ(model[i] ^ 0x5a5a5a5a, mem[nw / 2 + i]);
+	}
+	EXPECT_EQ(4, kills);
+	hm_client_free(c);
+	hm_space_free(s);
+	free(model);
+	free(w);
 }
 
 /* ---- isolation (defect 2): what a module may point at ------------------ */
