@@ -2387,6 +2387,168 @@ out:
 	return NULL;
 }
 
+/* one mutation of a SPIR-V module in place; returns its new length */
+static size_t spirv_mutate(uint32_t *w, size_t n, size_t cap, uint64_t *x)
+{
+	size_t at = 5 + load_rnd(x) % (n > 5 ? n - 5 : 1), len;
+
+	switch (load_rnd(x) % 8) {
+	case 0: case 1:		/* a bit */
+		w[at] ^= 1u << (load_rnd(x) % 32);
+		break;
+	case 2:			/* a small value: an id, a count, an enum */
+		w[at] = (uint32_t)(load_rnd(x) % 64);
+		break;
+	case 3:			/* a word from elsewhere in the module */
+		w[at] = w[5 + load_rnd(x) % (n - 5)];
+		break;
+	case 4:			/* an instruction's word count */
+		w[at] = (w[at] & 0xffff) | (uint32_t)(load_rnd(x) % 12) << 16;
+		break;
+	case 5:			/* words deleted */
+		len = 1 + load_rnd(x) % 8;
+		if (at + len < n) {
+			memmove(w + at, w + at + len, (n - at - len) * 4);
+			n -= len;
+		}
+		break;
+	case 6:			/* words duplicated */
+		len = 1 + load_rnd(x) % 8;
+		if (at + len <= n && n + len <= cap) {
+			memmove(w + at + len, w + at, (n - at) * 4);
+			n += len;
+		}
+		break;
+	default:		/* truncated */
+		n = at + 1 < n ? at + 1 : n;
+		break;
+	}
+	return n;
+}
+
+/*
+ * SPIR-V modules mutated from valid ones (the helper's store, its 16-byte
+ * form, a copy with loads, the empty one), 1-4 mutations each, through
+ * validation, the isolation check (--isolate-all) and pipeline creation;
+ * what is taken is dispatched once at random push words.  Meanwhile a good
+ * client stores through the helper and checks every word.  The daemon
+ * survives, answers each with 0 or an error, the good client sees no wrong
+ * word, and nothing of the fuzzing client stays (HMIRROR_FUZZ_SECONDS,
+ * default 8; HMIRROR_FUZZ_SEED).
+ */
+TEST_F(daemon, spirv_mutation_fuzz)
+{
+	const char *ss = getenv("HMIRROR_FUZZ_SEED"), *sc = getenv("HMIRROR_FUZZ_SECONDS");
+	uint64_t seed = ss ? strtoull(ss, NULL, 0) : (uint64_t)time(NULL) * 7 + 3, x;
+	int secs = sc ? atoi(sc) : 8;
+	struct good_arg g = { 0 };
+	struct hm_client *c = NULL, *obs;
+	struct hm_space *fs;
+	uint32_t *corpus[4], *w, id;
+	size_t corpus_n[4], cap = 0;
+	unsigned tries = 0, taken = 0, dispatched = 0, refused_iso = 0, reconnects = 0;
+	char sock2[160];
+	int fds0;
+	pthread_t t;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(g.s, 1 << 20);
+	ASSERT_EQ(0, new_space(&fs, 1 << 20));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &corpus[0], &corpus_n[0]));
+	ASSERT_EQ(0, store_module(MOD_WIDE_ALIGNED, &corpus[1], &corpus_n[1]));
+	ASSERT_EQ(0, copy_build(&corpus[2], &corpus_n[2]));
+	corpus[3] = malloc(empty_words * 4);
+	ASSERT_NE(NULL, corpus[3]);
+	memcpy(corpus[3], empty_spv, empty_words * 4);
+	corpus_n[3] = empty_words;
+	for (int i = 0; i < 4; i++)
+		cap = corpus_n[i] > cap ? corpus_n[i] : cap;
+	cap += 64;
+	w = malloc(cap * 4);
+	ASSERT_NE(NULL, w);
+	/* every client held to the isolation check */
+	stop_daemon(self->pid, 5000);
+	snprintf(sock2, sizeof(sock2), "%s/iso", self->dir);
+	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	ASSERT_GT(self->pid, 0);
+	g.sock = sock2;
+	ASSERT_EQ(0, hm_client_connect(sock2, &obs));
+	fds0 = proc_fds(self->pid);
+	ASSERT_EQ(0, pthread_create(&t, NULL, good_client, &g));
+	x = seed;
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)secs * 1000 && daemon_alive(self->pid);
+	     tries++) {
+		unsigned k = (unsigned)(load_rnd(&x) % 4), muts = 1 + (unsigned)(load_rnd(&x) % 4);
+		uint32_t nr_push = 2 + (uint32_t)(load_rnd(&x) % 3), p;
+		size_t n = corpus_n[k];
+		int r;
+
+		if (!c) {
+			if (hm_client_connect(sock2, &c) || hm_client_space_add(c, fs, 1ull << 32, &id)) {
+				if (c)
+					hm_client_free(c);
+				c = NULL;
+				usleep(1000);
+				continue;
+			}
+			reconnects++;
+		}
+		memcpy(w, corpus[k], n * 4);
+		for (unsigned m = 0; m < muts; m++)
+			n = spirv_mutate(w, n, cap, &x);
+		r = hm_client_pipeline_new(c, w, n, "main", nr_push, &p);
+		if (r == -EACCES)
+			refused_iso++;
+		if (r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE) {
+			hm_client_free(c);	/* closed for too many bad messages */
+			c = NULL;
+			continue;
+		}
+		EXPECT_TRUE(r <= 0) TH_LOG("pipeline_new answered %d", r);
+		if (r == 0) {
+			uint32_t push[4];
+			struct hm_client_dispatch d = { .pipeline = p, .groups = { 1, 1, 1 },
+							.nr_push = nr_push, .push = push };
+			struct hm_client_result res;
+
+			taken++;
+			for (int i = 0; i < 4; i++)
+				push[i] = (uint32_t)load_rnd(&x);
+			if (load_rnd(&x) & 1)
+				push[1] = 1;	/* at the client's space now and then */
+			if (hm_client_dispatch(c, &d, 5000, &res) == 0)
+				dispatched++;
+			hm_client_pipeline_free(c, p);
+		}
+	}
+	if (c)
+		hm_client_free(c);
+	g.stop = true;
+	pthread_join(t, NULL);
+	TH_LOG("seed %#llx: %u mutated modules in %d s, %u refused by the isolation check, "
+	       "%u taken (%u dispatched), %u connections; good client %u dispatches, %u wrong",
+	       (unsigned long long)seed, tries, secs, refused_iso, taken, dispatched, reconnects,
+	       g.dispatches, g.mismatches);
+	ASSERT_TRUE(daemon_alive(self->pid)) TH_LOG("hmirrord died (seed %#llx)",
+						    (unsigned long long)seed);
+	EXPECT_EQ(0, g.status);
+	EXPECT_EQ(0, g.mismatches);
+	EXPECT_LT(0u, g.dispatches);
+	EXPECT_LT(0u, refused_iso);	/* the check was reached */
+	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 10000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
+	EXPECT_GE(fds0, proc_fds(self->pid));
+	hm_client_free(obs);
+	for (int i = 0; i < 4; i++)
+		free(corpus[i]);
+	free(w);
+	hm_space_free(fs);
+	hm_space_free(g.s);
+	unlink(sock2);
+}
+
 static uint32_t rnd(uint64_t *x)
 {
 	*x ^= *x << 13;
