@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -693,6 +694,107 @@ TEST_F(model, random_cpu_and_device_writes)
 		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + SPACE_BYTES - CHUNK, &m));
 		ASSERT_FALSE(m);
 	}
+}
+
+/* ---- torture: the model at 10^6 operations ------------------------------ */
+
+/*
+ * The reference model run until it has done HMIRROR_TORTURE_OPS operations
+ * (default 10^6 natively, 10^5 under TCG): device lanes, CPU bytes
+ * written between and during dispatches, and every 25 dispatches new
+ * advice over a random range (default, read-mostly, prefer-device, never),
+ * with shared and out-of-range dispatches among them, a small budget and
+ * measured hotness.  Every byte of the space compared after each
+ * dispatch.  The seed (HMIRROR_TORTURE_SEED) and the count are reported.
+ */
+FIXTURE(torture) {
+	struct env v;
+};
+
+FIXTURE_VARIANT(torture) {
+	enum hm_backend backend;
+};
+
+FIXTURE_VARIANT_ADD(torture, kmod) { .backend = HM_BACKEND_KMOD };
+#ifndef HM_ENGINE_TEST_VM
+FIXTURE_VARIANT_ADD(torture, uffd_async) { .backend = HM_BACKEND_UFFD_ASYNC };
+FIXTURE_VARIANT_ADD(torture, uffd_sync) { .backend = HM_BACKEND_UFFD_SYNC };
+FIXTURE_VARIANT_ADD(torture, mprotect) { .backend = HM_BACKEND_MPROTECT };
+#endif
+
+FIXTURE_SETUP(torture)
+{
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
+				       .test_before_dispatch = start_cpu_writes,
+				       .test_arg = &self->v, .hot_marks = 1,
+				       .mirror_budget = 8 * CHUNK };
+	const char *why;
+	int err;
+
+	err = env_new(&self->v, variant->backend, &ep, &why);
+	if (why && err)
+		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
+	ASSERT_EQ(0, err);
+}
+
+FIXTURE_TEARDOWN(torture)
+{
+	if (self->v.vk) {
+		if (hm_vk_validation_count(self->v.vk))
+			TH_LOG("validation: %s", self->v.vk->last_message);
+		EXPECT_EQ(0, env_free(&self->v));
+	}
+}
+
+TEST_F_TIMEOUT(torture, a_million_operations, 1200)
+{
+	const char *os = getenv("HMIRROR_TORTURE_OPS"), *ss = getenv("HMIRROR_TORTURE_SEED");
+#ifdef HM_ENGINE_TEST_VM
+	uint64_t want = os ? strtoull(os, NULL, 0) : 100000;
+#else
+	uint64_t want = os ? strtoull(os, NULL, 0) : 1000000;
+#endif
+	uint64_t ops = 0, lanes = 0, cpu = 0, seed;
+	struct hm_engine_stats st;
+	unsigned d;
+
+	if (!self->v.e)
+		return;
+	self->v.cap_log = 256;	/* CPU bytes during a dispatch: at most as many as lanes */
+	seed = ss ? strtoull(ss, NULL, 0) : self->v.rng ^ (uint64_t)time(NULL);
+	self->v.rng = seed | 1;
+	for (d = 0; ops < want; d++) {
+		uint32_t n = 64 + (uint32_t)(rnd(&self->v.rng) % (MAX_LANES - 64));
+		uint32_t flags = rnd(&self->v.rng) % 16 == 0 ? HM_DISPATCH_SHARED_WITH_CPU : 0;
+		unsigned k = (unsigned)(rnd(&self->v.rng) % 64);
+		long r;
+
+		if (d % 25 == 0) {
+			uint32_t c0 = (uint32_t)(rnd(&self->v.rng) % NR_CHUNKS);
+			uint32_t nc = 1 + (uint32_t)(rnd(&self->v.rng) % (NR_CHUNKS - c0));
+
+			ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + (uint64_t)c0 * CHUNK,
+						      (uint64_t)nc * CHUNK,
+						      (enum hm_advice)(rnd(&self->v.rng) % 4)));
+		}
+		cpu_between(&self->v, k);
+		r = round_trip_at(&self->v, n, flags, rnd(&self->v.rng) % 3 != 0,
+				  rnd(&self->v.rng) & 1, rnd(&self->v.rng) % 8 == 0);
+		dump_mismatch(_metadata, &self->v, r);
+		ASSERT_EQ(0, r) TH_LOG("seed %#llx, dispatch %u, after %llu operations",
+				       (unsigned long long)seed, d, (unsigned long long)ops);
+		lanes += n;
+		cpu += k + self->v.nr_log;
+		ops += n + k + self->v.nr_log;
+	}
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	TH_LOG("%s: seed %#llx: %llu operations (%llu device lanes, %llu CPU bytes) in %u "
+	       "dispatches; uploads %lu, guard drops %lu, evicted %lu, copied home %lu B",
+	       hm_backend_name(variant->backend), (unsigned long long)seed,
+	       (unsigned long long)ops, (unsigned long long)lanes, (unsigned long long)cpu, d,
+	       st.uploads, st.mirrors_dropped_by_guard, st.mirrors_evicted, st.bytes_copied_home);
+	EXPECT_LT(0, st.uploads);
+	EXPECT_LT(0, st.bytes_copied_home);
 }
 
 /* ---- single rules and error paths (uffd-async, else the first backend) -- */
