@@ -2059,6 +2059,116 @@ static int run_store(struct hm_client *c, uint32_t p, uint64_t guest, uint32_t v
 }
 
 /*
+ * A client killed (SIGKILL) at each step of the protocol in turn: just
+ * connected, a space added, advice given, a pipeline made, a dispatch
+ * submitted and not waited for, one completed, compiles sent and not
+ * answered, a space removed.  After each, nothing of it stays (clients,
+ * spaces, pipelines, dispatches in flight, the daemon's fds) and another
+ * client's dispatch lands byte-exact.
+ */
+TEST_F(daemon, client_killed_at_every_step)
+{
+	enum { STEPS = 8 };
+	static const char *const step_name[STEPS] = {
+		"connected", "space added", "advice given", "pipeline made",
+		"dispatch submitted", "dispatch completed", "compiles in flight",
+		"space removed",
+	};
+	const uint64_t G = 1ull << 32;
+	struct hm_client *obs, *good;
+	struct hm_space *gs;
+	uint32_t *mod, gid, gp, *copy;
+	size_t mod_n, copy_n;
+	int fds0;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(gs, 1 << 20);
+	ASSERT_EQ(0, store_module(MOD_GOOD, &mod, &mod_n));
+	ASSERT_EQ(0, copy_build(&copy, &copy_n));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &good));
+	ASSERT_EQ(0, hm_client_space_add(good, gs, G, &gid));
+	ASSERT_EQ(0, hm_client_pipeline_new(good, mod, mod_n, "main", 3, &gp));
+	ASSERT_EQ(0, run_store(good, gp, G, 1));
+	fds0 = proc_fds(self->pid);
+	for (int k = 0; k < STEPS; k++) {
+		int pfd[2];
+		pid_t child;
+		char ch;
+
+		ASSERT_EQ(0, pipe(pfd));
+		child = fork();
+		ASSERT_LE(0, child);
+		if (child == 0) {
+			struct hm_client *c;
+			struct hm_space *s;
+			uint32_t id, p, push[4] = { (uint32_t)G, (uint32_t)(G >> 32), 1 << 19, 7 };
+			struct hm_client_dispatch d = { .groups = { 64, 1, 1 }, .nr_push = 4,
+							.push = push };
+			struct hm_client_result res;
+			uint64_t t;
+			int st = 0;
+
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			close(pfd[0]);
+			if (hm_client_connect(self->sock, &c))
+				_exit(1);
+			if (k >= 1 && (new_space(&s, 1 << 20) || hm_client_space_add(c, s, G, &id)))
+				_exit(2);
+			if (k >= 2 && hm_client_advise(c, G, 1 << 20, HM_ADVICE_PREFER_DEVICE))
+				_exit(3);
+			if (k >= 3 && hm_client_pipeline_new(c, copy, copy_n, "main", 4, &p))
+				_exit(4);
+			d.pipeline = p;
+			if (k == 4)
+				st = hm_client_submit(c, &d, &t);
+			if (k >= 5)
+				st = hm_client_dispatch(c, &d, 20000, &res);
+			if (k == 6)
+				st = send_heavy(c, 2, 100);
+			if (k == 7)
+				st = hm_client_space_remove(c, id);
+			if (st || write(pfd[1], "x", 1) != 1)
+				_exit(5);
+			pause();
+			_exit(0);
+		}
+		close(pfd[1]);
+		if (read(pfd[0], &ch, 1) != 1) {
+			int st;
+
+			waitpid(child, &st, 0);
+			close(pfd[0]);
+			ASSERT_TRUE(0) TH_LOG("step %d (%s): the child failed (%d)", k, step_name[k],
+					      WEXITSTATUS(st));
+		}
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		close(pfd[0]);
+		/* everything of it goes; the good client's space and pipeline stay */
+		EXPECT_EQ(2, dstat_wait(obs, HM_DSTAT_CLIENTS, 2, 20000)) TH_LOG("step %s",
+										step_name[k]);
+		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_SPACES, 1, 20000)) TH_LOG("step %s",
+										step_name[k]);
+		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_PIPELINES, 1, 20000)) TH_LOG("step %s",
+										   step_name[k]);
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_INFLIGHT, 0, 20000)) TH_LOG("step %s",
+										 step_name[k]);
+		for (int i = 0; i < 200 && proc_fds(self->pid) > fds0; i++)
+			usleep(10000);
+		EXPECT_EQ(fds0, proc_fds(self->pid)) TH_LOG("step %s", step_name[k]);
+		ASSERT_EQ(0, run_store(good, gp, G + 4 * (k + 1), 0x100 + k));
+		EXPECT_EQ(0x100 + k, ((volatile uint32_t *)hm_space_addr(gs))[k + 1]);
+	}
+	hm_client_free(good);
+	hm_client_free(obs);
+	hm_space_free(gs);
+	free(mod);
+	free(copy);
+}
+
+/*
  * Defect 2: a module may form a device pointer only from the lookup
  * helper's answer, within the access's bounds.  The helper's own form
  * goes through and its store lands in guest memory; each way of forming
