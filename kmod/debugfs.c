@@ -16,7 +16,8 @@
 static struct dentry *hmirror_debugfs_dir;
 
 static void hmirror_show_stats(struct seq_file *m, const char *indent,
-			       struct hmirror_stats *st, int first, int end)
+			       struct hmirror_stats __percpu *st, int first,
+			       int end)
 {
 	int i;
 
@@ -44,7 +45,7 @@ static int hmirror_spaces_show(struct seq_file *m, void *unused)
 			   READ_ONCE(s->nr_written),
 			   pid_nr(s->owner->tgid));
 		/* "spaces" is global only */
-		hmirror_show_stats(m, "  ", &s->stats, HMIRROR_STAT_SPACES + 1,
+		hmirror_show_stats(m, "  ", s->stats, HMIRROR_STAT_SPACES + 1,
 				   HMIRROR_NR_SPACE_STATS);
 	}
 	mutex_unlock(&hmirror_lock);

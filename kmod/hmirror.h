@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
+#include <linux/percpu.h>
 #include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -29,7 +30,9 @@ struct poll_table_struct;
 /* ---- counters and the registry of spaces (stats.c) ---------------------- */
 
 /*
- * One array of counters per space and one global, indexed by this enum;
+ * One array of counters per space and one global, each per CPU (a trip
+ * or a harvest adds to this CPU's copy, without a shared cache line;
+ * readers sum the copies), indexed by this enum;
  * the names are hmirror_stat_names[], in this order, in debugfs and in
  * netlink's STATS_GET and SPACE_GET.  Gauges (spaces, bytes, pages
  * resident, mappings, pins, dma-bufs) go up and down; the rest only grow.
@@ -87,17 +90,18 @@ enum hmirror_stat {
 	HMIRROR_NR_STATS
 };
 
+/* one CPU's copy; a gauge's copies sum to its value (each may wrap) */
 struct hmirror_stats {
-	atomic64_t v[HMIRROR_NR_STATS];
+	u64 v[HMIRROR_NR_STATS];
 };
 
-extern struct hmirror_stats hmirror_global_stats;
+DECLARE_PER_CPU(struct hmirror_stats, hmirror_global_stats);
 extern const char *const hmirror_stat_names[HMIRROR_NR_STATS];
 
-/* a global-only counter */
+/* a global-only counter; any context (this_cpu_add() is irq-safe) */
 static inline void hmirror_count_add(enum hmirror_stat i, s64 v)
 {
-	atomic64_add(v, &hmirror_global_stats.v[i]);
+	this_cpu_add(hmirror_global_stats.v[i], v);
 }
 
 static inline void hmirror_count_inc(enum hmirror_stat i)
@@ -105,11 +109,8 @@ static inline void hmirror_count_inc(enum hmirror_stat i)
 	hmirror_count_add(i, 1);
 }
 
-static inline s64 hmirror_stat_read(const struct hmirror_stats *st,
-				    enum hmirror_stat i)
-{
-	return atomic64_read(&st->v[i]);
-}
+/* the sum over every CPU; exact once the writers are quiet */
+s64 hmirror_stat_read(struct hmirror_stats __percpu *st, enum hmirror_stat i);
 
 /*
  * Every live space, for debugfs and netlink, and the lock of the
@@ -219,7 +220,7 @@ struct hmirror_space {
 	struct hmirror_owner *owner;	/* hmirror_lock */
 	struct list_head node;		/* in hmirror_spaces, hmirror_lock */
 
-	struct hmirror_stats stats;
+	struct hmirror_stats __percpu *stats;	/* GFP_KERNEL_ACCOUNT */
 
 	kuid_t owner_uid;		/* creator's euid (netlink.c) */
 };
@@ -227,8 +228,8 @@ struct hmirror_space {
 static inline void hmirror_stat_add(struct hmirror_space *s,
 				    enum hmirror_stat i, s64 v)
 {
-	atomic64_add(v, &s->stats.v[i]);
-	atomic64_add(v, &hmirror_global_stats.v[i]);
+	this_cpu_add(s->stats->v[i], v);
+	this_cpu_add(hmirror_global_stats.v[i], v);
 }
 
 static inline void hmirror_stat_inc(struct hmirror_space *s,

@@ -120,7 +120,7 @@ static int hmirror_nl_put_counter(struct sk_buff *skb, const char *name,
 
 /* counters [0, @end) of @st */
 static int hmirror_nl_put_stats(struct sk_buff *skb,
-				struct hmirror_stats *st, int end)
+				struct hmirror_stats __percpu *st, int end)
 {
 	int i;
 
@@ -189,7 +189,7 @@ static int hmirror_nl_fill_space(struct sk_buff *skb, struct hmirror_space *s,
 	if (cmd == HMIRROR_CMD_SPACE_GET &&
 	    (nla_put_u64_64bit(skb, HMIRROR_A_SPACE_WRITTEN,
 			       READ_ONCE(s->nr_written), HMIRROR_A_PAD) ||
-	     hmirror_nl_put_stats(skb, &s->stats, HMIRROR_NR_SPACE_STATS)))
+	     hmirror_nl_put_stats(skb, s->stats, HMIRROR_NR_SPACE_STATS)))
 		goto cancel;
 	genlmsg_end(skb, hdr);
 	return 0;

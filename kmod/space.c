@@ -384,6 +384,7 @@ static void hmirror_space_free(struct kref *kref)
 	hmirror_user_uncharge(s->user, nr * PAGE_SIZE + s->meta_bytes);
 	atomic_dec(&s->user->nr_spaces);
 	hmirror_user_put(s->user);
+	free_percpu(s->stats);
 	kfree(s);
 }
 
@@ -441,15 +442,16 @@ static int hmirror_space_register(struct hmirror_space *s)
 }
 
 /*
- * What a space costs beyond its pages, as guard.c allocates it: the
- * struct, three bitmaps, the clean scratch bitmap and the generation
- * array.
+ * What a space costs beyond its pages: the struct, its counters (a copy
+ * per CPU), and as guard.c allocates them three bitmaps, the clean
+ * scratch bitmap and the generation array.
  */
 static unsigned long hmirror_space_meta_bytes(const struct hmirror_space *s)
 {
 	unsigned long words = BITS_TO_LONGS(s->nr_chunks);
 
-	return sizeof(*s) + (2 * words + BITS_TO_LONGS(words)) * sizeof(long) +
+	return sizeof(*s) + nr_cpu_ids * sizeof(struct hmirror_stats) +
+	       (2 * words + BITS_TO_LONGS(words)) * sizeof(long) +
 	       BITS_TO_LONGS(HMIRROR_CLEAN_PAGES) * sizeof(long) +
 	       PAGE_ALIGN(s->nr_chunks * sizeof(u64));
 }
@@ -482,6 +484,11 @@ int hmirror_space_create(const struct hmirror_create *args,
 	spin_lock_init(&s->lock);
 	init_waitqueue_head(&s->wq);
 	INIT_LIST_HEAD(&s->node);
+	s->stats = alloc_percpu_gfp(struct hmirror_stats, GFP_KERNEL_ACCOUNT);
+	if (!s->stats) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
 
 	s->user = hmirror_user_get();
 	if (!s->user) {
@@ -566,6 +573,7 @@ err_count:
 err_user:
 	hmirror_user_put(s->user);
 err_free:
+	free_percpu(s->stats);
 	kfree(s);
 	return ret;
 }

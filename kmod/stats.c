@@ -7,9 +7,12 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/cpumask.h>
+#include <linux/percpu.h>
+
 #include "hmirror.h"
 
-struct hmirror_stats hmirror_global_stats;
+DEFINE_PER_CPU(struct hmirror_stats, hmirror_global_stats);
 
 /* protects hmirror_spaces, the owners and the space ids (space.c) */
 DEFINE_MUTEX(hmirror_lock);
@@ -60,3 +63,13 @@ const char *const hmirror_stat_names[HMIRROR_NR_STATS] = {
 	[HMIRROR_STAT_EVENTS_DROPPED] = "events_dropped",
 	[HMIRROR_STAT_CHUNKS_LOST] = "chunks_lost",
 };
+
+s64 hmirror_stat_read(struct hmirror_stats __percpu *st, enum hmirror_stat i)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += per_cpu_ptr(st, cpu)->v[i];
+	return (s64)sum;
+}
