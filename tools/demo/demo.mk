@@ -39,6 +39,23 @@ $(B)/include/demo/traverse.spv.h: $(B)/gen/demo/traverse_linked.spv
 	@mkdir -p $(dir $@)
 	$(demo_spv_header) $< hm_demo_traverse_spv > $@
 
+# the same walk with its loads at the mirror window (D969a, two tiers):
+# the load functions' speculative forms are called by nothing until the
+# engine's second tier, so no pass may drop dead functions
+$(B)/gen/demo/traverse_spec_linked.spv: tools/demo/traverse.comp \
+		lib/include/hmirror/lookup.glsl $(B)/bin/hmirror-link | $(DEPS)
+	@mkdir -p $(dir $@)
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -DHM_SPECULATIVE \
+		-o $@.glsl.spv $<
+	$(B)/bin/hmirror-link -o $@.linked.spv $@.glsl.spv
+	$(SPIRV_OPT) $(filter-out --eliminate-dead-functions,$(HM_ISOLATE_OPT)) -o $@ \
+		$@.linked.spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $@
+	rm -f $@.glsl.spv $@.linked.spv
+$(B)/include/demo/traverse_spec.spv.h: $(B)/gen/demo/traverse_spec_linked.spv
+	@mkdir -p $(dir $@)
+	$(demo_spv_header) $< hm_demo_traverse_spec_spv > $@
+
 # the same walk with raw device addresses, no helper (hmirror-bench
 # workload: ideal, buffer-cache)
 $(B)/gen/demo/traverse_raw.spv: tools/demo/traverse.comp lib/include/hmirror/lookup.glsl | $(DEPS)
@@ -51,7 +68,7 @@ $(B)/include/demo/traverse_raw.spv.h: $(B)/gen/demo/traverse_raw.spv
 	@mkdir -p $(dir $@)
 	$(demo_spv_header) $< hm_demo_traverse_raw_spv > $@
 
-$(O)/tools/demo/demo.o: $(B)/include/demo/traverse.spv.h
+$(O)/tools/demo/demo.o: $(B)/include/demo/traverse.spv.h $(B)/include/demo/traverse_spec.spv.h
 
 BIN += $(B)/bin/hmirror-demo
 $(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(O)/tools/demo/scene.o $(CLIENT_OBJS) \

@@ -48,7 +48,7 @@ layout(buffer_reference, std430, buffer_reference_align = 4) buffer W1 { uint v;
 
 layout(push_constant) uniform Push {
 	uint table_lo, table_hi, nr_home, chunk_shift, marks_lo, marks_hi;
-	uint window[6];	/* the mirror window (D969a): unused, loads go through hm_lookup */
+	uint window[6];	/* the mirror window (D969a): delta, first, last */
 	uint nodes_lo, nodes_hi, prims_lo, prims_hi;
 	uint rays_lo, rays_hi, hits_lo, hits_hi;
 	uint first_ray, nr_rays;
@@ -77,6 +77,26 @@ uint64_t lookup(uint64_t g, out uint64_t dev, out uint64_t mark)
 	return dev != 0 ? dev : mark;
 }
 
+#ifdef HM_SPECULATIVE
+// HM_SPECULATIVE (traverse_spec): the hierarchy's loads go through the
+// load call site (D969a): a load at the mirror window, the helper only
+// where the window says "not here"; an unmapped word reads 0 (no error
+// bit).  Two tiers: the engine builds the compact form (every load through
+// the helper) and switches to the speculative one once it is compiled.
+#define WINDOW u64(pc.window[0], pc.window[1]), u64(pc.window[2], pc.window[3]), \
+	       u64(pc.window[4], pc.window[5])
+uvec4 load4(uint64_t g)
+{
+	return hm_load4(g & ~uint64_t(15), u64(pc.table_lo, pc.table_hi), pc.nr_home,
+			pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi), WINDOW);
+}
+
+uvec2 load2(uint64_t g)
+{
+	return hm_load2(g & ~uint64_t(7), u64(pc.table_lo, pc.table_hi), pc.nr_home,
+			pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi), WINDOW);
+}
+#else
 uvec4 load4(uint64_t g)
 {
 	uint64_t d, m;
@@ -89,6 +109,19 @@ uvec4 load4(uint64_t g)
 	return v;
 }
 
+uvec2 load2(uint64_t g)
+{
+	uint64_t d, m;
+	uvec2 v = V2(lookup(g & ~uint64_t(7), d, m)).v;
+
+	if (d == 0) {
+		err = 1;
+		return uvec2(0);
+	}
+	return v;
+}
+#endif
+
 void main()
 {
 	uint i = gl_GlobalInvocationID.x;
@@ -98,12 +131,8 @@ void main()
 	uint ray = pc.first_ray + i;
 	uint64_t nodes = u64(pc.nodes_lo, pc.nodes_hi);
 	uint64_t prims = u64(pc.prims_lo, pc.prims_hi);
-	uint64_t rd, m;
-	uvec2 xy = V2(lookup((u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8) & ~uint64_t(7),
-			     rd, m)).v;
-
-	if (rd == 0)
-		err = 1;
+	uint64_t m;
+	uvec2 xy = load2(u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8);
 	uint best_z = 0xffffffffu, best_id = 0xffffffffu, visits = 0;
 	uint n = 0;
 
