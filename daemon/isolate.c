@@ -18,15 +18,16 @@
  *  - anywhere else, a pointer is made only by OpConvertUToPtr of: the
  *    helper's mark address, the marks' sink word (push words 4, 5), or
  *    "dev != 0 ? dev : mark" with dev the helper's device address; and only
- *    to at most 4 bytes (a scalar or a struct of them), reached from there
- *    by constant OpAccessChain indices;
+ *    to at most 64 bytes (a scalar, vector or struct of them, no array),
+ *    reached from there by constant OpAccessChain indices; a pointer to N
+ *    bytes from dev needs a guest address known to be N-aligned;
  *  - no pointer is stored, loaded, passed, selected, bitcast or undefined;
  *    no descriptor-backed storage, no VariablePointers.
  *
- * A dev answered for a 4-byte aligned word at g lies in g's chunk (a chunk
- * is at least a page), so 4 bytes from it stay in memory of that chunk:
- * the client's own home page or mirror.  A mark address lies in the
- * client's marks.
+ * A dev answered for an N-byte aligned guest address g lies in g's chunk
+ * (a chunk is at least a page), so N bytes from it stay in memory of that
+ * chunk: the client's own home page or mirror.  A mark address lies in the
+ * client's marks, which have HM_MARKS_SLACK bytes past their last word.
  *
  * On a CPU device (lavapipe) Workgroup, Private and Function memory is
  * the daemon's heap and stacks: an index into an array there must be a
@@ -39,11 +40,16 @@
 #include <string.h>
 
 #include <hmirror/lookup.h>
+#include <hmirror/table.h>
 /* libspirv.h defines (not declares) this constant in C; validate.c has it */
 #define kDefaultMaxIdBound hmd_isolate_default_max_id_bound
 #include <spirv-tools/libspirv.h>
 
 #include "hmirrord.h"
+
+/* the widest access through one pointer: a mark address + this stays in
+ * the marks (hmirror/table.h) */
+#define HM_ISOLATE_MAX_ACCESS HM_MARKS_SLACK
 
 enum {
 	OP_Nop = 0, OP_Undef = 1, OP_Line = 8, OP_Extension = 10, OP_ExtInstImport = 11,
@@ -552,31 +558,48 @@ static uint32_t helper_pair(struct chk *k, uint32_t id, uint32_t h)
 	return c && call_half(k, hi, h + 1) == c ? c : 0;
 }
 
-static bool aligned4(const struct mod *m, uint32_t id, int depth)
+/*
+ * How many low bits of integer @id are known to be 0 (at most
+ * ALIGN_BITS_MAX): constants, masks, shifts, sums, products, conversions
+ * and selects of such values.
+ */
+#define ALIGN_BITS_MAX 12
+static unsigned int align_bits(const struct mod *m, uint32_t id, int depth)
 {
 	const uint32_t *d = ins_of(m, id);
+	unsigned int a, b;
 	uint64_t v;
 
 	if (!d || depth > 12)
-		return false;
+		return 0;
 	switch (d[0] & 0xffff) {
 	case OP_Constant:
-		return const_val(m, id, &v) && !(v & 3);
+		if (!const_val(m, id, &v))
+			return 0;
+		return v ? (unsigned int)__builtin_ctzll(v) < ALIGN_BITS_MAX ?
+			   (unsigned int)__builtin_ctzll(v) : ALIGN_BITS_MAX : ALIGN_BITS_MAX;
 	case OP_BitwiseAnd:
-		return (const_val(m, d[3], &v) && !(v & 3)) || (const_val(m, d[4], &v) && !(v & 3)) ||
-		       aligned4(m, d[3], depth + 1) || aligned4(m, d[4], depth + 1);
-	case OP_ShiftLeftLogical:
-		return (const_val(m, d[4], &v) && v >= 2) || aligned4(m, d[3], depth + 1);
+		a = align_bits(m, d[3], depth + 1);
+		b = align_bits(m, d[4], depth + 1);
+		return a > b ? a : b;
+	case OP_BitwiseOr:
 	case OP_IAdd:
-		return aligned4(m, d[3], depth + 1) && aligned4(m, d[4], depth + 1);
-	case OP_IMul:
-		return aligned4(m, d[3], depth + 1) || aligned4(m, d[4], depth + 1);
-	case OP_UConvert:
-		return aligned4(m, d[3], depth + 1);
 	case OP_Select:
-		return aligned4(m, d[4], depth + 1) && aligned4(m, d[5], depth + 1);
+		a = align_bits(m, d[(d[0] & 0xffff) == OP_Select ? 4 : 3], depth + 1);
+		b = align_bits(m, d[(d[0] & 0xffff) == OP_Select ? 5 : 4], depth + 1);
+		return a < b ? a : b;
+	case OP_ShiftLeftLogical:
+		a = align_bits(m, d[3], depth + 1);
+		if (const_val(m, d[4], &v) && v < 64)
+			a += (unsigned int)v;
+		return a < ALIGN_BITS_MAX ? a : ALIGN_BITS_MAX;
+	case OP_IMul:
+		a = align_bits(m, d[3], depth + 1) + align_bits(m, d[4], depth + 1);
+		return a < ALIGN_BITS_MAX ? a : ALIGN_BITS_MAX;
+	case OP_UConvert:
+		return align_bits(m, d[3], depth + 1);
 	default:
-		return false;
+		return 0;
 	}
 }
 
@@ -589,16 +612,17 @@ static bool mark_addr(struct chk *k, uint32_t id)
 /* where OpConvertUToPtr may point: see the top of this file */
 static int check_convert(struct chk *k, size_t at)
 {
-	const uint32_t *w = k->m->w + at, *sel, *cond, *pt;
+	const uint32_t *w = k->m->w + at, *sel, *cond, *pt, *call;
 	uint64_t zero;
+	unsigned int bits;
 	int64_t e;
 
 	pt = ins_of(k->m, w[1]);
 	e = pt ? extent(k->m, pt[3], 0) : -1;
-	if (e < 0 || e > 4)
-		return refuse(k, at, "a pointer to more than 4 bytes, or to an array");
+	if (e < 0 || e > HM_ISOLATE_MAX_ACCESS)
+		return refuse(k, at, "a pointer to an array, or to more than 64 bytes");
 	if (mark_addr(k, w[3]))
-		return 0;
+		return 0;	/* the marks have HM_MARKS_SLACK bytes past their last word */
 	sel = ins_of(k->m, w[3]);
 	if (!sel || (sel[0] & 0xffff) != OP_Select || !helper_pair(k, sel[4], 0) ||
 	    !mark_addr(k, sel[5]))
@@ -609,6 +633,12 @@ static int check_convert(struct chk *k, size_t at)
 	    !((cond[3] == sel[4] && const_val(k->m, cond[4], &zero) && !zero) ||
 	      (cond[4] == sel[4] && const_val(k->m, cond[3], &zero) && !zero)))
 		return refuse(k, at, "a device address used without its dev != 0 test");
+	/* e bytes from dev stay in the chunk where the guest address is e-aligned */
+	call = ins_of(k->m, helper_pair(k, sel[4], 0));
+	bits = align_bits(k->m, call[4], 0);
+	if (e > (1ll << bits))
+		return refuse(k, at, "an access wider than the guest address is known to "
+			      "be aligned (mask it: g & ~(size - 1))");
 	return 0;
 }
 
@@ -620,7 +650,7 @@ static int check_call(struct chk *k, size_t at)
 		return 0;	/* another function of the module's: checked itself */
 	if ((w[0] >> 16) != 9)
 		return refuse(k, at, "the lookup helper called with the wrong arguments");
-	if (!aligned4(k->m, w[4], 0))
+	if (align_bits(k->m, w[4], 0) < 2)
 		return refuse(k, at, "the lookup helper called for a guest address not "
 			      "known to be 4-byte aligned");
 	if (!push_u64(k->m, w[5], HM_PUSH_TABLE_ADDR_LO) ||

@@ -15,8 +15,8 @@
 
 #include <linux/capability.h>
 #include <linux/cred.h>
-#include <linux/debugfs.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/refcount.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/user.h>
@@ -26,6 +26,11 @@
 #include <linux/user_namespace.h>
 
 #include "hmirror.h"
+
+static unsigned long hmirror_max_user_bytes;
+module_param_named(max_user_bytes, hmirror_max_user_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_user_bytes,
+		 "Memory charged to one user: space pages, metadata, page arrays, bytes (default 0: half of RAM at load)");
 
 /* protects hmirror_users and every entry's node */
 static DEFINE_SPINLOCK(hmirror_users_lock);
@@ -143,7 +148,8 @@ void hmirror_memlock_uncharge(const struct cred *cred, unsigned long nr_pages)
 	put_cred(cred);
 }
 
-static int hmirror_users_show(struct seq_file *m, void *unused)
+/* <debugfs>/hmirror/users (debugfs.c) */
+int hmirror_users_show(struct seq_file *m, void *unused)
 {
 	struct hmirror_user *u;
 
@@ -157,14 +163,10 @@ static int hmirror_users_show(struct seq_file *m, void *unused)
 	spin_unlock(&hmirror_users_lock);
 	return 0;
 }
-DEFINE_SHOW_ATTRIBUTE(hmirror_users);
 
-/* after hmirror_debugfs_init(); its recursive removal removes the file */
 void hmirror_account_init(void)
 {
 	/* like tmpfs's default size: half of RAM */
 	if (!hmirror_max_user_bytes)
 		hmirror_max_user_bytes = (totalram_pages() / 2) << PAGE_SHIFT;
-	debugfs_create_file("users", 0444, hmirror_debugfs_root(), NULL,
-			    &hmirror_users_fops);
 }

@@ -91,7 +91,7 @@ probe HAVE_PTE_MKWRITE_NOVMA asm/pgtable.h 'pte_t pte_mkwrite_novma\('
 # A trip opens the rest of its chunk by walking its PTEs with
 # apply_to_existing_page_range(), exported up to 6.x (7.3 no longer does).
 probe_export HAVE_APPLY_TO_EXISTING_PAGE_RANGE apply_to_existing_page_range
-# ---- kmod-device probes (pin, dma-buf, netlink) ----
+# ---- pins, dma-buf, netlink ----
 # 6.13+: MODULE_IMPORT_NS("NS") takes a string
 probe HAVE_MODULE_IMPORT_NS_STRING linux/module.h 'define MODULE_IMPORT_NS\(ns\)[[:space:]]+MODULE_INFO\(import_ns, ns\)'
 # multicast groups restricted to CAP_NET_ADMIN (6.7+, backported to 6.1.y)

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hmirror debugfs: /sys/kernel/debug/hmirror/{stats,spaces}, for people
- * and tests (the ABI for tools is generic netlink).  Every file is listed
+ * hmirror debugfs: /sys/kernel/debug/hmirror/{stats,spaces,device,users},
+ * for people and tests (the ABI for tools is generic netlink).  One
+ * "name value" line per counter (names: stats.c).  Every file is listed
  * in Documentation/admin-guide.rst.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -12,51 +13,23 @@
 
 #include "hmirror.h"
 
-const char *const hmirror_stat_names[HMIRROR_NR_STATS] = {
-	[HMIRROR_STAT_SPACES] = "spaces",
-	[HMIRROR_STAT_SPACE_BYTES] = "space_bytes",
-	[HMIRROR_STAT_PAGES_RESIDENT] = "pages_resident",
-	[HMIRROR_STAT_MAPPINGS] = "mappings",
-	[HMIRROR_STAT_TRIPS] = "guard_trips",
-	[HMIRROR_STAT_CHUNKS_ARMED] = "chunks_armed",
-	[HMIRROR_STAT_CHUNKS_DISARMED] = "chunks_disarmed",
-	[HMIRROR_STAT_HARVESTS] = "harvests",
-	[HMIRROR_STAT_HARVESTS_EMPTY] = "harvests_empty",
-	[HMIRROR_STAT_CHUNKS_REPORTED] = "chunks_reported",
-	[HMIRROR_STAT_HARVEST_NS] = "harvest_ns",
-	[HMIRROR_STAT_REARM_CALLS] = "rearm_calls",
-	[HMIRROR_STAT_REARM_PTES] = "rearm_ptes",
-	[HMIRROR_STAT_REARM_NS] = "rearm_ns",
-	[HMIRROR_STAT_DRAIN_NS] = "drain_ns",
-	[HMIRROR_STAT_FAULT_READ] = "faults_read",
-	[HMIRROR_STAT_FAULT_WRITE] = "faults_write",
-	[HMIRROR_STAT_FAULT_VIEW] = "faults_view",
-	[HMIRROR_STAT_FAULT_MKWRITE] = "faults_mkwrite",
-	[HMIRROR_STAT_FAULT_MAP_PAGES] = "faults_map_pages",
-	[HMIRROR_STAT_FAULT_SIGBUS] = "faults_sigbus",
-	[HMIRROR_STAT_FAULT_OOM] = "faults_oom",
-	[HMIRROR_STAT_PINNED_KEPT] = "chunks_pinned_kept",
-	[HMIRROR_STAT_TRIP_OPENED] = "trip_ptes_opened",
-};
-
 static struct dentry *hmirror_debugfs_dir;
 
 static void hmirror_show_stats(struct seq_file *m, const char *indent,
-			       struct hmirror_stats *st, bool global)
+			       struct hmirror_stats __percpu *st, int first,
+			       int end)
 {
 	int i;
 
-	for (i = 0; i < HMIRROR_NR_STATS; i++) {
-		if (!global && i == HMIRROR_STAT_SPACES)
-			continue;
+	for (i = first; i < end; i++)
 		seq_printf(m, "%s%s %lld\n", indent, hmirror_stat_names[i],
-			   (long long)atomic64_read(&st->v[i]));
-	}
+			   (long long)hmirror_stat_read(st, i));
 }
 
 static int hmirror_stats_show(struct seq_file *m, void *unused)
 {
-	hmirror_show_stats(m, "", &hmirror_global_stats, true);
+	hmirror_show_stats(m, "", &hmirror_global_stats, 0,
+			   HMIRROR_NR_SPACE_STATS);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(hmirror_stats);
@@ -71,12 +44,26 @@ static int hmirror_spaces_show(struct seq_file *m, void *unused)
 			   s->id, s->size, s->chunk_shift, s->nr_chunks,
 			   READ_ONCE(s->nr_written),
 			   pid_nr(s->owner->tgid));
-		hmirror_show_stats(m, "  ", &s->stats, false);
+		/* "spaces" is global only */
+		hmirror_show_stats(m, "  ", s->stats, HMIRROR_STAT_SPACES + 1,
+				   HMIRROR_NR_SPACE_STATS);
 	}
 	mutex_unlock(&hmirror_lock);
 	return 0;
 }
 DEFINE_SHOW_ATTRIBUTE(hmirror_spaces);
+
+/* pins, dma-bufs, netlink events */
+static int hmirror_device_show(struct seq_file *m, void *unused)
+{
+	hmirror_show_stats(m, "", &hmirror_global_stats,
+			   HMIRROR_NR_SPACE_STATS, HMIRROR_NR_STATS);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(hmirror_device);
+
+/* hmirror_users_show() is account.c's */
+DEFINE_SHOW_ATTRIBUTE(hmirror_users);
 
 void hmirror_debugfs_init(void)
 {
@@ -85,12 +72,10 @@ void hmirror_debugfs_init(void)
 			    &hmirror_stats_fops);
 	debugfs_create_file("spaces", 0444, hmirror_debugfs_dir, NULL,
 			    &hmirror_spaces_fops);
-}
-
-/* debugfs_lookup() of "hmirror" gives kmod-device the directory */
-struct dentry *hmirror_debugfs_root(void)
-{
-	return hmirror_debugfs_dir;
+	debugfs_create_file("device", 0444, hmirror_debugfs_dir, NULL,
+			    &hmirror_device_fops);
+	debugfs_create_file("users", 0444, hmirror_debugfs_dir, NULL,
+			    &hmirror_users_fops);
 }
 
 void hmirror_debugfs_exit(void)

@@ -34,6 +34,12 @@ MODULE_IMPORT_NS("DMA_BUF");
 MODULE_IMPORT_NS(DMA_BUF);
 #endif
 
+unsigned int hmirror_max_dmabufs_per_space = 64;
+module_param_named(max_dmabufs_per_space, hmirror_max_dmabufs_per_space,
+		   uint, 0644);
+MODULE_PARM_DESC(max_dmabufs_per_space,
+		 "Live dma-bufs exported from one space or one pin (default 64)");
+
 static unsigned long max_dmabuf_mib = 1024 * 1024;	/* 1 TiB */
 module_param(max_dmabuf_mib, ulong, 0644);
 MODULE_PARM_DESC(max_dmabuf_mib, "Largest dma-buf export, in MiB (default 1 TiB)");
@@ -196,7 +202,7 @@ static struct sg_table *hmirror_dmabuf_map(struct dma_buf_attachment *at,
 	mutex_lock(&hb->lock);
 	list_add(&m->node, &hb->maps);
 	mutex_unlock(&hb->lock);
-	hmirror_dev_inc(&hmirror_dev_stats.dmabuf_maps);
+	hmirror_count_inc(HMIRROR_STAT_DMABUF_MAPS);
 	return &m->sgt;
 
 fail_map:
@@ -302,9 +308,9 @@ static void hmirror_dmabuf_release(struct dma_buf *buf)
 {
 	struct hmirror_dmabuf *hb = buf->priv;
 
-	atomic64_dec(&hmirror_dev_stats.dmabufs);
-	atomic64_sub(hb->pv.nr_pages << PAGE_SHIFT,
-		     &hmirror_dev_stats.dmabuf_bytes);
+	hmirror_count_add(HMIRROR_STAT_DMABUFS, -1);
+	hmirror_count_add(HMIRROR_STAT_DMABUF_BYTES,
+			  -(s64)(hb->pv.nr_pages << PAGE_SHIFT));
 	hmirror_dmabuf_free(hb);
 }
 
@@ -353,9 +359,9 @@ int hmirror_dmabuf_export(struct hmirror_page_vec *pv, u32 flags,
 		hmirror_dmabuf_free(hb);
 		return PTR_ERR(buf);
 	}
-	atomic64_inc(&hmirror_dev_stats.dmabufs);
-	atomic64_add(hb->pv.nr_pages << PAGE_SHIFT,
-		     &hmirror_dev_stats.dmabuf_bytes);
+	hmirror_count_inc(HMIRROR_STAT_DMABUFS);
+	hmirror_count_add(HMIRROR_STAT_DMABUF_BYTES,
+			  hb->pv.nr_pages << PAGE_SHIFT);
 
 	/* From here the dma-buf owns @hb: dma_buf_put() releases it. */
 	fd = dma_buf_fd(buf, flags & HMIRROR_DMABUF_CLOEXEC ? O_CLOEXEC : 0);
@@ -363,7 +369,7 @@ int hmirror_dmabuf_export(struct hmirror_page_vec *pv, u32 flags,
 		dma_buf_put(buf);
 		return fd;
 	}
-	hmirror_dev_inc(&hmirror_dev_stats.dmabufs_exported);
+	hmirror_count_inc(HMIRROR_STAT_DMABUFS_EXPORTED);
 	return fd;
 }
 
@@ -403,7 +409,7 @@ static void hmirror_dmabuf_space_release(void *owner)
 }
 
 /* HMIRROR_IOC_EXPORT_DMABUF on a space fd; the dispatcher copies @data */
-long hmirror_ioctl_export_dmabuf(struct file *file, void *data)
+long hmirror_ioctl_space_export(struct file *file, void *data)
 {
 	struct hmirror_space *s = file->private_data;
 	struct hmirror_dmabuf_export *ex = data;

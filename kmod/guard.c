@@ -9,6 +9,7 @@
 #include <linux/bitmap.h>
 #include <linux/ktime.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/pagemap.h>
 #include <linux/poll.h>
 #include <linux/sched.h>
@@ -26,6 +27,11 @@
 #define HMIRROR_ARM_WINDOW	32768
 /* pages the drain looks at between two cond_resched() */
 #define HMIRROR_DRAIN_RESCHED	4096
+
+static unsigned long hmirror_rearm_merge_pages = 64;
+module_param_named(rearm_merge_pages, hmirror_rearm_merge_pages, ulong, 0644);
+MODULE_PARM_DESC(rearm_merge_pages,
+		 "Harvest re-arms written runs up to this many pages apart with one write-protect (default 64)");
 
 int hmirror_guard_alloc(struct hmirror_space *s)
 {
@@ -178,7 +184,7 @@ vm_fault_t hmirror_guard_page_mkwrite(struct vm_fault *vmf)
 	if (tripped) {
 		hmirror_guard_open_chunk(vmf, chunk);
 		hmirror_stat_inc(s, HMIRROR_STAT_TRIPS);
-		/* kmod-device: netlink event, cheap without listeners */
+		/* a netlink event: cheap without listeners */
 		hmirror_nl_chunk_written(s->id, chunk, READ_ONCE(s->gens[chunk]));
 		if (wq_has_sleeper(&s->wq))
 			wake_up_interruptible_poll(&s->wq, EPOLLIN | EPOLLRDNORM);

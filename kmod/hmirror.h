@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mm.h>
 #include <linux/mutex.h>
+#include <linux/percpu.h>
 #include <linux/refcount.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -24,13 +25,20 @@
 
 struct mem_cgroup;
 struct pid;
+struct poll_table_struct;
 
-/* ---- counters ----------------------------------------------------------- */
+/* ---- counters and the registry of spaces (stats.c) ---------------------- */
 
 /*
- * One array of atomic64_t per space and one global; the names are in
- * debugfs.c (hmirror_stat_names), in this order.  Gauges (spaces, bytes,
- * pages resident, mappings) go up and down; the rest only grow.
+ * One array of counters per space and one global, each per CPU (a trip
+ * or a harvest adds to this CPU's copy, without a shared cache line;
+ * readers sum the copies), indexed by this enum;
+ * the names are hmirror_stat_names[], in this order, in debugfs and in
+ * netlink's STATS_GET and SPACE_GET.  Gauges (spaces, bytes, pages
+ * resident, mappings, pins, dma-bufs) go up and down; the rest only grow.
+ * Counters below HMIRROR_NR_SPACE_STATS are kept per space too (debugfs
+ * "stats" and "spaces"); the rest (pins, dma-bufs, netlink events) only
+ * globally (debugfs "device").
  */
 enum hmirror_stat {
 	HMIRROR_STAT_SPACES,		/* gauge: live spaces (global only) */
@@ -57,25 +65,60 @@ enum hmirror_stat {
 	HMIRROR_STAT_FAULT_OOM,
 	HMIRROR_STAT_PINNED_KEPT,	/* re-armed chunks kept written: pinned */
 	HMIRROR_STAT_TRIP_OPENED,	/* PTEs a trip made writable besides its own */
+	HMIRROR_NR_SPACE_STATS,
+	/* global only */
+	HMIRROR_STAT_PINS = HMIRROR_NR_SPACE_STATS,	/* gauge: live pins */
+	HMIRROR_STAT_PINNED_BYTES,	/* gauge: bytes pinned by live pins */
+	HMIRROR_STAT_PINS_CREATED,
+	HMIRROR_STAT_PINS_FAILED,	/* pin requests refused or failed */
+	HMIRROR_STAT_PIN_RETRIES,	/* pins redone after a racing invalidation */
+	/* pins invalidated, by cause: HMIRROR_INVAL_UNMAP.._OTHER in order */
+	HMIRROR_STAT_INVAL_UNMAP,
+	HMIRROR_STAT_INVAL_CLEAR,
+	HMIRROR_STAT_INVAL_RELEASE,
+	HMIRROR_STAT_INVAL_MIGRATE,
+	HMIRROR_STAT_INVAL_EXCLUSIVE,
+	HMIRROR_STAT_INVAL_OTHER,
+	HMIRROR_STAT_INVAL_IGNORED,	/* notifier calls that keep the frames */
+	HMIRROR_STAT_DMABUFS,		/* gauge: live dma-bufs */
+	HMIRROR_STAT_DMABUFS_EXPORTED,
+	HMIRROR_STAT_DMABUF_BYTES,	/* gauge: bytes of live dma-bufs */
+	HMIRROR_STAT_DMABUF_MAPS,	/* attachments mapped (sg tables built) */
+	HMIRROR_STAT_EVENTS_SENT,	/* netlink messages multicast */
+	HMIRROR_STAT_EVENTS_DROPPED,	/* messages not built or not delivered */
+	HMIRROR_STAT_CHUNKS_LOST,	/* chunk records not delivered */
 	HMIRROR_NR_STATS
 };
 
+/* one CPU's copy; a gauge's copies sum to its value (each may wrap) */
 struct hmirror_stats {
-	atomic64_t v[HMIRROR_NR_STATS];
+	u64 v[HMIRROR_NR_STATS];
 };
 
-extern struct hmirror_stats hmirror_global_stats;
+DECLARE_PER_CPU(struct hmirror_stats, hmirror_global_stats);
 extern const char *const hmirror_stat_names[HMIRROR_NR_STATS];
 
-/* ---- limits (module parameters, main.c) --------------------------------- */
+/* a global-only counter; any context (this_cpu_add() is irq-safe) */
+static inline void hmirror_count_add(enum hmirror_stat i, s64 v)
+{
+	this_cpu_add(hmirror_global_stats.v[i], v);
+}
 
-extern unsigned long hmirror_max_space_bytes;
-extern unsigned int hmirror_max_spaces_per_process;
-extern unsigned int hmirror_max_spaces_per_user;
-extern unsigned long hmirror_max_user_bytes;
-extern unsigned int hmirror_max_dmabufs_per_space;
-extern unsigned long hmirror_max_space_chunks;
-extern unsigned long hmirror_rearm_merge_pages;
+static inline void hmirror_count_inc(enum hmirror_stat i)
+{
+	hmirror_count_add(i, 1);
+}
+
+/* the sum over every CPU; exact once the writers are quiet */
+s64 hmirror_stat_read(struct hmirror_stats __percpu *st, enum hmirror_stat i);
+
+/*
+ * Every live space, for debugfs and netlink, and the lock of the
+ * registry: the list, each process's count of spaces and the space ids
+ * (space.c); it also orders a space's netlink events.
+ */
+extern struct mutex hmirror_lock;
+extern struct list_head hmirror_spaces;
 
 /* ---- accounting (account.c) --------------------------------------------- */
 
@@ -103,6 +146,8 @@ int hmirror_user_count_inc(atomic_t *count, unsigned int max);
 const struct cred *hmirror_memlock_charge(unsigned long nr_pages);
 void hmirror_memlock_uncharge(const struct cred *cred, unsigned long nr_pages);
 void hmirror_account_init(void);
+struct seq_file;
+int hmirror_users_show(struct seq_file *m, void *unused);
 
 /* ---- spaces ------------------------------------------------------------- */
 
@@ -175,21 +220,16 @@ struct hmirror_space {
 	struct hmirror_owner *owner;	/* hmirror_lock */
 	struct list_head node;		/* in hmirror_spaces, hmirror_lock */
 
-	struct hmirror_stats stats;
+	struct hmirror_stats __percpu *stats;	/* GFP_KERNEL_ACCOUNT */
 
-	/* ---- kmod-device fields (dma-buf, netlink) below ---- */
-	kuid_t dev_owner_uid;		/* creator's euid (netlink.c) */
+	kuid_t owner_uid;		/* creator's euid (netlink.c) */
 };
-
-/* global registry: every live space, every owner; protects the totals */
-extern struct mutex hmirror_lock;
-extern struct list_head hmirror_spaces;
 
 static inline void hmirror_stat_add(struct hmirror_space *s,
 				    enum hmirror_stat i, s64 v)
 {
-	atomic64_add(v, &s->stats.v[i]);
-	atomic64_add(v, &hmirror_global_stats.v[i]);
+	this_cpu_add(s->stats->v[i], v);
+	this_cpu_add(hmirror_global_stats.v[i], v);
 }
 
 static inline void hmirror_stat_inc(struct hmirror_space *s,
@@ -204,20 +244,23 @@ static inline pgoff_t hmirror_chunk_to_pgoff(const struct hmirror_space *s,
 	return (pgoff_t)chunk << s->chunk_page_shift;
 }
 
-/* main.c: the dispatcher of /dev/hmirror and space fds */
-long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+/*
+ * Each file below calls only files listed before it; main.c (module
+ * init/exit, the ioctl table and the file operations of every fd kind)
+ * calls them all and is called by none.
+ */
 
-/* space.c */
-int hmirror_space_create(const struct hmirror_create *args,
-			 struct hmirror_space **ret_space, int *ret_fd);
-void hmirror_space_get(struct hmirror_space *s);
-void hmirror_space_put(struct hmirror_space *s);
-struct hmirror_space *hmirror_space_from_file(struct file *file);
-/* fdget-free helper: a new reference or ERR_PTR(-EBADF / -EINVAL) */
-struct hmirror_space *hmirror_space_get_fd(int fd);
-bool hmirror_is_space_file(const struct file *file);
-int hmirror_fs_init(void);
-void hmirror_fs_exit(void);
+/* netlink.c: the generic netlink family */
+enum hmirror_nl_space_what { HMIRROR_NL_SPACE_NEW, HMIRROR_NL_SPACE_DEL };
+
+int hmirror_nl_init(void);
+void hmirror_nl_exit(void);
+void hmirror_nl_range_invalidated(u32 pin_id, pid_t tgid, u64 addr, u64 size,
+				  u32 cause);
+void hmirror_nl_chunk_written(u32 space_id, u64 chunk, u64 generation);
+/* NEW also records the owner (owner_uid of the space); hmirror_lock */
+void hmirror_nl_space_event(struct hmirror_space *s,
+			    enum hmirror_nl_space_what what);
 
 /* guard.c */
 int hmirror_guard_alloc(struct hmirror_space *s);
@@ -229,19 +272,76 @@ int hmirror_guard_harvest(struct hmirror_space *s, u64 __user *uchunks,
 			  u64 cap, u32 flags, u64 *ret_nr, bool *ret_more);
 u64 hmirror_guard_generation(struct hmirror_space *s, u64 chunk);
 
-/* debugfs.c */
-struct dentry;
-void hmirror_debugfs_init(void);
-struct dentry *hmirror_debugfs_root(void);
-void hmirror_debugfs_exit(void);
-
-/* ---- kmod-device prototypes (pin.c, dmabuf.c, netlink.c) below ---- */
-#include "devpath.h"
-
-/* space.c, non-static for dmabuf.c: the page at @idx, allocated on first use */
+/* space.c; a space file's operations are main.c's (@fops) */
+int hmirror_space_create(const struct hmirror_create *args,
+			 const struct file_operations *fops,
+			 struct hmirror_space **ret_space, int *ret_fd);
+void hmirror_space_get(struct hmirror_space *s);
+void hmirror_space_put(struct hmirror_space *s);
+/* the page at @idx, allocated on first use (for dmabuf.c) */
 struct page *hmirror_space_page(struct hmirror_space *s, pgoff_t idx);
-/* dmabuf.c: HMIRROR_IOC_EXPORT_DMABUF on a space fd */
-long hmirror_ioctl_export_dmabuf(struct file *file, void *data);
+int hmirror_space_mmap(struct file *file, struct vm_area_struct *vma);
+__poll_t hmirror_space_poll(struct file *file, struct poll_table_struct *wait);
+int hmirror_space_release(struct inode *inode, struct file *file);
+int hmirror_fs_init(void);
+void hmirror_fs_exit(void);
+
+/*
+ * dmabuf.c: a dma-buf over a page array.  The array is kept in page-sized
+ * chunks, so that a huge one never needs one giant allocation.
+ */
+extern unsigned int hmirror_max_dmabufs_per_space;
+
+struct hmirror_page_vec {
+	struct page ***chunks;		/* HMIRROR_PV_PER_CHUNK pages each */
+	unsigned long nr_pages;
+	struct hmirror_user *user;	/* charged for the array; reference */
+};
+
+#define HMIRROR_PV_PER_CHUNK	(PAGE_SIZE / sizeof(struct page *))
+
+static inline struct page *hmirror_pv_page(const struct hmirror_page_vec *pv,
+					   unsigned long i)
+{
+	return pv->chunks[i / HMIRROR_PV_PER_CHUNK][i % HMIRROR_PV_PER_CHUNK];
+}
+
+static inline struct page **hmirror_pv_slot(struct hmirror_page_vec *pv,
+					    unsigned long i)
+{
+	return &pv->chunks[i / HMIRROR_PV_PER_CHUNK][i % HMIRROR_PV_PER_CHUNK];
+}
+
+/* charged to @user (a reference taken) against max_user_bytes */
+int hmirror_pv_alloc(struct hmirror_page_vec *pv, unsigned long nr_pages,
+		     struct hmirror_user *user);
+void hmirror_pv_free(struct hmirror_page_vec *pv);	/* puts no page */
+
+/*
+ * @pv's pages are referenced by the caller and handed over (each one is
+ * put when the dma-buf is released), as is the owner reference that
+ * @release drops (may be NULL).  Returns the fd.
+ */
+int hmirror_dmabuf_export(struct hmirror_page_vec *pv, u32 flags,
+			  void (*release)(void *owner), void *owner);
+int hmirror_dmabuf_check(struct hmirror_dmabuf_export *ex, u64 bytes,
+			 unsigned long *ret_first, unsigned long *ret_count);
+/* HMIRROR_IOC_EXPORT_DMABUF on a space fd */
+long hmirror_ioctl_space_export(struct file *file, void *data);
+
+/* pin.c; a pin file's operations are main.c's (@fops) */
+long hmirror_pin_create(struct hmirror_pin_create *req,
+			const struct file_operations *fops);
+long hmirror_ioctl_pin_state(struct file *file, void *data);
+long hmirror_ioctl_pin_export(struct file *file, void *data);
+__poll_t hmirror_pin_poll(struct file *file, struct poll_table_struct *wait);
+int hmirror_pin_file_release(struct inode *inode, struct file *file);
+int hmirror_pin_init(void);
+void hmirror_pin_exit(void);
+
+/* debugfs.c: <debugfs>/hmirror, every file of it */
+void hmirror_debugfs_init(void);
+void hmirror_debugfs_exit(void);
 
 /* ---- kernel API differences (probed by configure.sh) -------------------- */
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hmirror.ko: module init/exit, /dev/hmirror, and the ioctl dispatcher
- * shared by /dev/hmirror and space fds.  Documentation/userspace-api.rst.
+ * hmirror.ko: module init/exit, and the fds: /dev/hmirror, space fds and
+ * pin fds, their file operations and the one ioctl table and dispatcher
+ * they share.  Documentation/userspace-api.rst.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -16,58 +17,13 @@
 
 #include "hmirror.h"
 
-/* ---- limits ------------------------------------------------------------- */
-
-unsigned long hmirror_max_space_bytes = 64UL << 30;
-module_param_named(max_space_bytes, hmirror_max_space_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_space_bytes, "Largest space, bytes (default 64 GiB)");
-
-unsigned int hmirror_max_spaces_per_process = 64;
-module_param_named(max_spaces_per_process, hmirror_max_spaces_per_process,
-		   uint, 0644);
-MODULE_PARM_DESC(max_spaces_per_process,
-		 "Live spaces one process may have created (default 64)");
-
-/* the limits that hold: a forked child or another process is the same user */
-unsigned int hmirror_max_spaces_per_user = 256;
-module_param_named(max_spaces_per_user, hmirror_max_spaces_per_user,
-		   uint, 0644);
-MODULE_PARM_DESC(max_spaces_per_user,
-		 "Live spaces the processes of one user may have created (default 256)");
-
-unsigned long hmirror_max_user_bytes;
-module_param_named(max_user_bytes, hmirror_max_user_bytes, ulong, 0644);
-MODULE_PARM_DESC(max_user_bytes,
-		 "Memory charged to one user: space pages, metadata, page arrays, bytes (default 0: half of RAM at load)");
-
-unsigned int hmirror_max_dmabufs_per_space = 64;
-module_param_named(max_dmabufs_per_space, hmirror_max_dmabufs_per_space,
-		   uint, 0644);
-MODULE_PARM_DESC(max_dmabufs_per_space,
-		 "Live dma-bufs exported from one space or one pin (default 64)");
-
-unsigned long hmirror_max_space_chunks = 1UL << 22;
-module_param_named(max_space_chunks, hmirror_max_space_chunks, ulong, 0644);
-MODULE_PARM_DESC(max_space_chunks,
-		 "Most chunks in one space, bounds per-chunk metadata (default 4Mi)");
-
-unsigned long hmirror_rearm_merge_pages = 64;
-module_param_named(rearm_merge_pages, hmirror_rearm_merge_pages, ulong, 0644);
-MODULE_PARM_DESC(rearm_merge_pages,
-		 "Harvest re-arms written runs up to this many pages apart with one write-protect (default 64)");
-
-/* protects hmirror_spaces and the owners (space.c) */
-DEFINE_MUTEX(hmirror_lock);
-LIST_HEAD(hmirror_spaces);
-struct hmirror_stats hmirror_global_stats;
-
-/* features the guards part provides; kmod-device ORs in its own */
-#define HMIRROR_FEATURES_GUARDS						\
+#define HMIRROR_FEATURES						\
 	(HMIRROR_FEATURE_POPULATE | HMIRROR_FEATURE_DEVICE_VIEW |	\
 	 HMIRROR_FEATURE_GEN_MMAP | HMIRROR_FEATURE_POLL |		\
 	 HMIRROR_FEATURE_ARM_RANGES | HMIRROR_FEATURE_DISARM |		\
 	 HMIRROR_FEATURE_HARVEST_NO_REARM | HMIRROR_FEATURE_STRICT_ARM |	\
-	 HMIRROR_FEATURE_TRIP_OPENS)
+	 HMIRROR_FEATURE_TRIP_OPENS | HMIRROR_FEATURE_PIN |		\
+	 HMIRROR_FEATURE_DMABUF | HMIRROR_FEATURE_NETLINK)
 
 #ifdef HAVE_APPLY_TO_EXISTING_PAGE_RANGE
 #define HMIRROR_FEATURE_TRIP_OPENS	HMIRROR_FEATURE_TRIP_OPENS_CHUNK
@@ -75,12 +31,16 @@ struct hmirror_stats hmirror_global_stats;
 #define HMIRROR_FEATURE_TRIP_OPENS	0
 #endif
 
+static const struct file_operations hmirror_space_fops;
+static const struct file_operations hmirror_pin_fops;
+
 /* ---- ioctls ------------------------------------------------------------- */
 
-/* which kind of fd an ioctl is issued on */
+/* the kinds of fd an ioctl may be issued on, a bit each */
 enum hmirror_fd_kind {
-	HMIRROR_FD_DEV = 1,
-	HMIRROR_FD_SPACE,
+	HMIRROR_FD_DEV = 1 << 0,	/* /dev/hmirror */
+	HMIRROR_FD_SPACE = 1 << 1,
+	HMIRROR_FD_PIN = 1 << 2,
 };
 
 /*
@@ -90,7 +50,7 @@ enum hmirror_fd_kind {
  */
 struct hmirror_ioctl_desc {
 	unsigned int cmd;
-	enum hmirror_fd_kind kind;
+	unsigned int kinds;		/* HMIRROR_FD_* */
 	unsigned int out_off;
 	long (*fn)(struct file *file, void *data);
 };
@@ -99,7 +59,7 @@ struct hmirror_ioctl_desc {
 #define HMIRROR_IOCTL(_name, _kind, _type, _first_out, _fn)		\
 	[HMIRROR_NR_##_name] = {					\
 		.cmd = HMIRROR_IOC_##_name,				\
-		.kind = (_kind),					\
+		.kinds = (_kind),					\
 		.out_off = offsetof(_type, _first_out),			\
 		.fn = (_fn),						\
 	}
@@ -107,7 +67,7 @@ struct hmirror_ioctl_desc {
 #define HMIRROR_IOCTL_NOOUT(_name, _kind, _type, _fn)			\
 	[HMIRROR_NR_##_name] = {					\
 		.cmd = HMIRROR_IOC_##_name,				\
-		.kind = (_kind),					\
+		.kinds = (_kind),					\
 		.out_off = sizeof(_type),				\
 		.fn = (_fn),						\
 	}
@@ -118,6 +78,8 @@ static long hmirror_ioctl_space_info(struct file *file, void *data);
 static long hmirror_ioctl_arm(struct file *file, void *data);
 static long hmirror_ioctl_harvest(struct file *file, void *data);
 static long hmirror_ioctl_generations(struct file *file, void *data);
+static long hmirror_ioctl_pin(struct file *file, void *data);
+static long hmirror_ioctl_export(struct file *file, void *data);
 
 static const struct hmirror_ioctl_desc hmirror_ioctls[] = {
 	HMIRROR_IOCTL(API, HMIRROR_FD_DEV,
@@ -134,12 +96,12 @@ static const struct hmirror_ioctl_desc hmirror_ioctls[] = {
 	HMIRROR_IOCTL_NOOUT(GENERATIONS, HMIRROR_FD_SPACE,
 			    struct hmirror_generations,
 			    hmirror_ioctl_generations),
-	/* ---- kmod-device ioctls (0x10..0x2f) below ---- */
 	HMIRROR_IOCTL(PIN, HMIRROR_FD_DEV,
 		      struct hmirror_pin_create, fd, hmirror_ioctl_pin),
-	HMIRROR_IOCTL(EXPORT_DMABUF, HMIRROR_FD_SPACE,
-		      struct hmirror_dmabuf_export, fd,
-		      hmirror_ioctl_export_dmabuf),
+	HMIRROR_IOCTL(PIN_STATE, HMIRROR_FD_PIN,
+		      struct hmirror_pin_state, addr, hmirror_ioctl_pin_state),
+	HMIRROR_IOCTL(EXPORT_DMABUF, HMIRROR_FD_SPACE | HMIRROR_FD_PIN,
+		      struct hmirror_dmabuf_export, fd, hmirror_ioctl_export),
 };
 
 /* largest argument struct of any ioctl */
@@ -162,10 +124,7 @@ static long hmirror_ioctl_api(struct file *file, void *data)
 
 	if (a->api != HMIRROR_API)
 		return -EINVAL;
-	a->features = HMIRROR_FEATURES_GUARDS;
-	/* ---- kmod-device: a->features |= ...; ---- */
-	a->features |= HMIRROR_FEATURE_PIN | HMIRROR_FEATURE_DMABUF |
-		       HMIRROR_FEATURE_NETLINK;
+	a->features = HMIRROR_FEATURES;
 	a->ioctls = hmirror_ioctl_mask();
 	return 0;
 }
@@ -176,7 +135,7 @@ static long hmirror_ioctl_create(struct file *file, void *data)
 	struct hmirror_space *s;
 	int ret, fd;
 
-	ret = hmirror_space_create(c, &s, &fd);
+	ret = hmirror_space_create(c, &hmirror_space_fops, &s, &fd);
 	if (ret)
 		return ret;
 	c->fd = fd;
@@ -326,13 +285,36 @@ static long hmirror_ioctl_generations(struct file *file, void *data)
 	return 0;
 }
 
-long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+static long hmirror_ioctl_pin(struct file *file, void *data)
+{
+	return hmirror_pin_create(data, &hmirror_pin_fops);
+}
+
+/* on a space fd or a pin fd */
+static long hmirror_ioctl_export(struct file *file, void *data)
+{
+	if (file->f_op == &hmirror_pin_fops)
+		return hmirror_ioctl_pin_export(file, data);
+	return hmirror_ioctl_space_export(file, data);
+}
+
+static enum hmirror_fd_kind hmirror_fd_kind(const struct file *file)
+{
+	if (file->f_op == &hmirror_space_fops)
+		return HMIRROR_FD_SPACE;
+	if (file->f_op == &hmirror_pin_fops)
+		return HMIRROR_FD_PIN;
+	return HMIRROR_FD_DEV;
+}
+
+/* the unlocked_ioctl of every fd kind */
+static long hmirror_ioctl(struct file *file, unsigned int cmd,
+			  unsigned long arg)
 {
 	unsigned int nr = _IOC_NR(cmd), size = _IOC_SIZE(cmd);
 	void __user *uarg = (void __user *)arg;
 	const struct hmirror_ioctl_desc *d;
 	u64 kdata[HMIRROR_IOCTL_MAX_SIZE / sizeof(u64)];
-	enum hmirror_fd_kind kind;
 	long ret;
 
 	if (_IOC_TYPE(cmd) != HMIRROR_IOC_MAGIC || nr >= ARRAY_SIZE(hmirror_ioctls))
@@ -340,8 +322,7 @@ long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	d = &hmirror_ioctls[nr];
 	if (!d->fn || d->cmd != cmd || size > sizeof(kdata))
 		return -ENOTTY;
-	kind = hmirror_is_space_file(file) ? HMIRROR_FD_SPACE : HMIRROR_FD_DEV;
-	if (d->kind != kind)
+	if (!(d->kinds & hmirror_fd_kind(file)))
 		return -ENOTTY;
 
 	if (_IOC_DIR(cmd) & _IOC_WRITE) {
@@ -365,14 +346,32 @@ long hmirror_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	return ret;
 }
 
-/* ---- /dev/hmirror ------------------------------------------------------- */
+/* ---- the fds: /dev/hmirror, spaces (space.c), pins (pin.c) ----------- */
 
 static const struct file_operations hmirror_dev_fops = {
 	.owner = THIS_MODULE,
 	.unlocked_ioctl = hmirror_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
-	/* ---- kmod-device: .open/.release for per-fd pin state ---- */
+};
+
+static const struct file_operations hmirror_space_fops = {
+	.owner = THIS_MODULE,
+	.release = hmirror_space_release,
+	.mmap = hmirror_space_mmap,
+	.poll = hmirror_space_poll,
+	.unlocked_ioctl = hmirror_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
+};
+
+static const struct file_operations hmirror_pin_fops = {
+	.owner = THIS_MODULE,
+	.release = hmirror_pin_file_release,
+	.poll = hmirror_pin_poll,
+	.unlocked_ioctl = hmirror_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
 };
 
 static struct miscdevice hmirror_misc = {
@@ -383,6 +382,14 @@ static struct miscdevice hmirror_misc = {
 	.mode = 0660,
 };
 
+/*
+ * Init in this order, exit in the reverse: the pseudo filesystem of
+ * spaces, debugfs, the limits, the pins' workqueue, the netlink family,
+ * and /dev/hmirror last, so that no request comes in before all the rest
+ * is ready.  At exit, netlink goes before pins: nothing may read the
+ * state the rest frees.  Every space, pin and dma-buf holds a module
+ * reference, so none is left at exit.
+ */
 static int __init hmirror_init(void)
 {
 	int ret;
@@ -393,24 +400,33 @@ static int __init hmirror_init(void)
 	BUILD_BUG_ON(sizeof(struct hmirror_arm) % 8);
 	BUILD_BUG_ON(sizeof(struct hmirror_harvest) % 8);
 	BUILD_BUG_ON(sizeof(struct hmirror_generations) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_pin_create) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_pin_state) % 8);
+	BUILD_BUG_ON(sizeof(struct hmirror_dmabuf_export) % 8);
+	BUILD_BUG_ON(HMIRROR_STAT_INVAL_OTHER - HMIRROR_STAT_INVAL_UNMAP !=
+		     HMIRROR_INVAL_OTHER - HMIRROR_INVAL_UNMAP);
 
 	ret = hmirror_fs_init();
 	if (ret)
 		return ret;
 	hmirror_debugfs_init();
 	hmirror_account_init();
-	/* ---- kmod-device init (netlink, ...) here ---- */
-	ret = hmirror_devpath_init();
+	ret = hmirror_pin_init();
 	if (ret)
 		goto err_debugfs;
+	ret = hmirror_nl_init();
+	if (ret)
+		goto err_pin;
 	ret = misc_register(&hmirror_misc);
 	if (ret)
-		goto err_devpath;
+		goto err_nl;
 	pr_info("api %#x, /dev/%s\n", HMIRROR_API, hmirror_misc.name);
 	return 0;
 
-err_devpath:
-	hmirror_devpath_exit();
+err_nl:
+	hmirror_nl_exit();
+err_pin:
+	hmirror_pin_exit();
 err_debugfs:
 	hmirror_debugfs_exit();
 	hmirror_fs_exit();
@@ -420,8 +436,8 @@ err_debugfs:
 static void __exit hmirror_exit(void)
 {
 	misc_deregister(&hmirror_misc);
-	/* ---- kmod-device exit (netlink, ...) here ---- */
-	hmirror_devpath_exit();
+	hmirror_nl_exit();
+	hmirror_pin_exit();
 	hmirror_debugfs_exit();
 	hmirror_fs_exit();
 }

@@ -33,7 +33,6 @@
 #include <net/sock.h>
 
 #include "hmirror.h"
-#include "devpath.h"
 
 static unsigned int event_interval_ms = 10;
 module_param(event_interval_ms, uint, 0644);
@@ -119,21 +118,21 @@ static int hmirror_nl_put_counter(struct sk_buff *skb, const char *name,
 	return 0;
 }
 
+/* counters [0, @end) of @st */
 static int hmirror_nl_put_stats(struct sk_buff *skb,
-				const struct hmirror_stats *st)
+				struct hmirror_stats __percpu *st, int end)
 {
 	int i;
 
-	for (i = 0; i < HMIRROR_NR_STATS; i++)
+	for (i = 0; i < end; i++)
 		if (hmirror_nl_put_counter(skb, hmirror_stat_names[i],
-					   atomic64_read(&st->v[i])))
+					   hmirror_stat_read(st, i)))
 			return -EMSGSIZE;
 	return 0;
 }
 
 static int hmirror_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 {
-	const struct hmirror_dev_counter *c;
 	struct sk_buff *msg;
 	void *hdr;
 
@@ -144,11 +143,8 @@ static int hmirror_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 				HMIRROR_CMD_STATS_GET);
 	if (!hdr)
 		goto fail;
-	if (hmirror_nl_put_stats(msg, &hmirror_global_stats))
+	if (hmirror_nl_put_stats(msg, &hmirror_global_stats, HMIRROR_NR_STATS))
 		goto fail;
-	for (c = hmirror_dev_counters; c->name; c++)
-		if (hmirror_nl_put_counter(msg, c->name, atomic64_read(c->v)))
-			goto fail;
 	genlmsg_end(msg, hdr);
 	return genlmsg_reply(msg, info);
 
@@ -163,7 +159,7 @@ static bool hmirror_nl_visible(const struct sk_buff *skb,
 {
 	if (netlink_capable(skb, CAP_SYS_ADMIN))
 		return true;
-	return uid_eq(sk_uid(NETLINK_CB(skb).sk), s->dev_owner_uid);
+	return uid_eq(sk_uid(NETLINK_CB(skb).sk), s->owner_uid);
 }
 
 /*
@@ -185,7 +181,7 @@ static int hmirror_nl_fill_space(struct sk_buff *skb, struct hmirror_space *s,
 	    nla_put_u32(skb, HMIRROR_A_OWNER_PID,
 			pid_nr_ns(s->owner->tgid, pid_ns)) ||
 	    nla_put_u32(skb, HMIRROR_A_OWNER_UID,
-			from_kuid_munged(user_ns, s->dev_owner_uid)) ||
+			from_kuid_munged(user_ns, s->owner_uid)) ||
 	    nla_put_u64_64bit(skb, HMIRROR_A_SPACE_SIZE, s->size,
 			      HMIRROR_A_PAD) ||
 	    nla_put_u32(skb, HMIRROR_A_CHUNK_SHIFT, s->chunk_shift))
@@ -193,7 +189,7 @@ static int hmirror_nl_fill_space(struct sk_buff *skb, struct hmirror_space *s,
 	if (cmd == HMIRROR_CMD_SPACE_GET &&
 	    (nla_put_u64_64bit(skb, HMIRROR_A_SPACE_WRITTEN,
 			       READ_ONCE(s->nr_written), HMIRROR_A_PAD) ||
-	     hmirror_nl_put_stats(skb, &s->stats)))
+	     hmirror_nl_put_stats(skb, s->stats, HMIRROR_NR_SPACE_STATS)))
 		goto cancel;
 	genlmsg_end(skb, hdr);
 	return 0;
@@ -338,10 +334,10 @@ static bool hmirror_nl_send(struct sk_buff *msg, void *hdr, gfp_t gfp)
 	 */
 	if (!ret || ret == -ESRCH) {
 		if (!ret)
-			hmirror_dev_inc(&hmirror_dev_stats.events_sent);
+			hmirror_count_inc(HMIRROR_STAT_EVENTS_SENT);
 		return true;
 	}
-	hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+	hmirror_count_inc(HMIRROR_STAT_EVENTS_DROPPED);
 	return false;
 }
 
@@ -351,13 +347,13 @@ static struct sk_buff *hmirror_nl_event_new(u8 cmd, gfp_t gfp, void **ret_hdr)
 
 	msg = genlmsg_new(NLMSG_GOODSIZE, gfp);
 	if (!msg) {
-		hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+		hmirror_count_inc(HMIRROR_STAT_EVENTS_DROPPED);
 		return NULL;
 	}
 	*ret_hdr = genlmsg_put(msg, 0, 0, &hmirror_nl_family, 0, cmd);
 	if (!*ret_hdr) {
 		nlmsg_free(msg);
-		hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+		hmirror_count_inc(HMIRROR_STAT_EVENTS_DROPPED);
 		return NULL;
 	}
 	return msg;
@@ -366,7 +362,7 @@ static struct sk_buff *hmirror_nl_event_new(u8 cmd, gfp_t gfp, void **ret_hdr)
 static void hmirror_nl_event_fail(struct sk_buff *msg)
 {
 	nlmsg_free(msg);
-	hmirror_dev_inc(&hmirror_dev_stats.events_dropped);
+	hmirror_count_inc(HMIRROR_STAT_EVENTS_DROPPED);
 }
 
 void hmirror_nl_range_invalidated(u32 pin_id, pid_t tgid, u64 addr, u64 size,
@@ -390,7 +386,7 @@ void hmirror_nl_range_invalidated(u32 pin_id, pid_t tgid, u64 addr, u64 size,
 	hmirror_nl_send(msg, hdr, GFP_KERNEL);
 }
 
-/* Called by the core under hmirror_lock (a mutex). */
+/* Called by space.c under hmirror_lock (a mutex). */
 void hmirror_nl_space_event(struct hmirror_space *s,
 			    enum hmirror_nl_space_what what)
 {
@@ -401,7 +397,7 @@ void hmirror_nl_space_event(struct hmirror_space *s,
 
 	lockdep_assert_held(&hmirror_lock);
 	if (what == HMIRROR_NL_SPACE_NEW)
-		s->dev_owner_uid = current_euid();
+		s->owner_uid = current_euid();
 	if (!hmirror_nl_listened())
 		return;
 	msg = hmirror_nl_event_new(cmd, GFP_KERNEL, &hdr);
@@ -410,7 +406,7 @@ void hmirror_nl_space_event(struct hmirror_space *s,
 	if (nla_put_u32(msg, HMIRROR_A_SPACE_ID, s->id) ||
 	    nla_put_u32(msg, HMIRROR_A_OWNER_PID, pid_nr(s->owner->tgid)) ||
 	    nla_put_u32(msg, HMIRROR_A_OWNER_UID,
-			from_kuid_munged(&init_user_ns, s->dev_owner_uid)) ||
+			from_kuid_munged(&init_user_ns, s->owner_uid)) ||
 	    nla_put_u64_64bit(msg, HMIRROR_A_SPACE_SIZE, s->size,
 			      HMIRROR_A_PAD) ||
 	    nla_put_u32(msg, HMIRROR_A_CHUNK_SHIFT, s->chunk_shift))
@@ -435,7 +431,7 @@ void hmirror_nl_chunk_written(u32 space_id, u64 chunk, u64 generation)
 		kick = hmirror_nl_batch.nr == 1;
 	} else {
 		hmirror_nl_batch.lost++;
-		hmirror_dev_inc(&hmirror_dev_stats.chunks_lost);
+		hmirror_count_inc(HMIRROR_STAT_CHUNKS_LOST);
 	}
 	spin_unlock(&hmirror_nl_batch.lock);
 	if (kick)
@@ -463,7 +459,7 @@ static void hmirror_nl_flush(struct work_struct *work)
 	hmirror_nl_batch.lost = 0;
 	spin_unlock(&hmirror_nl_batch.lock);
 	if (!rec)
-		atomic64_add(lost, &hmirror_dev_stats.chunks_lost);
+		hmirror_count_add(HMIRROR_STAT_CHUNKS_LOST, lost);
 
 	while (i < nr) {
 		id = rec[i].space_id;
@@ -498,10 +494,10 @@ static void hmirror_nl_flush(struct work_struct *work)
 			break;
 		}
 		if (!hmirror_nl_send(msg, hdr, GFP_KERNEL))
-			atomic64_add(i - first, &hmirror_dev_stats.chunks_lost);
+			hmirror_count_add(HMIRROR_STAT_CHUNKS_LOST, i - first);
 	}
 	if (i < nr)
-		atomic64_add(nr - i, &hmirror_dev_stats.chunks_lost);
+		hmirror_count_add(HMIRROR_STAT_CHUNKS_LOST, nr - i);
 	kfree(rec);
 }
 

@@ -22,7 +22,6 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/anon_inodes.h>
-#include <linux/compat.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
@@ -34,7 +33,6 @@
 #include <linux/sched/signal.h>
 #include <linux/shmem_fs.h>
 #include <linux/slab.h>
-#include <linux/uaccess.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -197,8 +195,9 @@ static void hmirror_pin_release(struct kref *ref)
 	hmirror_pv_free(&pin->pv);
 	hmirror_pin_uncharge(pin);
 	mmdrop(pin->mm);
-	atomic64_dec(&hmirror_dev_stats.pins);
-	atomic64_sub(pin->nr_pages << PAGE_SHIFT, &hmirror_dev_stats.pinned_bytes);
+	hmirror_count_add(HMIRROR_STAT_PINS, -1);
+	hmirror_count_add(HMIRROR_STAT_PINNED_BYTES,
+			  -(s64)(pin->nr_pages << PAGE_SHIFT));
 	xa_erase(&hmirror_pin_ids, pin->id);
 	kfree(pin);
 }
@@ -238,7 +237,7 @@ static bool hmirror_pin_invalidate(struct mmu_interval_notifier *mni,
 	u32 cause;
 
 	if (!hmirror_range_stales_frames(range)) {
-		hmirror_dev_inc(&hmirror_dev_stats.inval_ignored);
+		hmirror_count_inc(HMIRROR_STAT_INVAL_IGNORED);
 		return true;
 	}
 	cause = hmirror_inval_cause(range->event);
@@ -258,8 +257,9 @@ static bool hmirror_pin_invalidate(struct mmu_interval_notifier *mni,
 	spin_unlock(&pin->lock);
 
 	if (first) {
-		/* HMIRROR_DEV_INVAL_x is HMIRROR_INVAL_x - 1 (devpath.h) */
-		hmirror_dev_inc(&hmirror_dev_stats.inval[cause - 1]);
+		/* HMIRROR_STAT_INVAL_* are in HMIRROR_INVAL_*'s order */
+		hmirror_count_inc(HMIRROR_STAT_INVAL_UNMAP + cause -
+				  HMIRROR_INVAL_UNMAP);
 		wake_up_interruptible_poll(&pin->wq, EPOLLPRI);
 		/*
 		 * The last reference may be gone already: the release is then
@@ -341,7 +341,7 @@ static int hmirror_pin_pages(struct hmirror_pin *pin)
 	return ret;
 }
 
-static __poll_t hmirror_pin_poll(struct file *file, poll_table *wait)
+__poll_t hmirror_pin_poll(struct file *file, poll_table *wait)
 {
 	struct hmirror_pin *pin = file->private_data;
 	__poll_t mask = 0;
@@ -354,36 +354,32 @@ static __poll_t hmirror_pin_poll(struct file *file, poll_table *wait)
 	return mask;
 }
 
-static long hmirror_pin_ioctl_state(struct hmirror_pin *pin,
-				    void __user *argp)
+/* HMIRROR_IOC_PIN_STATE (pin fd); the dispatcher copies @data */
+long hmirror_ioctl_pin_state(struct file *file, void *data)
 {
-	struct hmirror_pin_state st;
+	struct hmirror_pin *pin = file->private_data;
+	struct hmirror_pin_state *st = data;
 
-	if (copy_from_user(&st, argp, sizeof(st)))
-		return -EFAULT;
-	if (st.flags || st.__pad) {
-		/* outputs zeroed on error, as every hmirror ioctl does */
-		struct hmirror_pin_state in = { .flags = st.flags, .__pad = st.__pad };
-
-		return copy_to_user(argp, &in, sizeof(in)) ? -EFAULT : -EINVAL;
-	}
-
-	memset(&st, 0, sizeof(st));
-	st.addr = pin->start;
-	st.size = (u64)pin->nr_pages << PAGE_SHIFT;
-	st.id = pin->id;
+	if (st->flags || st->__pad)
+		return -EINVAL;
+	st->addr = pin->start;
+	st->size = (u64)pin->nr_pages << PAGE_SHIFT;
+	st->id = pin->id;
+	st->__pad2 = 0;
 	spin_lock(&pin->lock);
 	if (pin->phase == HMIRROR_PIN_DEAD) {
-		st.state = HMIRROR_PIN_STATE_INVALIDATED;
-		st.cause = pin->cause;
-		st.inval_addr = pin->inval_start;
-		st.inval_size = pin->inval_end - pin->inval_start;
+		st->state = HMIRROR_PIN_STATE_INVALIDATED;
+		st->cause = pin->cause;
+		st->inval_addr = pin->inval_start;
+		st->inval_size = pin->inval_end - pin->inval_start;
 	} else {
-		st.state = HMIRROR_PIN_STATE_ACTIVE;
+		st->state = HMIRROR_PIN_STATE_ACTIVE;
+		st->cause = HMIRROR_INVAL_NONE;
+		st->inval_addr = 0;
+		st->inval_size = 0;
 	}
 	spin_unlock(&pin->lock);
-
-	return copy_to_user(argp, &st, sizeof(st)) ? -EFAULT : 0;
+	return 0;
 }
 
 static void hmirror_pin_dmabuf_release(void *owner)
@@ -394,30 +390,21 @@ static void hmirror_pin_dmabuf_release(void *owner)
 	hmirror_pin_put(pin);
 }
 
-static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
-				     void __user *argp)
+/* HMIRROR_IOC_EXPORT_DMABUF on a pin fd; the dispatcher copies @data */
+long hmirror_ioctl_pin_export(struct file *file, void *data)
 {
-	struct hmirror_dmabuf_export ex;
+	struct hmirror_pin *pin = file->private_data;
+	struct hmirror_dmabuf_export *ex = data;
 	struct hmirror_page_vec pv;
 	unsigned long first, count, i;
 	int ret;
 
-	if (copy_from_user(&ex, argp, sizeof(ex)))
-		return -EFAULT;
-	/* an argument that cannot be written back fails before the fd exists */
-	if (copy_to_user(argp, &ex, sizeof(ex)))
-		return -EFAULT;
-	ret = hmirror_dmabuf_check(&ex, (u64)pin->nr_pages << PAGE_SHIFT,
+	ret = hmirror_dmabuf_check(ex, (u64)pin->nr_pages << PAGE_SHIFT,
 				   &first, &count);
-	if (!ret && !pin->writable && !(ex.flags & HMIRROR_DMABUF_RDONLY))
-		ret = -EACCES;
-	if (ret) {
-		/* outputs zeroed on error, as every hmirror ioctl does */
-		ex.fd = 0;
-		ex.__pad2 = 0;
-		return copy_to_user(argp, &ex, sizeof(ex)) ? -EFAULT : ret;
-	}
-
+	if (ret)
+		return ret;
+	if (!pin->writable && !(ex->flags & HMIRROR_DMABUF_RDONLY))
+		return -EACCES;
 	ret = hmirror_user_count_inc(&pin->nr_dmabufs,
 				     hmirror_max_dmabufs_per_space);
 	if (ret)
@@ -433,46 +420,19 @@ static long hmirror_pin_ioctl_export(struct hmirror_pin *pin,
 	}
 
 	hmirror_pin_get(pin);
-	ret = hmirror_dmabuf_export(&pv, ex.flags, hmirror_pin_dmabuf_release,
+	ret = hmirror_dmabuf_export(&pv, ex->flags, hmirror_pin_dmabuf_release,
 				    pin);
 	if (ret < 0)
 		return ret;	/* the export put the pages, the pin and the count */
-
-	ex.fd = ret;
-	/* on a fault the fd stays installed: the caller owns it anyway */
-	return copy_to_user(argp, &ex, sizeof(ex)) ? -EFAULT : 0;
+	ex->fd = ret;
+	return 0;
 }
 
-static long hmirror_pin_ioctl(struct file *file, unsigned int cmd,
-			      unsigned long arg)
-{
-	struct hmirror_pin *pin = file->private_data;
-	void __user *argp = (void __user *)arg;
-
-	switch (cmd) {
-	case HMIRROR_IOC_PIN_STATE:
-		return hmirror_pin_ioctl_state(pin, argp);
-	case HMIRROR_IOC_EXPORT_DMABUF:
-		return hmirror_pin_ioctl_export(pin, argp);
-	default:
-		return -ENOTTY;
-	}
-}
-
-static int hmirror_pin_fd_release(struct inode *inode, struct file *file)
+int hmirror_pin_file_release(struct inode *inode, struct file *file)
 {
 	hmirror_pin_put(file->private_data);
 	return 0;
 }
-
-static const struct file_operations hmirror_pin_fops = {
-	.owner		= THIS_MODULE,
-	.release	= hmirror_pin_fd_release,
-	.poll		= hmirror_pin_poll,
-	.unlocked_ioctl	= hmirror_pin_ioctl,
-	.compat_ioctl	= compat_ptr_ioctl,
-	.llseek		= noop_llseek,
-};
 
 /* Pin, registering the notifier first; redo when an invalidation raced. */
 static int hmirror_pin_establish(struct hmirror_pin *pin)
@@ -499,7 +459,7 @@ static int hmirror_pin_establish(struct hmirror_pin *pin)
 		spin_unlock(&pin->lock);
 		if (!raced)
 			return 0;
-		hmirror_dev_inc(&hmirror_dev_stats.pin_retries);
+		hmirror_count_inc(HMIRROR_STAT_PIN_RETRIES);
 		hmirror_pin_unpin_pages(pin);
 	}
 	if (!ret)
@@ -509,10 +469,10 @@ static int hmirror_pin_establish(struct hmirror_pin *pin)
 	return ret;
 }
 
-/* HMIRROR_IOC_PIN (dev); the dispatcher copies @data in and out */
-long hmirror_ioctl_pin(struct file *file, void *data)
+/* HMIRROR_IOC_PIN (dev); the dispatcher copies @req in and out */
+long hmirror_pin_create(struct hmirror_pin_create *req,
+			const struct file_operations *fops)
 {
-	struct hmirror_pin_create *req = data;
 	struct hmirror_pin *pin;
 	unsigned long nr_pages;
 	struct file *pfile;
@@ -570,17 +530,16 @@ long hmirror_ioctl_pin(struct file *file, void *data)
 		ret = fd;
 		goto fail_fd;
 	}
-	pfile = anon_inode_getfile("[hmirror-pin]", &hmirror_pin_fops, pin,
-				   O_RDWR);
+	pfile = anon_inode_getfile("[hmirror-pin]", fops, pin, O_RDWR);
 	if (IS_ERR(pfile)) {
 		ret = PTR_ERR(pfile);
 		goto fail_file;
 	}
 
 	/* from here the pin file's release undoes everything */
-	atomic64_inc(&hmirror_dev_stats.pins);
-	atomic64_add(req->size, &hmirror_dev_stats.pinned_bytes);
-	hmirror_dev_inc(&hmirror_dev_stats.pins_created);
+	hmirror_count_inc(HMIRROR_STAT_PINS);
+	hmirror_count_add(HMIRROR_STAT_PINNED_BYTES, req->size);
+	hmirror_count_inc(HMIRROR_STAT_PINS_CREATED);
 	fd_install(fd, pfile);
 	req->fd = fd;
 	req->id = pin->id;
@@ -601,7 +560,7 @@ fail_account:
 fail_id:
 	kfree(pin);
 fail_count:
-	hmirror_dev_inc(&hmirror_dev_stats.pins_failed);
+	hmirror_count_inc(HMIRROR_STAT_PINS_FAILED);
 	return ret;
 }
 

@@ -12,6 +12,7 @@
 #include <linux/highmem.h>
 #include <linux/memcontrol.h>
 #include <linux/mm.h>
+#include <linux/module.h>
 #include <linux/mount.h>
 #include <linux/pagemap.h>
 #include <linux/pid.h>
@@ -39,7 +40,27 @@ static LIST_HEAD(hmirror_owners);	/* hmirror_lock */
 static DEFINE_XARRAY_ALLOC(hmirror_space_ids);
 static u32 hmirror_space_next_id;	/* hmirror_lock */
 
-static const struct file_operations hmirror_space_fops;
+static unsigned long hmirror_max_space_bytes = 64UL << 30;
+module_param_named(max_space_bytes, hmirror_max_space_bytes, ulong, 0644);
+MODULE_PARM_DESC(max_space_bytes, "Largest space, bytes (default 64 GiB)");
+
+static unsigned int hmirror_max_spaces_per_process = 64;
+module_param_named(max_spaces_per_process, hmirror_max_spaces_per_process,
+		   uint, 0644);
+MODULE_PARM_DESC(max_spaces_per_process,
+		 "Live spaces one process may have created (default 64)");
+
+/* the limits that hold: a forked child or another process is the same user */
+static unsigned int hmirror_max_spaces_per_user = 256;
+module_param_named(max_spaces_per_user, hmirror_max_spaces_per_user,
+		   uint, 0644);
+MODULE_PARM_DESC(max_spaces_per_user,
+		 "Live spaces the processes of one user may have created (default 256)");
+
+static unsigned long hmirror_max_space_chunks = 1UL << 22;
+module_param_named(max_space_chunks, hmirror_max_space_chunks, ulong, 0644);
+MODULE_PARM_DESC(max_space_chunks,
+		 "Most chunks in one space, bounds per-chunk metadata (default 4Mi)");
 
 static void hmirror_vma_flags_set(struct vm_area_struct *vma, vm_flags_t set,
 				  vm_flags_t clear)
@@ -239,7 +260,7 @@ static int hmirror_mmap_window(struct vm_area_struct *vma, pgoff_t base,
 	return 0;
 }
 
-static int hmirror_space_mmap(struct file *file, struct vm_area_struct *vma)
+int hmirror_space_mmap(struct file *file, struct vm_area_struct *vma)
 {
 	struct hmirror_space *s = file->private_data;
 	int ret;
@@ -276,7 +297,7 @@ static int hmirror_space_mmap(struct file *file, struct vm_area_struct *vma)
 	return 0;
 }
 
-static __poll_t hmirror_space_poll(struct file *file, poll_table *wait)
+__poll_t hmirror_space_poll(struct file *file, poll_table *wait)
 {
 	struct hmirror_space *s = file->private_data;
 
@@ -284,7 +305,7 @@ static __poll_t hmirror_space_poll(struct file *file, poll_table *wait)
 	return READ_ONCE(s->nr_written) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
-static int hmirror_space_release(struct inode *inode, struct file *file)
+int hmirror_space_release(struct inode *inode, struct file *file)
 {
 	struct hmirror_space *s = file->private_data;
 
@@ -292,41 +313,6 @@ static int hmirror_space_release(struct inode *inode, struct file *file)
 	s->mapping = NULL;
 	hmirror_space_put(s);
 	return 0;
-}
-
-static const struct file_operations hmirror_space_fops = {
-	.owner = THIS_MODULE,
-	.release = hmirror_space_release,
-	.mmap = hmirror_space_mmap,
-	.poll = hmirror_space_poll,
-	.unlocked_ioctl = hmirror_ioctl,
-	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = noop_llseek,
-};
-
-bool hmirror_is_space_file(const struct file *file)
-{
-	return file->f_op == &hmirror_space_fops;
-}
-
-struct hmirror_space *hmirror_space_from_file(struct file *file)
-{
-	return hmirror_is_space_file(file) ? file->private_data : NULL;
-}
-
-struct hmirror_space *hmirror_space_get_fd(int fd)
-{
-	struct hmirror_space *s;
-	struct file *file;
-
-	file = fget(fd);
-	if (!file)
-		return ERR_PTR(-EBADF);
-	s = hmirror_space_from_file(file);
-	if (s)
-		hmirror_space_get(s);
-	fput(file);
-	return s ? s : ERR_PTR(-EINVAL);
 }
 
 /* ---- lifetime ----------------------------------------------------------- */
@@ -377,7 +363,7 @@ static void hmirror_space_free(struct kref *kref)
 
 	mutex_lock(&hmirror_lock);
 	list_del(&s->node);
-	hmirror_nl_space_event(s, HMIRROR_NL_SPACE_DEL);	/* kmod-device */
+	hmirror_nl_space_event(s, HMIRROR_NL_SPACE_DEL);
 	hmirror_owner_put(s->owner);
 	xa_erase(&hmirror_space_ids, s->id);
 	mutex_unlock(&hmirror_lock);
@@ -390,7 +376,7 @@ static void hmirror_space_free(struct kref *kref)
 	xa_destroy(&s->pages);
 	hmirror_stat_add(s, HMIRROR_STAT_PAGES_RESIDENT, -(s64)nr);
 	hmirror_stat_add(s, HMIRROR_STAT_SPACE_BYTES, -(s64)s->size);
-	atomic64_dec(&hmirror_global_stats.v[HMIRROR_STAT_SPACES]);
+	hmirror_count_add(HMIRROR_STAT_SPACES, -1);
 
 	hmirror_guard_free(s);
 	if (s->memcg)
@@ -398,6 +384,7 @@ static void hmirror_space_free(struct kref *kref)
 	hmirror_user_uncharge(s->user, nr * PAGE_SIZE + s->meta_bytes);
 	atomic_dec(&s->user->nr_spaces);
 	hmirror_user_put(s->user);
+	free_percpu(s->stats);
 	kfree(s);
 }
 
@@ -448,27 +435,29 @@ static int hmirror_space_register(struct hmirror_space *s)
 		return ret;
 	}
 	list_add_tail(&s->node, &hmirror_spaces);
-	hmirror_nl_space_event(s, HMIRROR_NL_SPACE_NEW);	/* kmod-device */
+	hmirror_nl_space_event(s, HMIRROR_NL_SPACE_NEW);
 	hmirror_stat_add(s, HMIRROR_STAT_SPACE_BYTES, s->size);
-	atomic64_inc(&hmirror_global_stats.v[HMIRROR_STAT_SPACES]);
+	hmirror_count_inc(HMIRROR_STAT_SPACES);
 	return 0;
 }
 
 /*
- * What a space costs beyond its pages, as guard.c allocates it: the
- * struct, three bitmaps, the clean scratch bitmap and the generation
- * array.
+ * What a space costs beyond its pages: the struct, its counters (a copy
+ * per CPU), and as guard.c allocates them three bitmaps, the clean
+ * scratch bitmap and the generation array.
  */
 static unsigned long hmirror_space_meta_bytes(const struct hmirror_space *s)
 {
 	unsigned long words = BITS_TO_LONGS(s->nr_chunks);
 
-	return sizeof(*s) + (2 * words + BITS_TO_LONGS(words)) * sizeof(long) +
+	return sizeof(*s) + nr_cpu_ids * sizeof(struct hmirror_stats) +
+	       (2 * words + BITS_TO_LONGS(words)) * sizeof(long) +
 	       BITS_TO_LONGS(HMIRROR_CLEAN_PAGES) * sizeof(long) +
 	       PAGE_ALIGN(s->nr_chunks * sizeof(u64));
 }
 
 int hmirror_space_create(const struct hmirror_create *args,
+			 const struct file_operations *fops,
 			 struct hmirror_space **ret_space, int *ret_fd)
 {
 	struct hmirror_space *s;
@@ -495,6 +484,11 @@ int hmirror_space_create(const struct hmirror_create *args,
 	spin_lock_init(&s->lock);
 	init_waitqueue_head(&s->wq);
 	INIT_LIST_HEAD(&s->node);
+	s->stats = alloc_percpu_gfp(struct hmirror_stats, GFP_KERNEL_ACCOUNT);
+	if (!s->stats) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
 
 	s->user = hmirror_user_get();
 	if (!s->user) {
@@ -548,7 +542,7 @@ int hmirror_space_create(const struct hmirror_create *args,
 	file = alloc_file_pseudo(inode, hmirror_mnt, "[hmirror-space]",
 				 O_RDWR | ((args->flags & HMIRROR_CREATE_NONBLOCK) ?
 					   O_NONBLOCK : 0),
-				 &hmirror_space_fops);
+				 fops);
 	if (IS_ERR(file)) {
 		ret = PTR_ERR(file);
 		iput(inode);
@@ -579,6 +573,7 @@ err_count:
 err_user:
 	hmirror_user_put(s->user);
 err_free:
+	free_percpu(s->stats);
 	kfree(s);
 	return ret;
 }

@@ -9,6 +9,7 @@
  * for this one function, without SPIRV-Tools' C++ linker.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +54,10 @@ struct link {
 	uint32_t import_fnty;
 	uint32_t stub_id;               /* the GLSL stand-in, 0 if none */
 	uint32_t stub_rtype;
+	struct load_stub {              /* hm_loadN_stub of hmirror/lookup.glsl */
+		uint32_t id, rtype, words;
+	} loads[HM_ACCESS_MAX_BYTES / 4];
+	unsigned nr_loads;
 	unsigned other_linkage;         /* linkage decorations that stay */
 	uint32_t *gone;                 /* ids the link removes */
 	size_t nr_gone, cap_gone;
@@ -139,6 +144,14 @@ static uint32_t body_result(const uint32_t *w, size_t i, uint16_t op, size_t nr)
 	}
 }
 
+static struct load_stub *load_stub_of(struct link *l, uint32_t id)
+{
+	for (unsigned i = 0; id && i < l->nr_loads; i++)
+		if (l->loads[i].id == id)
+			return &l->loads[i];
+	return NULL;
+}
+
 /* Pass 1: find the import and the stand-in, what the link removes, which
  * ids are decorated, the pointer and result-struct types. */
 static int scan(struct link *l)
@@ -168,8 +181,24 @@ static int scan(struct link *l)
 			const char *s = inst_string(w, i, nr, 2);
 			size_t k = strlen(HM_LOOKUP_GLSL_STUB);
 
+			unsigned words;
+			int end = 0;
+
 			if (s && !strncmp(s, HM_LOOKUP_GLSL_STUB, k) && (s[k] == '(' || !s[k]))
 				l->stub_id = w[i + 1];
+			/* hm_load<N>_stub: the load stand-ins */
+			if (s && sscanf(s, HM_LOAD_GLSL_STUB_FMT "%n", &words, &end) == 1 && end &&
+			    (s[end] == '(' || !s[end]) && words >= 1 &&
+			    words <= HM_ACCESS_MAX_BYTES / 4) {
+				bool dup = false;
+
+				for (unsigned j = 0; j < l->nr_loads; j++)
+					dup |= l->loads[j].id == w[i + 1] ||
+					       l->loads[j].words == words;
+				if (dup || l->nr_loads == HM_ACCESS_MAX_BYTES / 4)
+					return -EINVAL;
+				l->loads[l->nr_loads++] = (struct load_stub){ w[i + 1], 0, words };
+			}
 		}
 		if (is_annotation(op) && nr >= 2 && op != OP_DECORATION_GROUP) {
 			r = push_id(&l->decorated, &l->nr_decorated, &l->cap_decorated, w[i + 1]);
@@ -219,6 +248,8 @@ static int scan(struct link *l)
 			}
 			if (cur_fn == l->stub_id)
 				l->stub_rtype = w[i + 1];
+			if (load_stub_of(l, cur_fn))
+				load_stub_of(l, cur_fn)->rtype = w[i + 1];
 			continue;
 		}
 		if (op == OP_FUNCTION_END) {
@@ -235,7 +266,7 @@ static int scan(struct link *l)
 				if (r)
 					return r;
 			}
-		} else if (cur_fn && cur_fn == l->stub_id && in_body) {
+		} else if (cur_fn && (cur_fn == l->stub_id || load_stub_of(l, cur_fn)) && in_body) {
 			uint32_t id = body_result(w, i, op, nr);
 
 			if (id) {
@@ -328,6 +359,76 @@ static void write_stub_body(struct hm_spirv_module *m, const struct link *l,
 	HM_SPV(m, F, OP_RETURN_VALUE, r);
 }
 
+/* The words of a load stand-in's return type, or 0 where it is not one of
+ * u32, a vector of u32 or a struct of u32 of that many words. */
+static uint32_t load_rtype_words(const struct link *l, uint32_t rtype, uint32_t u32,
+				 bool *is_vector)
+{
+	const uint32_t *w = l->w;
+
+	*is_vector = false;
+	if (rtype == u32)
+		return 1;
+	for (size_t i = 5; i < l->first_fn; i += w[i] >> 16) {
+		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
+
+		if (nr < 2 || w[i + 1] != rtype)
+			continue;
+		if (op == OP_TYPE_VECTOR && nr == 4 && w[i + 2] == u32) {
+			*is_vector = true;
+			return w[i + 3];
+		}
+		if (op == OP_TYPE_STRUCT) {
+			for (uint16_t k = 2; k < nr; k++)
+				if (w[i + k] != u32)
+					return 0;
+			return nr - 2;
+		}
+	}
+	return 0;
+}
+
+/* A load stand-in's new body: load the eight parameters glslang passed by
+ * pointer, call the load function, its words back in the stand-in's type. */
+static void write_load_stub_body(struct hm_spirv_module *m, const struct link *l,
+				 const struct load_stub *ls, const uint32_t *params,
+				 const uint32_t *ptypes)
+{
+	const enum hm_spv_section F = HM_SPV_SEC_FUNCTION;
+	uint32_t u32 = hm_spirv_type_int(m, 32, false), u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t want[8] = { u64, u64, u32, u32, u64, u64, u64, u64 };
+	uint32_t call[9], part[HM_ACCESS_MAX_BYTES / 4], res, r;
+	bool vec;
+
+	call[0] = hm_spirv_load_fn(m, ls->words);
+	res = hm_spirv_load_result_type(m, ls->words);
+	if (!call[0] || !res || load_rtype_words(l, ls->rtype, u32, &vec) != ls->words) {
+		m->err = m->err ? m->err : -EINVAL;
+		return;
+	}
+	HM_SPV(m, F, OP_LABEL, hm_spirv_id(m));
+	for (int k = 0; k < 8; k++) {
+		const struct ptr_type *p = find_ptr(l, ptypes[k]);
+
+		if (ptypes[k] == want[k]) {
+			call[1 + k] = params[k];
+		} else if (p && p->storage == HM_SpvStorageFunction && p->pointee == want[k]) {
+			call[1 + k] = HM_SPV_OP(m, F, OP_LOAD, want[k], params[k]);
+		} else {
+			m->err = m->err ? m->err : -EINVAL;
+			return;
+		}
+	}
+	r = hm_spirv_op(m, F, OP_FUNCTION_CALL, res, call, 9);
+	if (ls->rtype != res) {
+		for (uint32_t k = 0; k < ls->words; k++)
+			part[k] = HM_SPV_OP(m, F, OP_COMPOSITE_EXTRACT, u32, r, k);
+		r = ls->words == 1 && !vec ? part[0] :
+			hm_spirv_op(m, F, OP_COMPOSITE_CONSTRUCT, ls->rtype, part, ls->words);
+	}
+	HM_SPV(m, F, OP_RETURN_VALUE, r);
+}
+
 static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t variant)
 {
 	const uint32_t *w = l->w;
@@ -374,7 +475,8 @@ static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t varia
 			if (dropped(l, w + i, op, nr))
 				continue;
 			/* a linked module has no stand-in left to link again */
-			if (op == OP_NAME && l->stub_id && w[i + 1] == l->stub_id)
+			if (op == OP_NAME && ((l->stub_id && w[i + 1] == l->stub_id) ||
+					      load_stub_of(l, w[i + 1])))
 				continue;
 			if (op == OP_DECORATE && nr >= 3 &&
 			    w[i + 2] == DECORATION_LINKAGE_ATTRIBUTES && w[i + 1] == l->import_id)
@@ -420,9 +522,10 @@ static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t varia
 
 	/* the functions: the import's declaration goes, the stand-in gets its
 	 * new body, calls of the import call the helper */
-	uint32_t cur = 0, params[5], ptypes[5];
+	uint32_t cur = 0, params[8], ptypes[8];
 	unsigned nr_params = 0;
 	bool skipping = false;
+	struct load_stub *ls = NULL;
 
 	for (size_t i = l->first_fn; i < l->nr; i += w[i] >> 16) {
 		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
@@ -431,6 +534,27 @@ static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t varia
 			cur = w[i + 2];
 			nr_params = 0;
 			skipping = cur == l->import_id;
+			ls = load_stub_of(l, cur);
+		}
+		if (ls) {
+			if (op == OP_FUNCTION_PARAMETER && nr == 3) {
+				if (nr_params == 8)
+					return -EINVAL;
+				ptypes[nr_params] = w[i + 1];
+				params[nr_params++] = w[i + 2];
+			} else if (op == OP_FUNCTION_END) {
+				if (nr_params != 8)
+					return -EINVAL;
+				write_load_stub_body(m, l, ls, params, ptypes);
+				if (m->err)
+					return m->err;
+			} else if (op != OP_FUNCTION) {
+				continue;	/* the old body */
+			}
+			hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, op, w + i + 1, nr - 1);
+			if (op == OP_FUNCTION_END)
+				ls = NULL;
+			continue;
 		}
 		if (skipping) {
 			if (op == OP_FUNCTION_END)
@@ -486,7 +610,7 @@ int hm_spirv_link_lookup(const uint32_t *words, size_t nr_words, uint32_t varian
 	r = scan(&l);
 	if (r)
 		goto out;
-	if (!l.import_id && !l.stub_id) {
+	if (!l.import_id && !l.stub_id && !l.nr_loads) {
 		r = -ENOENT;
 		goto out;
 	}

@@ -13,7 +13,7 @@
 
 size_t hm_marks_bytes_for(uint32_t nr_slots)
 {
-	return 4 * (1 + (size_t)nr_slots);
+	return 4 * (1 + (size_t)nr_slots) + HM_MARKS_SLACK;
 }
 
 int hm_marks_scan(uint32_t *marks, uint32_t nr_slots,

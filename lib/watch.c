@@ -929,6 +929,7 @@ int hm_refresh_open(struct hm_space *s, uint64_t first, uint64_t count, hm_prote
 int hm_space_export(struct hm_space *s, struct hm_space_handoff *ret)
 {
 	struct hm_blob b;
+	bool again = false;
 	int err;
 
 	if (!s || !ret)
@@ -941,9 +942,12 @@ int hm_space_export(struct hm_space *s, struct hm_space_handoff *ret)
 	if (s->imported)
 		return -EINVAL;
 	hm_lock(s);
+	/* a second export hands the same watch to a new importer (a restarted
+	 * daemon): the kernel keeps what was written since, the userspace
+	 * backends had nothing pending when the first export was taken */
 	err = -EBUSY;
 	/* consumers' cursors live in this process: they do not travel */
-	if (s->exported || s->nr_pend || s->cons[0])
+	if ((!s->exported && s->nr_pend) || s->cons[0])
 		goto out;
 	memset(&b, 0, sizeof(b));
 	b.magic = HM_HANDOFF_MAGIC;
@@ -960,10 +964,11 @@ int hm_space_export(struct hm_space *s, struct hm_space_handoff *ret)
 	}
 	memcpy(ret->blob, &b, sizeof(b));
 	ret->blob_len = sizeof(b);
+	again = s->exported;
 	s->exported = true;
 out:
 	hm_unlock(s);
-	if (!err && s->ops->exported)
+	if (!err && !again && s->ops->exported)
 		s->ops->exported(s);
 	return err;
 }

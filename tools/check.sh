@@ -10,7 +10,8 @@
 #   3. the Debian packages built, installed and used in a systemd VM
 #      (tools/pkg/check-install.sh, make check-install);
 #   4. static checks, one test each: checkpatch.pl --strict over kmod/ and
-#      uapi/, and sparse (make C=2) for each test kernel.
+#      uapi/, sparse (make C=2) for each test kernel, and no cycle in the
+#      call graph among kmod/ files (tools/kmod-graph.sh).
 #
 # Test programs speak TAP (kselftest harness): "ok", "not ok" and
 # "ok ... # SKIP" lines are counted.  A program that crashes, times out or
@@ -245,6 +246,16 @@ if want static; then
 			echo "error: sparse checked no file" >>"$log"; rc=1
 		fi
 		one "sparse $k ($kver)" $rc "$log"
+		# the call graph among kmod/ files, from the objects just built
+		# (once: it is the same for every kernel)
+		if [ -z "${graph_done:-}" ] && [ $rc = 0 ]; then
+			graph_done=1
+			glog=$out/static/kmod-graph.log
+			tools/kmod-graph.sh "build/kmod/$kver/src" >"$glog" 2>&1
+			grc=$?
+			[ $grc = 0 ] || grep '^cycle:' "$glog" | sed 's/^/error: /' >>"$glog"
+			one "kmod call graph without cycles ($kver)" $grc "$glog"
+		fi
 	done
 fi
 

@@ -293,4 +293,9 @@ echo "$table" | while read -r s suite w; do
 	fetch_kernel "$s" "$suite" "$w"
 done
 
+# the VMs see the host's root read-only and lay their module tree over its
+# /lib/modules (tools/vm/init): a host kernel without modules may have no
+# such directory, and an empty one is all the VMs need
+[ -d /lib/modules ] || sudo_ mkdir -p /lib/modules
+
 mkdir -p "$(dirname "$stamp")" && touch "$stamp"

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hmirror/advice.h>
 #include <hmirror/client.h>
 #include <hmirror/watch.h>
 #include <hmirror/lookup.h>
@@ -1631,6 +1632,348 @@ TEST_F(daemon, shrinkable_memfd_refused)
 	hm_space_free(s);
 }
 
+/* ---- load and fault injection (issue 18's suite) ----------------------- */
+
+static uint64_t load_rnd(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static long proc_threads(pid_t pid)
+{
+	char path[64], line[256];
+	long n = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %ld", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/*
+ * One client of the load run: its own connection and space (256 KiB to
+ * 2 MiB; all of it prefer-device, half read-mostly, or the default policy),
+ * a reference copy of every word, and a loop of
+ * CPU writes and copy dispatches (copy_build(): 64 x groups words from src,
+ * XORed, to dst) of 1-4 groups.  After each dispatch the words it wrote
+ * are compared with the model, every 16th the whole space.
+ */
+struct load_arg {
+	const char *sock;
+	const uint32_t *mod;
+	size_t mod_n;
+	uint64_t seed;
+	int dispatches;
+	int done, mismatches;
+	uint64_t cpu_writes, words_checked, mirrored, copied_home;
+	char why[160];
+};
+
+static void *load_client(void *p)
+{
+	static const uint32_t sizes[] = { 256 << 10, 1 << 20, 2 << 20 };
+	struct load_arg *a = p;
+	const uint64_t G = 1ull << 32;
+	uint64_t x = a->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+	struct hm_client *c = NULL;
+	struct hm_space *s = NULL;
+	uint32_t size = sizes[load_rnd(&x) % 3], nw = size / 4, id, pl, *model = NULL;
+	volatile uint32_t *mem;
+	int r;
+
+	if ((r = new_space(&s, size))) {
+		snprintf(a->why, sizeof(a->why), "space: %s", strerror(-r));
+		return NULL;
+	}
+	mem = hm_space_addr(s);
+	model = malloc(size);
+	for (uint32_t i = 0; i < nw; i++)
+		mem[i] = model[i] = (uint32_t)load_rnd(&x);
+	if ((r = hm_client_connect(a->sock, &c)) || (r = hm_client_space_add(c, s, G, &id)) ||
+	    (a->seed % 3 && (r = hm_client_advise(c, G, size / (a->seed % 3),
+						  a->seed % 3 == 1 ? HM_ADVICE_PREFER_DEVICE :
+						  HM_ADVICE_READ_MOSTLY))) ||
+	    (r = hm_client_pipeline_new(c, a->mod, a->mod_n, "main", 4, &pl))) {
+		snprintf(a->why, sizeof(a->why), "set-up: %s", strerror(-r));
+		goto out;
+	}
+	for (int d = 0; d < a->dispatches; d++) {
+		uint32_t groups = 1 + load_rnd(&x) % 4, n = 64 * groups;
+		uint32_t src = (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+		/* src in the lower half, dst in the upper (the module adds a
+		 * 32-bit offset): the lanes never overlap */
+		uint32_t dst = (uint32_t)(nw / 2 + load_rnd(&x) % (nw / 2 - n));
+		uint32_t push[4], k = load_rnd(&x) % 48;
+		struct hm_client_dispatch dd = { .pipeline = pl, .groups = { groups, 1, 1 },
+						 .nr_push = 4, .push = push };
+		struct hm_client_result res;
+
+		for (uint32_t i = 0; i < k; i++) {	/* the CPU writes, some in src */
+			uint32_t w = (uint32_t)(load_rnd(&x) % nw), v = (uint32_t)load_rnd(&x);
+
+			if (i < k / 4)
+				w = src + (uint32_t)(load_rnd(&x) % n);
+			mem[w] = model[w] = v;
+		}
+		a->cpu_writes += k;
+		push[0] = (uint32_t)(G + 4ull * src);
+		push[1] = (uint32_t)((G + 4ull * src) >> 32);
+		push[2] = 4 * (dst - src);
+		push[3] = (uint32_t)load_rnd(&x);
+		r = hm_client_dispatch(c, &dd, 60000, &res);
+		if (r || res.status) {
+			snprintf(a->why, sizeof(a->why), "dispatch %d: %s", d,
+				 strerror(-(r ? r : res.status)));
+			goto out;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			model[dst + i] = model[src + i] ^ push[3];
+		for (uint32_t i = 0; i < n; i++)
+			a->mismatches += mem[dst + i] != model[dst + i];
+		a->words_checked += n;
+		if (d % 16 == 15) {
+			for (uint32_t i = 0; i < nw; i++)
+				a->mismatches += mem[i] != model[i];
+			a->words_checked += nw;
+		}
+		a->done++;
+	}
+	{
+		struct hm_client_stats st;
+
+		if (!hm_client_stats(c, &st)) {
+			a->mirrored = st.engine[HM_ESTAT_CHUNKS_MIRRORED];
+			a->copied_home = st.engine[HM_ESTAT_BYTES_COPIED_HOME];
+		}
+	}
+out:
+	if (c)
+		hm_client_free(c);
+	hm_space_free(s);
+	free(model);
+	return NULL;
+}
+
+/*
+ * The load run: waves of 16 clients at once, each with hundreds of
+ * dispatches of mixed sizes and CPU writes between them, every word
+ * checked against its model.  The daemon's fds and threads are the same
+ * after each wave, and its RSS grows by less than 32 MiB after the second
+ * (HMIRROR_LOAD_WAVES, default 3; HMIRROR_LOAD_SEED).
+ */
+TEST_F(daemon, sixteen_clients_under_load)
+{
+	enum { CLIENTS = 16, DISPATCHES = 150 };
+	const char *ws = getenv("HMIRROR_LOAD_WAVES"), *ss = getenv("HMIRROR_LOAD_SEED");
+	int waves = ws ? atoi(ws) : 3;
+	uint64_t seed = ss ? strtoull(ss, NULL, 0) : (uint64_t)time(NULL);
+	struct load_arg a[CLIENTS];
+	pthread_t th[CLIENTS];
+	int fds0 = 0, total = 0, bad = 0;
+	long thr0 = 0, rss1 = 0, rss;
+	uint64_t words = 0, cpu = 0, mirrored = 0, home = 0, t0 = now_ms();
+	uint32_t *w;
+	size_t n;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	{
+		struct hm_space *s;
+
+		SPACE_OR_SKIP(s, 1 << 20);
+		hm_space_free(s);
+	}
+	ASSERT_EQ(0, copy_build(&w, &n));
+	TH_LOG("seed %#llx, %d waves of %d clients x %d dispatches", (unsigned long long)seed,
+	       waves, CLIENTS, DISPATCHES);
+	for (int wave = 0; wave < waves; wave++) {
+		struct hm_client *obs;
+
+		for (int i = 0; i < CLIENTS; i++) {
+			a[i] = (struct load_arg){ .sock = self->sock, .mod = w, .mod_n = n,
+						  .seed = seed * 1000003 + wave * CLIENTS + i,
+						  .dispatches = DISPATCHES };
+			ASSERT_EQ(0, pthread_create(&th[i], NULL, load_client, &a[i]));
+		}
+		for (int i = 0; i < CLIENTS; i++) {
+			pthread_join(th[i], NULL);
+			EXPECT_EQ(DISPATCHES, a[i].done) TH_LOG("wave %d client %d: %s", wave, i,
+								a[i].why);
+			EXPECT_EQ(0, a[i].mismatches) TH_LOG("wave %d client %d", wave, i);
+			total += a[i].done;
+			bad += a[i].mismatches;
+			words += a[i].words_checked;
+			cpu += a[i].cpu_writes;
+			mirrored += a[i].mirrored;
+			home += a[i].copied_home;
+		}
+		ASSERT_TRUE(daemon_alive(self->pid));
+		/* every client's teardown done: nothing of theirs is left */
+		ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 5000));
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
+		hm_client_free(obs);
+		usleep(100000);
+		rss = proc_rss_kib(self->pid);
+		TH_LOG("wave %d: fds %d threads %ld RSS %ld KiB", wave, proc_fds(self->pid),
+		       proc_threads(self->pid), rss);
+		if (wave == 0) {
+			fds0 = proc_fds(self->pid);
+			thr0 = proc_threads(self->pid);
+		} else {
+			EXPECT_EQ(fds0, proc_fds(self->pid));
+			EXPECT_EQ(thr0, proc_threads(self->pid));
+		}
+		/* the allocators' high water settles over the first two waves
+		 * (7 waves: +18, +4, +9, +2, +1, -4 MiB): from the second on,
+		 * growth is bounded */
+		if (wave == 1)
+			rss1 = rss;
+		else if (wave > 1)
+			EXPECT_GT(32 << 10, rss - rss1);
+	}
+	TH_LOG("%d dispatches, %llu CPU writes, %llu words checked, %d wrong, %.1f s; "
+	       "%llu chunks mirrored, %llu bytes copied home", total, (unsigned long long)cpu,
+	       (unsigned long long)words, bad, (now_ms() - t0) / 1000.0,
+	       (unsigned long long)mirrored, (unsigned long long)home);
+	EXPECT_LT(0, mirrored);		/* mirrors were in play */
+	EXPECT_LT(0, home);
+	free(w);
+}
+
+/*
+ * The daemon killed (SIGKILL) in the middle of a client's dispatches,
+ * copy-backs included: home memory keeps every CPU write, and each word a
+ * dispatch in flight wrote is either what it was or what the device
+ * wrote (never anything else); the client gets an error, not a hang; a
+ * restarted daemon serves it again, byte-exact.
+ */
+TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
+{
+	const uint64_t G = 1ull << 32;
+	const uint32_t size = 1 << 20, nw = size / 4, n = 64 * 16;
+	struct hm_client *c;
+	struct hm_space *s;
+	uint32_t *w, *model, id, pl, push[4];
+	volatile uint32_t *mem;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	size_t nmod;
+	int kills = 0;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, size);
+	ASSERT_EQ(0, copy_build(&w, &nmod));
+	mem = hm_space_addr(s);
+	model = malloc(size);
+	ASSERT_NE(NULL, model);
+	for (uint32_t i = 0; i < nw; i++)
+		mem[i] = model[i] = (uint32_t)load_rnd(&x);
+	for (int round = 0; round < 4; round++) {
+		struct hm_client_dispatch d = { .groups = { 16, 1, 1 }, .nr_push = 4, .push = push };
+		struct hm_client_result res;
+		pid_t killer;
+		int r = 0, done = 0;
+
+		ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+		ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+		ASSERT_EQ(0, hm_client_advise(c, G, size, HM_ADVICE_PREFER_DEVICE));
+		ASSERT_EQ(0, hm_client_pipeline_new(c, w, nmod, "main", 4, &pl));
+		d.pipeline = pl;
+		/* a killer at a random point of the next 20-150 ms */
+		killer = fork();
+		ASSERT_LE(0, killer);
+		if (killer == 0) {
+			usleep(20000 + (unsigned int)(load_rnd(&x) % 130000) + round * 7000);
+			kill(self->pid, SIGKILL);
+			_exit(0);
+		}
+		while (r == 0) {
+			uint32_t src = (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+			uint32_t dst = nw / 2 + (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+
+			for (int i = 0; i < 32; i++) {
+				uint32_t k = (uint32_t)(load_rnd(&x) % nw), v = (uint32_t)load_rnd(&x);
+
+				/* not in the words the next dispatch writes */
+				if (k >= dst && k < dst + n)
+					continue;
+				mem[k] = model[k] = v;
+			}
+			push[0] = (uint32_t)(G + 4ull * src);
+			push[1] = (uint32_t)((G + 4ull * src) >> 32);
+			push[2] = 4 * (dst - src);
+			push[3] = (uint32_t)load_rnd(&x);
+			r = hm_client_dispatch(c, &d, 20000, &res);
+			if (r == 0 && res.status == 0) {
+				for (uint32_t i = 0; i < n; i++)
+					model[dst + i] = model[src + i] ^ push[3];
+				done++;
+				continue;
+			}
+			if (r == 0)
+				r = res.status;
+			/* the one in flight: each word old or new, nothing else */
+			for (uint32_t i = 0; i < n; i++) {
+				uint32_t now = mem[dst + i], nv = model[src + i] ^ push[3];
+
+				EXPECT_TRUE(now == model[dst + i] || now == nv)
+					TH_LOG("round %d word %u: %#x, neither %#x nor %#x", round,
+					       dst + i, now, model[dst + i], nv);
+				model[dst + i] = now;
+			}
+		}
+		EXPECT_TRUE(r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE) TH_LOG("%d", r);
+		waitpid(killer, NULL, 0);
+		waitpid(self->pid, NULL, 0);
+		kills++;
+		/* every CPU write and every completed dispatch's words are home */
+		for (uint32_t i = 0; i < nw; i++)
+			if (mem[i] != model[i]) {
+				EXPECT_EQ(model[i], mem[i]) TH_LOG("round %d (after %d dispatches) "
+								   "word %u", round, done, i);
+				break;
+			}
+		hm_client_free(c);
+		self->pid = start_daemon(self->sock, NULL, NULL);
+		ASSERT_GT(self->pid, 0);
+		TH_LOG("round %d: killed after %d dispatches", round, done);
+	}
+	/* the restarted daemon serves the same space, byte-exact */
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, nmod, "main", 4, &pl));
+	{
+		struct hm_client_dispatch d = { .pipeline = pl, .groups = { 16, 1, 1 },
+						.nr_push = 4, .push = push };
+		struct hm_client_result res;
+
+		push[0] = (uint32_t)G;
+		push[1] = (uint32_t)(G >> 32);
+		push[2] = size / 2;
+		push[3] = 0x5a5a5a5a;
+		ASSERT_EQ(0, hm_client_dispatch(c, &d, 20000, &res));
+		ASSERT_EQ(0, res.status);
+		for (uint32_t i = 0; i < n; i++)
+			ASSERT_EQ(model[i] ^ 0x5a5a5a5a, mem[nw / 2 + i]);
+	}
+	EXPECT_EQ(4, kills);
+	hm_client_free(c);
+	hm_space_free(s);
+	free(model);
+	free(w);
+}
+
 /* ---- isolation (defect 2): what a module may point at ------------------ */
 
 enum module_kind {
@@ -1644,7 +1987,9 @@ enum module_kind {
 	MOD_MISALIGNED,		/* a guest address not masked to 4 bytes */
 	MOD_TAMPERED_HELPER,	/* a helper that is not lib/lookup_spirv.c's */
 	MOD_LOCAL_OOB,		/* a private array indexed by a push word (CPU) */
-	MOD_NR
+	MOD_NR,
+	/* taken, not in the refused forms' loop */
+	MOD_WIDE_ALIGNED = MOD_NR,	/* 16 bytes from dev of a 16-byte aligned address */
 };
 static const char *const module_kind_name[MOD_NR] = {
 	"good", "raw pointer from push words", "bitcast pointer", "fake table",
@@ -1706,7 +2051,8 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 	if (kind == MOD_FAKE_TABLE)
 		t.table = guest;
 	g = kind == MOD_MISALIGNED ? guest :
-		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
+		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest,
+			  hm_spirv_const_u64(m, kind == MOD_WIDE_ALIGNED ? ~15ull : ~3ull));
 	r = hm_spirv_emit_lookup(m, &t, g, &dev, &mark);
 	if (r) {
 		hm_spirv_module_free(m);
@@ -1730,7 +2076,7 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz, dev, mark);
 		break;
 	}
-	if (kind == MOD_WIDE) {
+	if (kind == MOD_WIDE || kind == MOD_WIDE_ALIGNED) {
 		uint32_t v4 = hm_spirv_type_vector(m, u32, 4);
 
 		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr,
@@ -1795,6 +2141,116 @@ static int run_store(struct hm_client *c, uint32_t p, uint64_t guest, uint32_t v
 }
 
 /*
+ * A client killed (SIGKILL) at each step of the protocol in turn: just
+ * connected, a space added, advice given, a pipeline made, a dispatch
+ * submitted and not waited for, one completed, compiles sent and not
+ * answered, a space removed.  After each, nothing of it stays (clients,
+ * spaces, pipelines, dispatches in flight, the daemon's fds) and another
+ * client's dispatch lands byte-exact.
+ */
+TEST_F(daemon, client_killed_at_every_step)
+{
+	enum { STEPS = 8 };
+	static const char *const step_name[STEPS] = {
+		"connected", "space added", "advice given", "pipeline made",
+		"dispatch submitted", "dispatch completed", "compiles in flight",
+		"space removed",
+	};
+	const uint64_t G = 1ull << 32;
+	struct hm_client *obs, *good;
+	struct hm_space *gs;
+	uint32_t *mod, gid, gp, *copy;
+	size_t mod_n, copy_n;
+	int fds0;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(gs, 1 << 20);
+	ASSERT_EQ(0, store_module(MOD_GOOD, &mod, &mod_n));
+	ASSERT_EQ(0, copy_build(&copy, &copy_n));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	ASSERT_EQ(0, hm_client_connect(self->sock, &good));
+	ASSERT_EQ(0, hm_client_space_add(good, gs, G, &gid));
+	ASSERT_EQ(0, hm_client_pipeline_new(good, mod, mod_n, "main", 3, &gp));
+	ASSERT_EQ(0, run_store(good, gp, G, 1));
+	fds0 = proc_fds(self->pid);
+	for (int k = 0; k < STEPS; k++) {
+		int pfd[2];
+		pid_t child;
+		char ch;
+
+		ASSERT_EQ(0, pipe(pfd));
+		child = fork();
+		ASSERT_LE(0, child);
+		if (child == 0) {
+			struct hm_client *c;
+			struct hm_space *s;
+			uint32_t id, p, push[4] = { (uint32_t)G, (uint32_t)(G >> 32), 1 << 19, 7 };
+			struct hm_client_dispatch d = { .groups = { 64, 1, 1 }, .nr_push = 4,
+							.push = push };
+			struct hm_client_result res;
+			uint64_t t;
+			int st = 0;
+
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			close(pfd[0]);
+			if (hm_client_connect(self->sock, &c))
+				_exit(1);
+			if (k >= 1 && (new_space(&s, 1 << 20) || hm_client_space_add(c, s, G, &id)))
+				_exit(2);
+			if (k >= 2 && hm_client_advise(c, G, 1 << 20, HM_ADVICE_PREFER_DEVICE))
+				_exit(3);
+			if (k >= 3 && hm_client_pipeline_new(c, copy, copy_n, "main", 4, &p))
+				_exit(4);
+			d.pipeline = p;
+			if (k == 4)
+				st = hm_client_submit(c, &d, &t);
+			if (k >= 5)
+				st = hm_client_dispatch(c, &d, 20000, &res);
+			if (k == 6)
+				st = send_heavy(c, 2, 100);
+			if (k == 7)
+				st = hm_client_space_remove(c, id);
+			if (st || write(pfd[1], "x", 1) != 1)
+				_exit(5);
+			pause();
+			_exit(0);
+		}
+		close(pfd[1]);
+		if (read(pfd[0], &ch, 1) != 1) {
+			int st;
+
+			waitpid(child, &st, 0);
+			close(pfd[0]);
+			ASSERT_TRUE(0) TH_LOG("step %d (%s): the child failed (%d)", k, step_name[k],
+					      WEXITSTATUS(st));
+		}
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		close(pfd[0]);
+		/* everything of it goes; the good client's space and pipeline stay */
+		EXPECT_EQ(2, dstat_wait(obs, HM_DSTAT_CLIENTS, 2, 20000)) TH_LOG("step %s",
+										step_name[k]);
+		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_SPACES, 1, 20000)) TH_LOG("step %s",
+										step_name[k]);
+		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_PIPELINES, 1, 20000)) TH_LOG("step %s",
+										   step_name[k]);
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_INFLIGHT, 0, 20000)) TH_LOG("step %s",
+										 step_name[k]);
+		for (int i = 0; i < 200 && proc_fds(self->pid) > fds0; i++)
+			usleep(10000);
+		EXPECT_EQ(fds0, proc_fds(self->pid)) TH_LOG("step %s", step_name[k]);
+		ASSERT_EQ(0, run_store(good, gp, G + 4 * (k + 1), 0x100 + k));
+		EXPECT_EQ(0x100 + k, ((volatile uint32_t *)hm_space_addr(gs))[k + 1]);
+	}
+	hm_client_free(good);
+	hm_client_free(obs);
+	hm_space_free(gs);
+	free(mod);
+	free(copy);
+}
+
+/*
  * Defect 2: a module may form a device pointer only from the lookup
  * helper's answer, within the access's bounds.  The helper's own form
  * goes through and its store lands in guest memory; each way of forming
@@ -1830,6 +2286,17 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 	EXPECT_EQ(0xc0ffee, ((volatile uint32_t *)hm_space_addr(s))[0x40]);
 	/* outside every space: the store marks the sink, lands nowhere */
 	EXPECT_EQ(0, run_store(c, good, 16, 0xbad));
+	/* 16 bytes through one answer, the guest address masked to 16: taken,
+	 * and the 16 bytes land; unmapped, they land in the marks' slack */
+	ASSERT_EQ(0, store_module(MOD_WIDE_ALIGNED, &w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 3, &p));
+	free(w);
+	ASSERT_EQ(0, run_store(c, p, G + 0x30c, 0x1de));
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(0x1de, ((volatile uint32_t *)hm_space_addr(s))[0xc0 + i]);
+	EXPECT_EQ(0, ((volatile uint32_t *)hm_space_addr(s))[0xc4]);
+	EXPECT_EQ(0, run_store(c, p, 16, 0xbad));
+	hm_client_pipeline_free(c, p);
 
 	for (int k = MOD_GOOD + 1; k < MOD_NR; k++) {
 		int r;
@@ -2110,6 +2577,168 @@ static void *good_client(void *p)
 out:
 	hm_client_free(c);
 	return NULL;
+}
+
+/* one mutation of a SPIR-V module in place; returns its new length */
+static size_t spirv_mutate(uint32_t *w, size_t n, size_t cap, uint64_t *x)
+{
+	size_t at = 5 + load_rnd(x) % (n > 5 ? n - 5 : 1), len;
+
+	switch (load_rnd(x) % 8) {
+	case 0: case 1:		/* a bit */
+		w[at] ^= 1u << (load_rnd(x) % 32);
+		break;
+	case 2:			/* a small value: an id, a count, an enum */
+		w[at] = (uint32_t)(load_rnd(x) % 64);
+		break;
+	case 3:			/* a word from elsewhere in the module */
+		w[at] = w[5 + load_rnd(x) % (n - 5)];
+		break;
+	case 4:			/* an instruction's word count */
+		w[at] = (w[at] & 0xffff) | (uint32_t)(load_rnd(x) % 12) << 16;
+		break;
+	case 5:			/* words deleted */
+		len = 1 + load_rnd(x) % 8;
+		if (at + len < n) {
+			memmove(w + at, w + at + len, (n - at - len) * 4);
+			n -= len;
+		}
+		break;
+	case 6:			/* words duplicated */
+		len = 1 + load_rnd(x) % 8;
+		if (at + len <= n && n + len <= cap) {
+			memmove(w + at + len, w + at, (n - at) * 4);
+			n += len;
+		}
+		break;
+	default:		/* truncated */
+		n = at + 1 < n ? at + 1 : n;
+		break;
+	}
+	return n;
+}
+
+/*
+ * SPIR-V modules mutated from valid ones (the helper's store, its 16-byte
+ * form, a copy with loads, the empty one), 1-4 mutations each, through
+ * validation, the isolation check (--isolate-all) and pipeline creation;
+ * what is taken is dispatched once at random push words.  Meanwhile a good
+ * client stores through the helper and checks every word.  The daemon
+ * survives, answers each with 0 or an error, the good client sees no wrong
+ * word, and nothing of the fuzzing client stays (HMIRROR_FUZZ_SECONDS,
+ * default 8; HMIRROR_FUZZ_SEED).
+ */
+TEST_F(daemon, spirv_mutation_fuzz)
+{
+	const char *ss = getenv("HMIRROR_FUZZ_SEED"), *sc = getenv("HMIRROR_FUZZ_SECONDS");
+	uint64_t seed = ss ? strtoull(ss, NULL, 0) : (uint64_t)time(NULL) * 7 + 3, x;
+	int secs = sc ? atoi(sc) : 8;
+	struct good_arg g = { 0 };
+	struct hm_client *c = NULL, *obs;
+	struct hm_space *fs;
+	uint32_t *corpus[4], *w, id;
+	size_t corpus_n[4], cap = 0;
+	unsigned tries = 0, taken = 0, dispatched = 0, refused_iso = 0, reconnects = 0;
+	char sock2[160];
+	int fds0;
+	pthread_t t;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(g.s, 1 << 20);
+	ASSERT_EQ(0, new_space(&fs, 1 << 20));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &corpus[0], &corpus_n[0]));
+	ASSERT_EQ(0, store_module(MOD_WIDE_ALIGNED, &corpus[1], &corpus_n[1]));
+	ASSERT_EQ(0, copy_build(&corpus[2], &corpus_n[2]));
+	corpus[3] = malloc(empty_words * 4);
+	ASSERT_NE(NULL, corpus[3]);
+	memcpy(corpus[3], empty_spv, empty_words * 4);
+	corpus_n[3] = empty_words;
+	for (int i = 0; i < 4; i++)
+		cap = corpus_n[i] > cap ? corpus_n[i] : cap;
+	cap += 64;
+	w = malloc(cap * 4);
+	ASSERT_NE(NULL, w);
+	/* every client held to the isolation check */
+	stop_daemon(self->pid, 5000);
+	snprintf(sock2, sizeof(sock2), "%s/iso", self->dir);
+	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	ASSERT_GT(self->pid, 0);
+	g.sock = sock2;
+	ASSERT_EQ(0, hm_client_connect(sock2, &obs));
+	fds0 = proc_fds(self->pid);
+	ASSERT_EQ(0, pthread_create(&t, NULL, good_client, &g));
+	x = seed;
+	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)secs * 1000 && daemon_alive(self->pid);
+	     tries++) {
+		unsigned k = (unsigned)(load_rnd(&x) % 4), muts = 1 + (unsigned)(load_rnd(&x) % 4);
+		uint32_t nr_push = 2 + (uint32_t)(load_rnd(&x) % 3), p;
+		size_t n = corpus_n[k];
+		int r;
+
+		if (!c) {
+			if (hm_client_connect(sock2, &c) || hm_client_space_add(c, fs, 1ull << 32, &id)) {
+				if (c)
+					hm_client_free(c);
+				c = NULL;
+				usleep(1000);
+				continue;
+			}
+			reconnects++;
+		}
+		memcpy(w, corpus[k], n * 4);
+		for (unsigned m = 0; m < muts; m++)
+			n = spirv_mutate(w, n, cap, &x);
+		r = hm_client_pipeline_new(c, w, n, "main", nr_push, &p);
+		if (r == -EACCES)
+			refused_iso++;
+		if (r == -ENOTCONN || r == -ECONNRESET || r == -EPIPE) {
+			hm_client_free(c);	/* closed for too many bad messages */
+			c = NULL;
+			continue;
+		}
+		EXPECT_TRUE(r <= 0) TH_LOG("pipeline_new answered %d", r);
+		if (r == 0) {
+			uint32_t push[4];
+			struct hm_client_dispatch d = { .pipeline = p, .groups = { 1, 1, 1 },
+							.nr_push = nr_push, .push = push };
+			struct hm_client_result res;
+
+			taken++;
+			for (int i = 0; i < 4; i++)
+				push[i] = (uint32_t)load_rnd(&x);
+			if (load_rnd(&x) & 1)
+				push[1] = 1;	/* at the client's space now and then */
+			if (hm_client_dispatch(c, &d, 5000, &res) == 0)
+				dispatched++;
+			hm_client_pipeline_free(c, p);
+		}
+	}
+	if (c)
+		hm_client_free(c);
+	g.stop = true;
+	pthread_join(t, NULL);
+	TH_LOG("seed %#llx: %u mutated modules in %d s, %u refused by the isolation check, "
+	       "%u taken (%u dispatched), %u connections; good client %u dispatches, %u wrong",
+	       (unsigned long long)seed, tries, secs, refused_iso, taken, dispatched, reconnects,
+	       g.dispatches, g.mismatches);
+	ASSERT_TRUE(daemon_alive(self->pid)) TH_LOG("hmirrord died (seed %#llx)",
+						    (unsigned long long)seed);
+	EXPECT_EQ(0, g.status);
+	EXPECT_EQ(0, g.mismatches);
+	EXPECT_LT(0u, g.dispatches);
+	EXPECT_LT(0u, refused_iso);	/* the check was reached */
+	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 10000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
+	EXPECT_GE(fds0, proc_fds(self->pid));
+	hm_client_free(obs);
+	for (int i = 0; i < 4; i++)
+		free(corpus[i]);
+	free(w);
+	hm_space_free(fs);
+	hm_space_free(g.s);
+	unlink(sock2);
 }
 
 static uint32_t rnd(uint64_t *x)

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -694,6 +695,307 @@ TEST_F(model, random_cpu_and_device_writes)
 		ASSERT_FALSE(m);
 	}
 }
+
+/* ---- torture: the model at 10^6 operations ------------------------------ */
+
+/*
+ * The reference model run until it has done HMIRROR_TORTURE_OPS operations
+ * (default 10^6 natively, 10^5 under TCG): device lanes, CPU bytes
+ * written between and during dispatches, and every 25 dispatches new
+ * advice over a random range (default, read-mostly, prefer-device, never),
+ * with shared and out-of-range dispatches among them, a small budget and
+ * measured hotness.  Every byte of the space compared after each
+ * dispatch.  The seed (HMIRROR_TORTURE_SEED) and the count are reported.
+ */
+FIXTURE(torture) {
+	struct env v;
+};
+
+FIXTURE_VARIANT(torture) {
+	enum hm_backend backend;
+};
+
+FIXTURE_VARIANT_ADD(torture, kmod) { .backend = HM_BACKEND_KMOD };
+#ifndef HM_ENGINE_TEST_VM
+FIXTURE_VARIANT_ADD(torture, uffd_async) { .backend = HM_BACKEND_UFFD_ASYNC };
+FIXTURE_VARIANT_ADD(torture, uffd_sync) { .backend = HM_BACKEND_UFFD_SYNC };
+FIXTURE_VARIANT_ADD(torture, mprotect) { .backend = HM_BACKEND_MPROTECT };
+#endif
+
+FIXTURE_SETUP(torture)
+{
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
+				       .test_before_dispatch = start_cpu_writes,
+				       .test_arg = &self->v, .hot_marks = 1,
+				       .mirror_budget = 8 * CHUNK };
+	const char *why;
+	int err;
+
+	err = env_new(&self->v, variant->backend, &ep, &why);
+	if (why && err)
+		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
+	ASSERT_EQ(0, err);
+}
+
+FIXTURE_TEARDOWN(torture)
+{
+	if (self->v.vk) {
+		if (hm_vk_validation_count(self->v.vk))
+			TH_LOG("validation: %s", self->v.vk->last_message);
+		EXPECT_EQ(0, env_free(&self->v));
+	}
+}
+
+TEST_F_TIMEOUT(torture, a_million_operations, 1200)
+{
+	const char *os = getenv("HMIRROR_TORTURE_OPS"), *ss = getenv("HMIRROR_TORTURE_SEED");
+#ifdef HM_ENGINE_TEST_VM
+	uint64_t want = os ? strtoull(os, NULL, 0) : 100000;
+#else
+	uint64_t want = os ? strtoull(os, NULL, 0) : 1000000;
+#endif
+	uint64_t ops = 0, lanes = 0, cpu = 0, seed;
+	struct hm_engine_stats st;
+	unsigned d;
+
+	if (!self->v.e)
+		return;
+	self->v.cap_log = 256;	/* CPU bytes during a dispatch: at most as many as lanes */
+	seed = ss ? strtoull(ss, NULL, 0) : self->v.rng ^ (uint64_t)time(NULL);
+	self->v.rng = seed | 1;
+	for (d = 0; ops < want; d++) {
+		uint32_t n = 64 + (uint32_t)(rnd(&self->v.rng) % (MAX_LANES - 64));
+		uint32_t flags = rnd(&self->v.rng) % 16 == 0 ? HM_DISPATCH_SHARED_WITH_CPU : 0;
+		unsigned k = (unsigned)(rnd(&self->v.rng) % 64);
+		long r;
+
+		if (d % 25 == 0) {
+			uint32_t c0 = (uint32_t)(rnd(&self->v.rng) % NR_CHUNKS);
+			uint32_t nc = 1 + (uint32_t)(rnd(&self->v.rng) % (NR_CHUNKS - c0));
+
+			ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + (uint64_t)c0 * CHUNK,
+						      (uint64_t)nc * CHUNK,
+						      (enum hm_advice)(rnd(&self->v.rng) % 4)));
+		}
+		cpu_between(&self->v, k);
+		r = round_trip_at(&self->v, n, flags, rnd(&self->v.rng) % 3 != 0,
+				  rnd(&self->v.rng) & 1, rnd(&self->v.rng) % 8 == 0);
+		dump_mismatch(_metadata, &self->v, r);
+		ASSERT_EQ(0, r) TH_LOG("seed %#llx, dispatch %u, after %llu operations",
+				       (unsigned long long)seed, d, (unsigned long long)ops);
+		lanes += n;
+		cpu += k + self->v.nr_log;
+		ops += n + k + self->v.nr_log;
+	}
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	TH_LOG("%s: seed %#llx: %llu operations (%llu device lanes, %llu CPU bytes) in %u "
+	       "dispatches; uploads %lu, guard drops %lu, evicted %lu, copied home %lu B",
+	       hm_backend_name(variant->backend), (unsigned long long)seed,
+	       (unsigned long long)ops, (unsigned long long)lanes, (unsigned long long)cpu, d,
+	       st.uploads, st.mirrors_dropped_by_guard, st.mirrors_evicted, st.bytes_copied_home);
+	EXPECT_LT(0, st.uploads);
+	EXPECT_LT(0, st.bytes_copied_home);
+}
+
+/* ---- fault injection through VK_LAYER_HMIRROR_fault (tools/vkfault) ----- */
+
+#ifndef HM_ENGINE_TEST_VM
+#include <limits.h>
+
+static enum hm_backend first_backend(void);
+
+/* the layer's directory, next to this program's: build/share/hmirror/vkfault */
+static bool fault_layer_env(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 64);
+	char *slash;
+
+	if (n <= 0)
+		return false;
+	dir[n] = 0;
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return false;
+	strcpy(slash, "/../share/hmirror/vkfault");
+	if (access(dir, R_OK))
+		return false;
+	setenv("VK_ADD_LAYER_PATH", dir, 1);
+	setenv("VK_INSTANCE_LAYERS", "VK_LAYER_HMIRROR_fault", 1);
+	return true;
+}
+
+static void fault_clear(void)
+{
+	unsetenv("HMIRROR_VKFAULT_ALLOC");
+	unsetenv("HMIRROR_VKFAULT_LOST");
+	unsetenv("HMIRROR_VKFAULT_LOST_BEFORE");
+	unsetenv("HMIRROR_VKFAULT_REPORT");
+}
+
+enum { FAULT_DISPATCHES = 6 };
+
+struct fault_run {
+	int setup;		/* 0, or the error of setting up */
+	int failed_at;		/* the dispatch that failed, -1 if none */
+	int err;		/* its error */
+	int after;		/* dispatches tried after it that did not fail */
+	long wrong;		/* bytes neither old nor new, or a CPU byte lost */
+};
+
+/*
+ * The scenario every fault is injected into: an engine with the whole
+ * space prefer-device (uploads, mirrors, copy-back) over the first
+ * backend, FAULT_DISPATCHES dispatches of 200 lanes with CPU bytes written
+ * before each.  After a failed dispatch every byte must be what it was
+ * before it or what the dispatch would have made it (a device lost in the
+ * middle may have written some of it, a copy-back some of it), and every
+ * CPU byte must be home; later dispatches must fail too.
+ */
+static void fault_scenario(struct __test_metadata *_metadata, struct fault_run *fr)
+{
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS };
+	const char *why;
+	struct env v;
+	uint8_t *before;
+
+	memset(fr, 0, sizeof(*fr));
+	fr->failed_at = -1;
+	memset(&v, 0, sizeof(v));
+	fr->setup = env_new(&v, first_backend(), &ep, &why);
+	if (!fr->setup)
+		fr->setup = hm_engine_advise(v.e, GUEST_BASE, SPACE_BYTES, HM_ADVICE_PREFER_DEVICE);
+	before = malloc(SPACE_BYTES);
+	if (!fr->setup && before) {
+		for (int d = 0; d < FAULT_DISPATCHES; d++) {
+			long r;
+
+			cpu_between(&v, 32);
+			memcpy(before, v.mem, SPACE_BYTES);
+			r = round_trip_at(&v, 200, 0, false, false, false);
+			if (fr->failed_at < 0 && r > 0) {
+				fr->wrong++;	/* a wrong byte from a dispatch that succeeded */
+				break;
+			}
+			if (r == 0 && fr->failed_at >= 0)
+				fr->after++;
+			if (r < 0 && fr->failed_at < 0) {
+				fr->failed_at = d;
+				fr->err = (int)r;
+			}
+			if (r < 0) {
+				for (uint32_t i = 0; i < SPACE_BYTES; i++)
+					if (v.mem[i] != before[i] && v.mem[i] != v.model[i])
+						fr->wrong++;
+				/* what is there now is what the next one starts from */
+				memcpy(v.model, v.mem, SPACE_BYTES);
+			}
+		}
+	}
+	free(before);
+	env_free(&v);
+}
+
+static void fault_counts(struct __test_metadata *_metadata, long *allocs, long *submits)
+{
+	char path[] = "/tmp/hmirror-vkfault.XXXXXX";
+	struct fault_run fr;
+	int fd = mkstemp(path);
+	FILE *f;
+
+	ASSERT_LE(0, fd);
+	close(fd);
+	fault_clear();
+	setenv("HMIRROR_VKFAULT_REPORT", path, 1);
+	fault_scenario(_metadata, &fr);
+	fault_clear();
+	ASSERT_EQ(0, fr.setup);
+	ASSERT_EQ(-1, fr.failed_at);
+	ASSERT_EQ(0, fr.wrong);
+	f = fopen(path, "r");
+	ASSERT_NE(NULL, f);
+	ASSERT_EQ(2, fscanf(f, "allocs %ld submits %ld", allocs, submits));
+	fclose(f);
+	unlink(path);
+}
+
+/*
+ * Every Vulkan memory allocation of the scenario fails in turn (the Nth,
+ * then the Nth and all after it): set-up answers a negative errno or the
+ * dispatches do, nothing crashes, and no byte of guest memory is wrong.
+ */
+TEST(vk_allocation_failures_fail_cleanly)
+{
+	long allocs, submits;
+	int setup_fails = 0, dispatch_fails = 0;
+
+	if (!fault_layer_env())
+		SKIP(return, "no build/share/hmirror/vkfault next to this program");
+	fault_counts(_metadata, &allocs, &submits);
+	ASSERT_LT(0, allocs);
+	for (int every = 0; every < 2; every++)
+		for (long n = 1; n <= allocs; n++) {
+			struct fault_run fr;
+			char val[32];
+
+			snprintf(val, sizeof(val), "%ld%s", n, every ? ",every" : "");
+			setenv("HMIRROR_VKFAULT_ALLOC", val, 1);
+			fault_scenario(_metadata, &fr);
+			fault_clear();
+			EXPECT_GE(0, fr.setup) TH_LOG("allocation %s", val);
+			EXPECT_EQ(0, fr.wrong) TH_LOG("allocation %s: %ld bytes wrong", val, fr.wrong);
+			if (fr.failed_at >= 0)
+				EXPECT_GT(0, fr.err);
+			setup_fails += fr.setup < 0;
+			dispatch_fails += fr.failed_at >= 0;
+		}
+	TH_LOG("%ld allocations in the scenario, each failed alone and from it on: set-up "
+	       "refused %d times, a dispatch %d times, 0 wrong bytes", allocs, setup_fails,
+	       dispatch_fails);
+	EXPECT_LT(0, setup_fails);
+}
+
+/*
+ * The device lost at each queue submission of the scenario in turn
+ * (uploads, the dispatch, the copy-back's), after that submission ran or
+ * instead of it: the dispatch fails with -ENODEV, so does every one after
+ * it, every CPU byte is home and every byte the device had written or
+ * copied is either its old or its new value.
+ */
+TEST(vk_device_lost_at_every_submission)
+{
+	static const char *const knob[2] = { "HMIRROR_VKFAULT_LOST", "HMIRROR_VKFAULT_LOST_BEFORE" };
+	long allocs, submits;
+	int lost = 0;
+
+	if (!fault_layer_env())
+		SKIP(return, "no build/share/hmirror/vkfault next to this program");
+	fault_counts(_metadata, &allocs, &submits);
+	ASSERT_LT(FAULT_DISPATCHES, submits);
+	for (int k = 0; k < 2; k++)
+		for (long n = 1; n <= submits; n++) {
+			struct fault_run fr;
+			char val[32];
+
+			snprintf(val, sizeof(val), "%ld", n);
+			setenv(knob[k], val, 1);
+			fault_scenario(_metadata, &fr);
+			fault_clear();
+			if (fr.setup) {
+				/* the loss fell in set-up (a submission of add_space) */
+				EXPECT_GT(0, fr.setup);
+				continue;
+			}
+			EXPECT_LE(0, fr.failed_at) TH_LOG("%s=%ld: nothing failed", knob[k], n);
+			EXPECT_EQ(-ENODEV, fr.err) TH_LOG("%s=%ld", knob[k], n);
+			EXPECT_EQ(0, fr.after) TH_LOG("%s=%ld: a dispatch after the loss ran", knob[k], n);
+			EXPECT_EQ(0, fr.wrong) TH_LOG("%s=%ld: %ld bytes wrong", knob[k], n, fr.wrong);
+			lost++;
+		}
+	TH_LOG("%ld submissions in the scenario; lost after and instead of each: %d dispatches "
+	       "failed with -ENODEV, 0 wrong bytes", submits, lost);
+}
+#endif
 
 /* ---- single rules and error paths (uffd-async, else the first backend) -- */
 

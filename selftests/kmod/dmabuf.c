@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <xf86drm.h>
 
-#include "devpath_test.h"
+#include "device_access_test.h"
 #include "kselftest_harness.h"
 
 #define CHUNK_SHIFT	16

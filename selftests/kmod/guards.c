@@ -6,6 +6,7 @@
  */
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -885,6 +886,17 @@ TEST_F(space, many_threads_scattered)
 		ASSERT_EQ(0, pthread_create(&t[i], NULL, racer_main, &r[i]));
 	}
 	usleep(200 * 1000);
+	/*
+	 * under TCG a thread may start late: wait until each has stored
+	 * enough times to have hit each of its 6 chunks (at most 10 s)
+	 */
+	for (i = 0; i < T; i++) {
+		uint64_t t0 = hmt_now_ns();
+
+		while (__atomic_load_n(&r[i].writes, __ATOMIC_RELAXED) < 1000 &&
+		       hmt_now_ns() - t0 < 10000000000ull)
+			usleep(1000);
+	}
 	for (i = 0; i < T; i++)
 		atomic_store(&r[i].stop, 1);
 	for (i = 0; i < T; i++)
@@ -1039,6 +1051,85 @@ TEST_F(dev, populate)
 	close(sfd);
 	if (res0 >= 0)
 		EXPECT_EQ(res0, hmt_stat("pages_resident"));
+}
+
+/* ---- counters: a copy per CPU, read summed ------------------------------ */
+
+static int run_on_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* counter @name of space @id in <debugfs>/hmirror/spaces; -1 if absent */
+static long long space_stat(uint32_t id, const char *name)
+{
+	char line[256], key[128];
+	long long v, ret = -1;
+	bool mine = false;
+	unsigned int sid;
+	FILE *f;
+
+	f = fopen(HMT_DEBUGFS "/spaces", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "space %u", &sid) == 1)
+			mine = sid == id;
+		else if (mine && sscanf(line, " %127s %lld", key, &v) == 2 &&
+			 !strcmp(key, name))
+			ret = v;
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * Trips on two CPUs, pages made resident on one and freed on the other:
+ * every counter (global, per space, gauges) reads the sum of the copies.
+ */
+TEST_F(dev, counters_summed_over_cpus)
+{
+	long long trips0 = hmt_stat("guard_trips");
+	long long res0 = hmt_stat("pages_resident");
+	long long bytes0 = hmt_stat("space_bytes");
+	struct hmirror_space_info info;
+	cpu_set_t all;
+	int sfd, i;
+	char *p;
+
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		SKIP(return, "one CPU");
+	if (trips0 < 0)
+		SKIP(return, "no debugfs");
+	ASSERT_EQ(0, sched_getaffinity(0, sizeof(all), &all));
+	ASSERT_EQ(0, run_on_cpu(0));
+	sfd = hmt_create(self->dev, SPACE, CHUNK_SHIFT, 0);
+	ASSERT_GE(sfd, 0);
+	memset(&info, 0, sizeof(info));
+	ASSERT_EQ(0, ioctl(sfd, HMIRROR_IOC_SPACE_INFO, &info));
+	p = mmap(NULL, SPACE, PROT_READ | PROT_WRITE, MAP_SHARED, sfd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	for (i = 0; i < NR_CHUNKS; i++)
+		p[(size_t)i * CHUNK] = 1;	/* one page resident each, CPU 0 */
+	ASSERT_EQ(0, hmt_arm(sfd, 0, NR_CHUNKS));
+	for (i = 0; i < NR_CHUNKS; i++) {
+		ASSERT_EQ(0, run_on_cpu(i % 2));
+		p[(size_t)i * CHUNK + 8] = 2;	/* a trip each, on CPU i % 2 */
+	}
+	EXPECT_EQ(trips0 + NR_CHUNKS, hmt_stat("guard_trips"));
+	EXPECT_EQ(NR_CHUNKS, space_stat(info.id, "guard_trips"));
+	EXPECT_EQ(res0 + NR_CHUNKS, hmt_stat("pages_resident"));
+	EXPECT_EQ(NR_CHUNKS, space_stat(info.id, "pages_resident"));
+	munmap(p, SPACE);
+	ASSERT_EQ(0, run_on_cpu(1));
+	close(sfd);			/* freed on CPU 1 */
+	EXPECT_EQ(res0, hmt_stat("pages_resident"));
+	EXPECT_EQ(bytes0, hmt_stat("space_bytes"));
+	sched_setaffinity(0, sizeof(all), &all);
 }
 
 /* ---- teardown: last, since it unloads the module ------------------------- */

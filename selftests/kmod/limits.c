@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#include "devpath_test.h"
+#include "device_access_test.h"
 #include "kselftest_harness.h"
 
 #define MIB		(1ULL << 20)

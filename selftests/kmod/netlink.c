@@ -11,7 +11,7 @@
 #include <netlink/netlink.h>
 #include <sched.h>
 
-#include "devpath_test.h"
+#include "device_access_test.h"
 #include "kselftest_harness.h"
 
 #define CHUNK_SHIFT	16

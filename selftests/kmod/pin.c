@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
-#include "devpath_test.h"
+#include "device_access_test.h"
 #include "kselftest_harness.h"
 
 #define NR_PAGES	16

@@ -76,7 +76,7 @@ TEST(sizes_and_layout)
 	ASSERT_EQ(sizeof(struct hm_table_slot), HM_TABLE_SLOT_BYTES);
 	ASSERT_EQ(hm_table_bytes_for(100), (100 + HM_TABLE_PROBES - 1) * 16);
 	ASSERT_EQ(hm_table_nr_slots_for(100), 103);
-	ASSERT_EQ(hm_marks_bytes_for(103), 4 * 104);
+	ASSERT_EQ(hm_marks_bytes_for(103), 4 * 104 + HM_MARKS_SLACK);
 	ASSERT_EQ(sizeof(struct hm_device_table_push), 4 * HM_DEVICE_TABLE_PUSH_WORDS);
 	ASSERT_EQ(0, tbl_new(&b, 100, 16));
 	s = b.mem;

@@ -13,7 +13,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-toolchain.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 prefix=$dir/prefix
 echo "TAP version 13"
-echo "1..4"
+echo "1..6"
 
 if env -u MAKEFLAGS -u MAKELEVEL make -s -C "$top" --no-print-directory HMIRROR_NO_DEPS=1 \
 		PREFIX="$prefix" install-userspace >"$dir/install.log" 2>&1; then
@@ -21,7 +21,7 @@ if env -u MAKEFLAGS -u MAKELEVEL make -s -C "$top" --no-print-directory HMIRROR_
 else
 	sed 's/^/# /' "$dir/install.log" | tail -n 20
 	echo "not ok 1 toolchain.install"
-	for i in 2 3 4; do echo "not ok $i toolchain.after_install # not installed"; done
+	for i in 2 3 4 5 6; do echo "not ok $i toolchain.after_install # not installed"; done
 	exit 1
 fi
 
@@ -59,4 +59,46 @@ if [ $rc = 1 ] && grep -q 'neither imports hm_lookup' "$dir/link.err" && [ ! -e 
 else
 	sed 's/^/# /' "$dir/link.err"
 	echo "not ok 4 toolchain.link_refuses_a_module_without_the_helper # exit $rc"
+fi
+
+# the load stand-ins (D969a): each gets the library's two forms of its
+# width, and no stand-in is left
+cat > "$dir/loads.comp" <<'EOF2'
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#include "hmirror/lookup.glsl"
+layout(local_size_x = 1) in;
+layout(push_constant) uniform P { uint64_t t; uint n, s; uint64_t m, wd, wf, wl, g; } pc;
+layout(set = 0, binding = 0) buffer O { uvec4 v; uint x; } o;
+void main()
+{
+	o.v = hm_load4(pc.g, pc.t, pc.n, pc.s, pc.m, pc.wd, pc.wf, pc.wl);
+	o.x = hm_load1(pc.g + 16, pc.t, pc.n, pc.s, pc.m, pc.wd, pc.wf, pc.wl);
+}
+EOF2
+inc=$(pkg-config --variable=glsl_includedir hmirror)
+if glslangValidator -V --target-env vulkan1.2 -I"$inc" -o "$dir/loads.spv" "$dir/loads.comp" \
+		>"$dir/loads.log" 2>&1 &&
+   hmirror-link -o "$dir/loads-linked.spv" "$dir/loads.spv" >>"$dir/loads.log" 2>&1 &&
+   spirv-dis "$dir/loads-linked.spv" >"$dir/loads.dis" 2>>"$dir/loads.log" &&
+   [ "$(grep -cE 'OpName %[a-z_0-9]+ "hm_load\.(compact|spec)\.(1|4)"' "$dir/loads.dis")" = 4 ] &&
+   ! grep -q 'hm_load[0-9]_stub' "$dir/loads.dis"; then
+	echo "ok 5 toolchain.load_stand_ins_link"
+else
+	sed 's/^/# /' "$dir/loads.log" | tail -n 10
+	echo "not ok 5 toolchain.load_stand_ins_link"
+fi
+
+# a load stand-in of another signature: refused, nothing written
+printf '#version 450\nlayout(local_size_x = 1) in;\nuint hm_load2_stub(uint g) { return g; }\nlayout(set = 0, binding = 0) buffer O { uint x; } o;\nvoid main() { o.x = hm_load2_stub(o.x); }\n' \
+	> "$dir/bad.comp"
+glslangValidator -V --target-env vulkan1.2 -o "$dir/bad.spv" "$dir/bad.comp" >/dev/null
+hmirror-link -o "$dir/bad-out.spv" "$dir/bad.spv" 2>"$dir/bad.err"
+rc=$?
+if [ $rc = 1 ] && grep -q 'signature' "$dir/bad.err" && [ ! -e "$dir/bad-out.spv" ]; then
+	echo "ok 6 toolchain.link_refuses_a_load_stand_in_of_another_signature"
+else
+	sed 's/^/# /' "$dir/bad.err"
+	echo "not ok 6 toolchain.link_refuses_a_load_stand_in_of_another_signature # exit $rc"
 fi

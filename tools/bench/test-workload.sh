@@ -8,9 +8,9 @@ set -u
 bin=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-test-workload.XXXXXX")
 trap 'rm -rf "$dir"' EXIT INT TERM
-modes="ideal zero-copy buffer-cache hmirror hmirror-daemon"
+modes="ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper"
 echo "TAP version 13"
-echo "1..6"
+echo "1..7"
 HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} "$bin/hmirror-bench" workload \
 	--modes "$(echo $modes | tr ' ' ,)" --size 4 --rays 2048 --dispatches 4 \
 	--rounds 1 --json ${HMIRROR_WORKLOAD_ARGS:-} >"$dir/out" 2>"$dir/err"
@@ -33,12 +33,12 @@ done
 summary=$(grep '"summary":true' "$dir/out")
 case "$summary" in
 *'"validation_messages":0,"all_verified":true'*)
-	[ $rc -eq 0 ] && echo "ok 6 workload.summary" ||
-		{ echo "not ok 6 workload.summary # exit $rc"; fail=1; } ;;
+	[ $rc -eq 0 ] && echo "ok 7 workload.summary" ||
+		{ echo "not ok 7 workload.summary # exit $rc"; fail=1; } ;;
 *)
 	echo "# $summary"
-	echo "not ok 6 workload.summary # exit $rc"
+	echo "not ok 7 workload.summary # exit $rc"
 	fail=1 ;;
 esac
-[ $fail -eq 0 ] && echo "# 6 passed, 0 failed" || echo "# some failed"
+[ $fail -eq 0 ] && echo "# 7 passed, 0 failed" || echo "# some failed"
 exit $fail

@@ -62,6 +62,7 @@
 
 #include "demo/traverse.spv.h"		/* hm_demo_traverse_spv */
 #include "demo/traverse_raw.spv.h"	/* hm_demo_traverse_raw_spv */
+#include "demo/traverse_spec.spv.h"	/* hm_demo_traverse_spec_spv: loads at the window */
 #include "../demo/scene.h"
 #include "workload.h"
 
@@ -71,11 +72,12 @@
 pid_t bench_spawn_daemon(const char *sock);	/* dispatch.c */
 
 enum wl_mode {
-	M_IDEAL, M_ZERO_COPY, M_BUFFER_CACHE, M_HMIRROR, M_HMIRROR_DAEMON, M_UVM, M_UVM_HMM,
-	M_NR
+	M_IDEAL, M_ZERO_COPY, M_BUFFER_CACHE, M_HMIRROR, M_HMIRROR_DAEMON, M_HMIRROR_HELPER,
+	M_UVM, M_UVM_HMM, M_NR
 };
 static const char *const mode_name[M_NR] = {
-	"ideal", "zero-copy", "buffer-cache", "hmirror", "hmirror-daemon", "uvm", "uvm-hmm",
+	"ideal", "zero-copy", "buffer-cache", "hmirror", "hmirror-daemon", "hmirror-helper",
+	"uvm", "uvm-hmm",
 };
 
 /* per dispatch of an engine mode: the engine's counters' differences */
@@ -597,7 +599,13 @@ static int engine_setup(struct wl_run *r)
 					       (uint64_t)r->sc.nr_rays * sizeof(struct demo_hit),
 					       r->w->hits_advice);
 	}
-	if (!err)
+	/* hmirror: the hierarchy's loads at the mirror window (two tiers);
+	 * hmirror-helper and zero-copy: every load through the helper */
+	if (!err && r->res->mode == M_HMIRROR)
+		err = hm_engine_pipeline_new(r->e, hm_demo_traverse_spec_spv,
+					     sizeof(hm_demo_traverse_spec_spv) / 4, "main",
+					     DEMO_USER_PUSH, &r->pipe);
+	else if (!err)
 		err = hm_engine_pipeline_new(r->e, hm_demo_traverse_spv,
 					     sizeof(hm_demo_traverse_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
@@ -692,8 +700,8 @@ static int daemon_setup(struct wl_run *r)
 				       (uint64_t)r->sc.nr_rays * sizeof(struct demo_hit),
 				       r->w->hits_advice);
 	if (!err)
-		err = hm_client_pipeline_new(r->cl, hm_demo_traverse_spv,
-					     sizeof(hm_demo_traverse_spv) / 4, "main",
+		err = hm_client_pipeline_new(r->cl, hm_demo_traverse_spec_spv,
+					     sizeof(hm_demo_traverse_spec_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
 	if (!err)
 		err = hm_client_stats(r->cl, &st);
@@ -799,6 +807,7 @@ static const struct wl_mode_ops mode_ops[M_NR] = {
 	[M_BUFFER_CACHE] = { bc_setup, bc_dispatch, bc_teardown },
 	[M_HMIRROR] = { engine_setup, engine_dispatch, engine_teardown },
 	[M_HMIRROR_DAEMON] = { daemon_setup, daemon_dispatch, daemon_teardown },
+	[M_HMIRROR_HELPER] = { engine_setup, engine_dispatch, engine_teardown },
 	[M_UVM] = { uvm_setup, uvm_dispatch, uvm_teardown },
 	[M_UVM_HMM] = { uvm_setup, uvm_dispatch, uvm_teardown },
 };
@@ -846,7 +855,7 @@ static int run_mode(struct wl *w, enum wl_mode m, unsigned round, struct wl_resu
 	res->round = round;
 	res->t_ms = calloc(w->dispatches, sizeof(double));
 	res->gpu_ms = calloc(w->dispatches, sizeof(double));
-	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON)
+	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON || m == M_HMIRROR_HELPER)
 		res->tl = calloc(w->dispatches, sizeof(*res->tl));
 	if (!res->t_ms || !res->gpu_ms || (m != M_IDEAL && m != M_BUFFER_CACHE &&
 					   m != M_UVM && m != M_UVM_HMM && !res->tl))
@@ -1211,7 +1220,9 @@ static void usage(FILE *f)
 		"       [--rays N] [--dispatches N] [--mods N] [--write-every K] [--scratch-max N]\n"
 		"       [--constant] [--backend NAME] [--socket PATH] [--threads N]\n"
 		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--json]\n"
-		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon uvm uvm-hmm\n"
+		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper uvm uvm-hmm\n"
+		"  (hmirror, hmirror-daemon: loads at the mirror window, two tiers;\n"
+		"  hmirror-helper and zero-copy: every load through the helper)\n"
 		"  (default all; the CUDA ones where hmirror-bench-uvm.so loads)\n"
 		"  --size MIB       hierarchy (default 1024 on a GPU, 16 on a CPU device)\n"
 		"  --rays N         a dispatch (default 1 Mi on a GPU, 8192 on a CPU device)\n"
@@ -1389,9 +1400,10 @@ int bench_workload(int argc, char **argv)
 			if (rs[m] > 0)
 				fprintf(stderr, " %s %.0f (q4/q2 %.2f)", mode_name[m], rs[m], dec[m]);
 		fprintf(stderr, "\nworkload: hmirror/ideal %.2f, hmirror/buffer-cache %.2f, "
-			"hmirror/uvm %.2f, hmirror-daemon/ideal %.2f\n",
+			"hmirror/uvm %.2f, hmirror-daemon/ideal %.2f, hmirror/hmirror-helper %.2f\n",
 			RATIO(M_HMIRROR, M_IDEAL), RATIO(M_HMIRROR, M_BUFFER_CACHE),
-			RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL));
+			RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL),
+			RATIO(M_HMIRROR, M_HMIRROR_HELPER));
 		if (w.vk->validation)
 			fprintf(stderr, "workload: %u validation messages%s%s\n",
 				hm_vk_validation_count(w.vk), hm_vk_validation_count(w.vk) ? ", last: " : "",
@@ -1414,9 +1426,11 @@ int bench_workload(int argc, char **argv)
 			}
 			printf("},\"hmirror_over_ideal\":%.3f,\"hmirror_over_buffer_cache\":%.3f,"
 			       "\"hmirror_over_uvm\":%.3f,\"daemon_over_ideal\":%.3f,"
+			       "\"hmirror_over_helper\":%.3f,"
 			       "\"validation_messages\":%u,\"all_verified\":%s}\n",
 			       RATIO(M_HMIRROR, M_IDEAL), RATIO(M_HMIRROR, M_BUFFER_CACHE),
 			       RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL),
+			       RATIO(M_HMIRROR, M_HMIRROR_HELPER),
 			       hm_vk_validation_count(w.vk), bad ? "false" : "true");
 		}
 #undef RATIO

@@ -3,7 +3,8 @@
 # mode side by side.  Its CUDA modes live in hmirror-bench-uvm.so, built only
 # by `make bench-uvm` where nvcc is installed (never by all or check).
 
-$(O)/tools/bench/workload.o: $(B)/include/demo/traverse.spv.h $(B)/include/demo/traverse_raw.spv.h
+$(O)/tools/bench/workload.o: $(B)/include/demo/traverse.spv.h $(B)/include/demo/traverse_raw.spv.h \
+		$(B)/include/demo/traverse_spec.spv.h
 HMIRROR_BENCH_OBJS += $(O)/tools/bench/workload.o $(O)/tools/demo/scene.o \
 	$(O)/tools/bench/dispatch.o $(CLIENT_OBJS) $(ENGINE_OBJS) $(TABLE_OBJS) \
 	$(VKCTX_OBJS) $(WATCH_OBJS)

@@ -9,6 +9,14 @@ SPIRV_AS ?= spirv-as
 SPIRV_LINK ?= spirv-link
 SPIRV_VAL ?= spirv-val
 SPIRV_DIS ?= spirv-dis
+SPIRV_OPT ?= spirv-opt
+# what puts glslang's output in the form hmirrord's isolation check follows
+# (Documentation/daemon.rst, "Isolation"): functions inlined into their
+# callers (the helper is DontInline and stays), values in SSA form
+HM_ISOLATE_OPT = --merge-return --inline-entry-points-exhaustive --eliminate-dead-functions \
+	--scalar-replacement=0 --ssa-rewrite --eliminate-local-single-store \
+	--copy-propagate-arrays --simplify-instructions \
+	--eliminate-dead-code-aggressive
 GLSLANG ?= glslangValidator
 
 # the traversal: GLSL calling hmirror/lookup.glsl's stand-in, linked with
@@ -17,8 +25,10 @@ $(B)/gen/demo/traverse_linked.spv: tools/demo/traverse.comp lib/include/hmirror/
 		$(B)/bin/hmirror-link | $(DEPS)
 	@mkdir -p $(dir $@)
 	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -o $@.glsl.spv $<
-	$(B)/bin/hmirror-link -o $@ $@.glsl.spv
-	rm -f $@.glsl.spv
+	$(B)/bin/hmirror-link -o $@.linked.spv $@.glsl.spv
+	$(SPIRV_OPT) $(HM_ISOLATE_OPT) -o $@ $@.linked.spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $@
+	rm -f $@.glsl.spv $@.linked.spv
 # $(demo_spv_header) FILE.spv ARRAY: a C header holding the words
 demo_spv_header = python3 -c 'import sys, struct; d = open(sys.argv[1], "rb").read(); \
 		w = struct.unpack("<%dI" % (len(d) // 4), d); \
@@ -29,17 +39,36 @@ $(B)/include/demo/traverse.spv.h: $(B)/gen/demo/traverse_linked.spv
 	@mkdir -p $(dir $@)
 	$(demo_spv_header) $< hm_demo_traverse_spv > $@
 
+# the same walk with its loads at the mirror window (D969a, two tiers):
+# the load functions' speculative forms are called by nothing until the
+# engine's second tier, so no pass may drop dead functions
+$(B)/gen/demo/traverse_spec_linked.spv: tools/demo/traverse.comp \
+		lib/include/hmirror/lookup.glsl $(B)/bin/hmirror-link | $(DEPS)
+	@mkdir -p $(dir $@)
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -DHM_SPECULATIVE \
+		-o $@.glsl.spv $<
+	$(B)/bin/hmirror-link -o $@.linked.spv $@.glsl.spv
+	$(SPIRV_OPT) $(filter-out --eliminate-dead-functions,$(HM_ISOLATE_OPT)) -o $@ \
+		$@.linked.spv
+	$(SPIRV_VAL) --target-env vulkan1.2 $@
+	rm -f $@.glsl.spv $@.linked.spv
+$(B)/include/demo/traverse_spec.spv.h: $(B)/gen/demo/traverse_spec_linked.spv
+	@mkdir -p $(dir $@)
+	$(demo_spv_header) $< hm_demo_traverse_spec_spv > $@
+
 # the same walk with raw device addresses, no helper (hmirror-bench
 # workload: ideal, buffer-cache)
 $(B)/gen/demo/traverse_raw.spv: tools/demo/traverse.comp lib/include/hmirror/lookup.glsl | $(DEPS)
 	@mkdir -p $(dir $@)
-	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -DHM_RAW -o $@ $<
+	$(GLSLANG) -V --target-env vulkan1.2 --quiet -Ilib/include -DHM_RAW -o $@.glsl.spv $<
+	$(SPIRV_OPT) $(HM_ISOLATE_OPT) -o $@ $@.glsl.spv
 	$(SPIRV_VAL) --target-env vulkan1.2 $@
+	rm -f $@.glsl.spv
 $(B)/include/demo/traverse_raw.spv.h: $(B)/gen/demo/traverse_raw.spv
 	@mkdir -p $(dir $@)
 	$(demo_spv_header) $< hm_demo_traverse_raw_spv > $@
 
-$(O)/tools/demo/demo.o: $(B)/include/demo/traverse.spv.h
+$(O)/tools/demo/demo.o: $(B)/include/demo/traverse.spv.h $(B)/include/demo/traverse_spec.spv.h
 
 BIN += $(B)/bin/hmirror-demo
 $(B)/bin/hmirror-demo: $(O)/tools/demo/demo.o $(O)/tools/demo/scene.o $(CLIENT_OBJS) \

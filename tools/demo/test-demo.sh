@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 # test-demo: the demo end to end, verified (TAP).  Starts its own hmirrord
 # on a private socket, runs a small hmirror-demo through it and passes when
-# the last line says mismatches=0.  Natively it runs with the userfaultfd
-# backend; in the VM (/dev/hmirror present) with the module, smaller still
-# (QEMU TCG is slow).  HMIRROR_DEMO_ARGS adds options.
+# the last line says mismatches=0.  The daemon holds the demo's module to
+# the isolation check, as it does any other uid's (--isolate-all).
+# Natively it runs with the userfaultfd backend; in the VM (/dev/hmirror
+# present) with the module, smaller still (QEMU TCG is slow).
+# HMIRROR_DEMO_ARGS adds options.
 set -u
 bin=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-test-demo.XXXXXX")
@@ -16,11 +18,11 @@ if [ -e /dev/hmirror ]; then
 	args="--size 2 --rays 64 --dispatches 2 --mods 16 --hits-advice 2"
 	# lavapipe under TCG: the first dispatch takes ~30 s; with the module
 	# the daemon subscribes to its netlink events
-	dargs="--timeout 300"
+	dargs="--timeout 300 --isolate-all"
 else
 	backend=uffd-async
 	args="--small --hits-advice 2"
-	dargs=--no-netlink
+	dargs="--no-netlink --isolate-all"
 fi
 echo "TAP version 13"
 echo "1..3"

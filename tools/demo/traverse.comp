@@ -43,11 +43,12 @@ hm_lookup_result hm_lookup_raw(uint64_t guest, uint64_t table, uint nr_home, uin
 
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer V4 { uvec4 v; };
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer V2 { uvec2 v; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer Hit { uint id, z, visits; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer W1 { uint v; };
 
 layout(push_constant) uniform Push {
 	uint table_lo, table_hi, nr_home, chunk_shift, marks_lo, marks_hi;
-	uint window[6];	/* the mirror window (D969a): unused, loads go through hm_lookup */
+	uint window[6];	/* the mirror window (D969a): delta, first, last */
 	uint nodes_lo, nodes_hi, prims_lo, prims_hi;
 	uint rays_lo, rays_hi, hits_lo, hits_hi;
 	uint first_ray, nr_rays;
@@ -60,26 +61,66 @@ uint64_t u64(uint lo, uint hi) { return uint64_t(lo) | (uint64_t(hi) << 32); }
 
 uint err = 0;
 
-uint64_t lookup(uint64_t g, out uint64_t mark)
+// Every access is the daemon's isolation form (Documentation/daemon.rst,
+// "Isolation"): the guest address is masked to the access's size, which
+// the scene's layout guarantees anyway, and the pointer is
+// "dev != 0 ? dev : mark" of the helper's answer.  The build inlines
+// these functions (tools/demo/demo.mk), so that pointers are formed where
+// the helper answers.
+uint64_t lookup(uint64_t g, out uint64_t dev, out uint64_t mark)
 {
 	hm_lookup_result r = hm_lookup(g, u64(pc.table_lo, pc.table_hi), pc.nr_home,
 				 pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi));
 
 	mark = u64(r.mark_lo, r.mark_hi);
-	return u64(r.dev_lo, r.dev_hi);
+	dev = u64(r.dev_lo, r.dev_hi);
+	return dev != 0 ? dev : mark;
 }
 
+#ifdef HM_SPECULATIVE
+// HM_SPECULATIVE (traverse_spec): the hierarchy's loads go through the
+// load call site (D969a): a load at the mirror window, the helper only
+// where the window says "not here"; an unmapped word reads 0 (no error
+// bit).  Two tiers: the engine builds the compact form (every load through
+// the helper) and switches to the speculative one once it is compiled.
+#define WINDOW u64(pc.window[0], pc.window[1]), u64(pc.window[2], pc.window[3]), \
+	       u64(pc.window[4], pc.window[5])
 uvec4 load4(uint64_t g)
 {
-	uint64_t m;
-	uint64_t d = lookup(g, m);
+	return hm_load4(g & ~uint64_t(15), u64(pc.table_lo, pc.table_hi), pc.nr_home,
+			pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi), WINDOW);
+}
+
+uvec2 load2(uint64_t g)
+{
+	return hm_load2(g & ~uint64_t(7), u64(pc.table_lo, pc.table_hi), pc.nr_home,
+			pc.chunk_shift, u64(pc.marks_lo, pc.marks_hi), WINDOW);
+}
+#else
+uvec4 load4(uint64_t g)
+{
+	uint64_t d, m;
+	uvec4 v = V4(lookup(g & ~uint64_t(15), d, m)).v;
 
 	if (d == 0) {
 		err = 1;
 		return uvec4(0);
 	}
-	return V4(d).v;
+	return v;
 }
+
+uvec2 load2(uint64_t g)
+{
+	uint64_t d, m;
+	uvec2 v = V2(lookup(g & ~uint64_t(7), d, m)).v;
+
+	if (d == 0) {
+		err = 1;
+		return uvec2(0);
+	}
+	return v;
+}
+#endif
 
 void main()
 {
@@ -91,11 +132,7 @@ void main()
 	uint64_t nodes = u64(pc.nodes_lo, pc.nodes_hi);
 	uint64_t prims = u64(pc.prims_lo, pc.prims_hi);
 	uint64_t m;
-	uint64_t rd = lookup(u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8, m);
-	uvec2 xy = rd != 0 ? V2(rd).v : uvec2(0);
-
-	if (rd == 0)
-		err = 1;
+	uvec2 xy = load2(u64(pc.rays_lo, pc.rays_hi) + uint64_t(ray) * 8);
 	uint best_z = 0xffffffffu, best_id = 0xffffffffu, visits = 0;
 	uint n = 0;
 
@@ -132,12 +169,15 @@ void main()
 		}
 		n = b.w;
 	}
-	uint64_t hd = lookup(u64(pc.hits_lo, pc.hits_hi) + uint64_t(ray) * 16, m);
+	uint64_t hd;
+	uint64_t h = lookup((u64(pc.hits_lo, pc.hits_hi) + uint64_t(ray) * 16) & ~uint64_t(15),
+			    hd, m);
 
-	if (hd != 0) {
-		W1(hd).v = best_id;
-		W1(hd + 4).v = best_z;
-		W1(hd + 8).v = visits | (err << 31);
-	}
-	W1(m).v = 1;	// the mark: the sink where the hit record is unmapped
+	// where the hit record is unmapped, h is its mark (the sink): the
+	// stores land there and nowhere else (no reference is kept in a
+	// variable: the isolation check follows values, not variables)
+	Hit(h).id = best_id;
+	Hit(h).z = best_z;
+	Hit(h).visits = visits | (err << 31);
+	W1(m).v = 1;	// the mark
 }

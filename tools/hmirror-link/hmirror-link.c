@@ -61,10 +61,13 @@ static const char *link_error(int r)
 	case -EBADMSG: return "not a well-formed SPIR-V module";
 	case -ENOTSUP: return "SPIR-V version (1.3 to 1.6) or addressing model the helper cannot join";
 	case -ENOENT: return "the module neither imports hm_lookup nor holds hm_lookup_stub "
-			     "(hmirror/lookup.glsl; were its names stripped?)";
-	case -EINVAL: return "hm_lookup's import or stand-in does not have the helper's signature "
-			     "(u64 guest, u64 table, u32 nr_home, u32 chunk_shift, u64 marks) -> "
-			     "struct { u32 dev_lo, dev_hi, mark_lo, mark_hi }";
+			     "or a load stand-in hm_loadN_stub (hmirror/lookup.glsl; were its "
+			     "names stripped?)";
+	case -EINVAL: return "hm_lookup's import or a stand-in does not have its signature: "
+			     "hm_lookup (u64 guest, u64 table, u32 nr_home, u32 chunk_shift, "
+			     "u64 marks) -> struct { u32 dev_lo, dev_hi, mark_lo, mark_hi }; "
+			     "hm_loadN the same and u64 wdelta, wfirst, wlast -> u32, uvecN or "
+			     "a struct of N u32";
 	default: return strerror(-r);
 	}
 }

@@ -17,8 +17,8 @@
  * All structs are fixed size, a multiple of 8 bytes, inputs before
  * outputs; pointers are passed as __u64.  Unknown flags and non-zero
  * padding are rejected with EINVAL.  On error the output fields are
- * zeroed.  Ioctls are issued on the /dev/hmirror fd ("dev") or on a space
- * fd ("space") as noted; the wrong kind of fd gives ENOTTY.
+ * zeroed.  Ioctls are issued on the /dev/hmirror fd ("dev"), on a space
+ * fd ("space") or on a pin fd as noted; the wrong kind of fd gives ENOTTY.
  */
 #ifndef _UAPI_LINUX_HMIRROR_H
 #define _UAPI_LINUX_HMIRROR_H
@@ -82,7 +82,6 @@
  * walker), each page of a chunk takes a fault of its own.
  */
 #define HMIRROR_FEATURE_TRIP_OPENS_CHUNK	_BITULL(8)
-/* bits 16..31: kmod-device features (see the section at the end) */
 
 struct hmirror_api {
 	__u64 api;		/* in: HMIRROR_API */
@@ -205,7 +204,6 @@ struct hmirror_generations {
 #define HMIRROR_NR_ARM		0x03
 #define HMIRROR_NR_HARVEST	0x04
 #define HMIRROR_NR_GENERATIONS	0x05
-/* 0x06..0x0f reserved for guards; 0x10..0x2f for the kmod-device section */
 
 #define HMIRROR_IOC_API \
 	_IOWR(HMIRROR_IOC_MAGIC, HMIRROR_NR_API, struct hmirror_api)
@@ -220,12 +218,7 @@ struct hmirror_generations {
 #define HMIRROR_IOC_GENERATIONS \
 	_IOW(HMIRROR_IOC_MAGIC, HMIRROR_NR_GENERATIONS, struct hmirror_generations)
 
-/*
- * ======================================================================
- * kmod-device section (pin, dma-buf, netlink): owned by the kmod-device
- * engineer.  Ioctl numbers 0x10..0x2f, feature bits 16..31.
- * ======================================================================
- */
+/* ---- pins, dma-buf export, generic netlink ------------------------------ */
 
 /*
  * HMIRROR_IOC_PIN (dev): pin [addr, addr + size) of the caller's anonymous

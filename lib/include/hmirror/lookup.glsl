@@ -49,4 +49,41 @@ uint64_t hm_lookup_mark(hm_lookup_result r)
 	return uint64_t(r.mark_lo) | (uint64_t(r.mark_hi) << 32);
 }
 
+// Loads through the mirror window (D969a): N 32-bit words at a 4-byte
+// aligned guest address, with the table's and the window's push words.
+//
+//   uvec4 v = hm_load4(guest, table, nr_home, chunk_shift, marks,
+//                      wdelta, wfirst, wlast);
+//
+// hmirror-link gives each stand-in a body that calls the library's load
+// function of that width (hm_load.compact.N, every word through the
+// helper), and adds its speculative form (hm_load.spec.N: one load at the
+// guest address + wdelta, clamped into [wfirst, wlast], the helper only
+// when a word there is the window's sentinel).  The engine and hmirrord
+// build the compact form first and switch to the speculative one when it
+// is compiled (the two tiers).  A word that lands nowhere reads 0.
+// Unlinked, the stand-ins read 0.  Stores and atomics keep hm_lookup and
+// its mark.
+uint hm_load1_stub(uint64_t guest, uint64_t table, uint nr_home, uint chunk_shift,
+		   uint64_t marks, uint64_t wdelta, uint64_t wfirst, uint64_t wlast)
+{
+	return 0u;
+}
+
+uvec2 hm_load2_stub(uint64_t guest, uint64_t table, uint nr_home, uint chunk_shift,
+		    uint64_t marks, uint64_t wdelta, uint64_t wfirst, uint64_t wlast)
+{
+	return uvec2(0u);
+}
+
+uvec4 hm_load4_stub(uint64_t guest, uint64_t table, uint nr_home, uint chunk_shift,
+		    uint64_t marks, uint64_t wdelta, uint64_t wfirst, uint64_t wlast)
+{
+	return uvec4(0u);
+}
+
+#define hm_load1 hm_load1_stub
+#define hm_load2 hm_load2_stub
+#define hm_load4 hm_load4_stub
+
 #endif

@@ -227,7 +227,10 @@ int  hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_
  *    declares (found by its OpName, which glslang writes as
  *    "hm_lookup_stub(..."; do not strip names before linking) gets a body
  *    that loads its parameters (glslang passes them by pointer) and calls
- *    the helper.
+ *    the helper;
+ *  - the load stand-ins hm_load<N>_stub (HM_LOAD_GLSL_STUB_FMT) get bodies
+ *    that call the load functions of that width (D969a), returning u32,
+ *    a vector or a struct of N u32.
  *
  * The module's own types and constants are reused, its SPIR-V version
  * (1.3 to 1.6) kept, its addressing model made PhysicalStorageBuffer64
@@ -235,11 +238,15 @@ int  hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_
  * remains.  variant: the helper's form (HM_LOOKUP_DEFAULT_VARIANT).
  * *ret_words is malloc()ed.  Errors: -EBADMSG not a well-formed SPIR-V
  * module; -ENOTSUP a SPIR-V version or addressing model the helper cannot
- * join; -ENOENT neither the import nor the stand-in is there; -EINVAL
+ * join; -ENOENT neither the import nor a stand-in is there; -EINVAL
  * their signature is not the helper's (or bad arguments); -ENOMEM, -E2BIG.
  * Nothing is validated: run spirv-val (hmirror-link does) on the result.
  */
 #define HM_LOOKUP_GLSL_STUB	"hm_lookup_stub"
+/* the load stand-ins of hmirror/lookup.glsl, hm_load<N>_stub (N words):
+ * each gets a body that calls hm_spirv_load_fn(N), whose two forms the
+ * link adds (the module becomes two-tier: hm_spirv_tier_form()) */
+#define HM_LOAD_GLSL_STUB_FMT	"hm_load%u_stub"
 int  hm_spirv_link_lookup(const uint32_t *words, size_t nr_words, uint32_t variant,
 			  uint32_t **ret_words, size_t *ret_nr);
 

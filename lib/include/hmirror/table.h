@@ -137,7 +137,15 @@ static inline uint64_t hm_table_mark_addr(uint64_t marks_addr, uint32_t slot)
  * when a store or atomic goes through it; the host scans and clears after
  * the dispatch completed.
  */
-/* Bytes of mark memory for a table of nr_slots slots: 4 * (1 + nr_slots). */
+/*
+ * Bytes past the last mark word that belong to the marks too: an access of
+ * up to HM_MARKS_SLACK + 4 bytes at any mark address (the select form of a
+ * wide access whose address is unmapped) stays in the marks (hmirrord's
+ * isolation check relies on it).
+ */
+#define HM_MARKS_SLACK 64
+/* Bytes of mark memory for a table of nr_slots slots:
+ * 4 * (1 + nr_slots) + HM_MARKS_SLACK. */
 size_t hm_marks_bytes_for(uint32_t nr_slots);
 /* Calls cb(slot, arg) for every marked slot in ascending order and clears
  * its word.  The sink is not reported here.  Returns the number of marked

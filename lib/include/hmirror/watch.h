@@ -186,7 +186,10 @@ int  hm_space_poll_fd(struct hm_space *s);
  * while chunks are recorded but not yet harvested (the module keeps its
  * records in the kernel and hands them over); aliases cannot be added or
  * removed after an export.  mprotect spaces cannot be exported
- * (-EOPNOTSUPP, no HM_CAP_HANDOFF).
+ * (-EOPNOTSUPP, no HM_CAP_HANDOFF).  Exporting again hands the same watch
+ * to another importer: for an importer that is gone (a daemon that died
+ * and was restarted); two live importers of one space would take each
+ * other's records.
  * The fds in *ret are the caller's to close (after sending them). */
 struct hm_space_handoff { int fds[4]; unsigned nr_fds; uint8_t blob[64]; unsigned blob_len; };
 int  hm_space_export(struct hm_space *s, struct hm_space_handoff *ret);

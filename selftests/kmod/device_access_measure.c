@@ -3,12 +3,12 @@
  * Figures for Documentation/device-access.rst (not a test): cost of a
  * long-term pin and unpin, of a dma-buf export of a space, and of a guard
  * trip with and without a netlink events listener.  Medians of ROUNDS.
- *   tools/vm/run --kernel 6.1 -- build/bin/kmod-devpath-measure
+ *   tools/vm/run --kernel 6.1 -- build/bin/kmod-device-access-measure
  */
 #include <netlink/genl/ctrl.h>
 #include <netlink/genl/genl.h>
 
-#include "devpath_test.h"
+#include "device_access_test.h"
 
 #define ROUNDS	5
 

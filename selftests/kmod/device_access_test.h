@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Helpers for the device-path selftests (pins, dma-buf, netlink), on top
+ * Helpers for the device-access selftests (pins, dma-buf, netlink), on top
  * of hmirror_test.h.  Run in the VM as root.
  */
-#ifndef HMIRROR_DEVPATH_TEST_H
-#define HMIRROR_DEVPATH_TEST_H
+#ifndef HMIRROR_DEVICE_ACCESS_TEST_H
+#define HMIRROR_DEVICE_ACCESS_TEST_H
 
 #include <dirent.h>
 #include <grp.h>
@@ -188,4 +188,4 @@ static inline int hmt_wait_dev_idle(int ms)
 	return 0;
 }
 
-#endif /* HMIRROR_DEVPATH_TEST_H */
+#endif /* HMIRROR_DEVICE_ACCESS_TEST_H */
