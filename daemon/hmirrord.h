@@ -74,6 +74,10 @@ struct hmd_device_choice {
 	char render_node[64];		/* "" when none (lavapipe) */
 	uint32_t vendor_id, device_id;
 	bool is_cpu;
+	/* the limits a module is checked against before a pipeline is built
+	 * (validate.c): past them a driver may fail in any way (lavapipe
+	 * overflows a compile thread's stack at 513^3 invocations) */
+	uint32_t max_wg_size[3], max_wg_invocations, max_shared_bytes;
 };
 int  hmd_device_pick(const char *want, struct hmd_device_choice *ret,
 		     char *ret_why, size_t why_cap);

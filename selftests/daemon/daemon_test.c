@@ -39,6 +39,7 @@
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
 #include "daemon/spin.spv.h"	/* hm_test_spin_spv */
 #include "daemon/heavy.spv.h"	/* hm_test_heavy_spv */
+#include "daemon/shared.spv.h"	/* hm_test_shared_spv */
 
 static const uint32_t *empty_spv = hm_test_empty_spv;
 static const size_t empty_words = sizeof(hm_test_empty_spv) / 4;
@@ -2169,6 +2170,50 @@ TEST_F(daemon, client_killed_at_every_step)
 }
 
 /*
+ * The device's compute limits, which spirv-val does not know, are checked
+ * before a pipeline is built: a workgroup past maxComputeWorkGroupSize or
+ * maxComputeWorkGroupInvocations, or workgroup memory past
+ * maxComputeSharedMemorySize, is refused with -E2BIG and the daemon lives.
+ * Found by spirv_mutation_fuzz: a 513 x 513 x 513 workgroup taken by
+ * lavapipe overflowed the compile thread's stack and killed hmirrord.
+ */
+TEST_F(daemon, device_limits_are_checked)
+{
+	const size_t n = sizeof(hm_test_shared_spv) / 4;
+	uint32_t *w = malloc(n * 4), p;
+	struct hm_client *c;
+	size_t mode = 0, len = 0;
+
+	ASSERT_NE(NULL, w);
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	memcpy(w, hm_test_shared_spv, n * 4);
+	for (size_t i = 5; i < n; i += w[i] >> 16) {
+		if ((w[i] & 0xffff) == 16 && w[i + 2] == 17)	/* ExecutionMode LocalSize */
+			mode = i;
+		if ((w[i] & 0xffff) == 43 && (w[i] >> 16) == 4 && w[i + 3] == 4093)
+			len = i;				/* SHARED_WORDS */
+	}
+	ASSERT_NE(0, mode);
+	ASSERT_NE(0, len);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 2, &p));	/* as built */
+	ASSERT_EQ(0, hm_client_pipeline_free(c, p));
+	w[mode + 3] = w[mode + 4] = w[mode + 5] = 513;
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, w, n, "main", 2, &p));
+	w[mode + 3] = 1u << 20;
+	w[mode + 4] = w[mode + 5] = 1;
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, w, n, "main", 2, &p));
+	w[mode + 3] = 64;
+	w[len + 3] = 1u << 24;			/* 64 MiB of workgroup memory */
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, w, n, "main", 2, &p));
+	EXPECT_TRUE(daemon_alive(self->pid));
+	EXPECT_EQ(0, hm_client_ping(c));
+	hm_client_free(c);
+	free(w);
+}
+
+/*
  * Defect 2: a module may form a device pointer only from the lookup
  * helper's answer, within the access's bounds.  The helper's own form
  * goes through and its store lands in guest memory; each way of forming
@@ -2544,7 +2589,8 @@ static size_t spirv_mutate(uint32_t *w, size_t n, size_t cap, uint64_t *x)
  * client stores through the helper and checks every word.  The daemon
  * survives, answers each with 0 or an error, the good client sees no wrong
  * word, and nothing of the fuzzing client stays (HMIRROR_FUZZ_SECONDS,
- * default 8; HMIRROR_FUZZ_SEED).
+ * default 8; HMIRROR_FUZZ_SEED; HMIRROR_FUZZ_DUMP=FILE keeps the module in
+ * hand there, the one that killed the daemon when it died).
  */
 TEST_F(daemon, spirv_mutation_fuzz)
 {
@@ -2607,6 +2653,15 @@ TEST_F(daemon, spirv_mutation_fuzz)
 		memcpy(w, corpus[k], n * 4);
 		for (unsigned m = 0; m < muts; m++)
 			n = spirv_mutate(w, n, cap, &x);
+		if (getenv("HMIRROR_FUZZ_DUMP")) {
+			/* the module in hand, for reproducing a crash */
+			FILE *f = fopen(getenv("HMIRROR_FUZZ_DUMP"), "wb");
+
+			if (f) {
+				fwrite(w, 4, n, f);
+				fclose(f);
+			}
+		}
 		r = hm_client_pipeline_new(c, w, n, "main", nr_push, &p);
 		if (r == -EACCES)
 			refused_iso++;
