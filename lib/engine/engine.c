@@ -376,7 +376,9 @@ int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
 {
 	int err = -EMFILE;
 
-	if (!e || !p || !p->pipe || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS ||
+	if (user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
+		return -E2BIG;
+	if (!e || !p || !p->pipe || !ret_id ||
 	    p->push_bytes != 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words))
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);

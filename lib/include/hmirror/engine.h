@@ -58,7 +58,9 @@ struct hm_engine;
  * state), at most HM_ENGINE_MAX_CHUNKS_LIMIT (256 Mi: 5 GiB of host state) */
 #define HM_ENGINE_MAX_CHUNKS	(1u << 24)
 #define HM_ENGINE_MAX_CHUNKS_LIMIT (1u << 28)
-#define HM_ENGINE_MAX_USER_PUSH_WORDS 20	/* 128-byte push block - 12 table and window words */
+/* 128-byte push block - 12 table and window words (hmirror_table.h);
+ * hm_engine_pipeline_new*() and _adopt() return -E2BIG beyond it */
+#define HM_ENGINE_MAX_USER_PUSH_WORDS HM_USER_PUSH_WORDS_MAX
 
 struct hm_engine_params {
 	uint32_t flags;
