@@ -415,6 +415,7 @@ TEST_F(stream, bad_arguments)
 	struct hm_engine_stats st0, st1;
 	VkSemaphore sem;
 	uint64_t value;
+	uint32_t value32;
 
 	make_plan(self, 64);
 	d = make_dispatch(self, &self->rec, push);
@@ -443,6 +444,10 @@ TEST_F(stream, bad_arguments)
 	ASSERT_EQ(-EINVAL, hm_engine_record(e, self->cb, &bad, &w));
 	ASSERT_EQ(-EINVAL, hm_engine_complete(NULL, 0));
 	ASSERT_EQ(-EINVAL, hm_engine_cancel(NULL));
+	/* the push limit is one number, and its refusal says it is that one */
+	ASSERT_EQ(20, HM_ENGINE_MAX_USER_PUSH_WORDS);
+	ASSERT_EQ(-E2BIG, hm_engine_pipeline_new(e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
+						 HM_ENGINE_MAX_USER_PUSH_WORDS + 1, &value32));
 	/* none of that did anything */
 	ASSERT_EQ(0, hm_engine_stats(e, &st1));
 	ASSERT_EQ(st0.dispatches, st1.dispatches);
