@@ -778,7 +778,8 @@ uint64_t hm_vk_heap_size(const struct hm_vk *vk, uint32_t type_index)
 /* ---- buffers ---------------------------------------------------------- */
 
 #define HM_VK_USAGE (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | \
-		     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)
+		     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | \
+		     VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
 
 static int buffer_bind(struct hm_vk *vk, struct hm_vk_buffer *b, const void *import_next,
 		       uint32_t mem_type, VkDeviceSize alloc_size)

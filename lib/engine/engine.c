@@ -177,7 +177,10 @@ void hm_engine_free(struct hm_engine *e)
 	hm_engine_table_free(e);
 	hm_vk_buffer_free(e->vk, &e->descs);
 	hm_vk_buffer_free(e->vk, &e->counts);
+	hm_vk_buffer_free(e->vk, &e->descs_out);
+	hm_vk_buffer_free(e->vk, &e->indirect);
 	hm_vk_pipeline_free(e->vk, &e->diff);
+	hm_vk_pipeline_free(e->vk, &e->compact);
 	hm_vk_pipeline_free(e->vk, &e->twin);
 	hm_vk_buffer_free(e->vk, &e->twin_addrs);
 	hm_vk_pipeline_free(e->vk, &e->gather);

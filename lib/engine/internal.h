@@ -202,6 +202,10 @@ struct hm_engine {
 	uint64_t *back;         /* marked mirrored chunks of this dispatch */
 	size_t nr_back, cap_back;
 	struct hm_vk_buffer descs, counts;  /* copy-back descriptors and byte counts */
+	/* a recorded copy-back: the marked ones of descs (compact.comp) and
+	 * the indirect dispatch of diff.comp over them */
+	struct hm_vk_buffer descs_out, indirect;
+	struct hm_vk_pipeline compact;
 	size_t cap_descs;
 
 	struct hm_vk_pipeline diff;

@@ -21,3 +21,9 @@ $(B)/bin/example-buffer-cache: $(O)/tools/examples/buffer-cache.o $(B)/lib/libhm
 	$(CC) -o $@ $< $(B)/lib/libhmirror.a $(LDFLAGS) $(sort $(LIB_LIBS))
 
 NATIVE_TESTS += $(B)/bin/example-buffer-cache
+
+# hmirror-bench stream (tools/bench/stream.c) runs the same kernel
+$(O)/tools/bench/stream.o: $(B)/include/examples/buffer-cache.spv.h
+HMIRROR_BENCH_OBJS += $(O)/tools/bench/stream.o $(ENGINE_OBJS) $(VKCTX_OBJS) $(TABLE_OBJS) \
+	$(WATCH_OBJS)
+HMIRROR_BENCH_LIBS += -lvulkan

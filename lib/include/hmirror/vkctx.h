@@ -147,7 +147,7 @@ struct hm_vk_buffer {
 	uint32_t mem_type;
 	bool imported;
 };
-/* Usage is always storage | transfer src/dst | shader device address. */
+/* Usage is always storage | transfer src/dst | shader device address | indirect. */
 int  hm_vk_buffer_new(struct hm_vk *vk, VkDeviceSize size, enum hm_vk_mem kind,
 		      struct hm_vk_buffer *ret);
 /* Import [ptr, ptr+size) of host memory as a buffer with a device address.
