@@ -586,9 +586,16 @@ static int record_work(struct hm_engine *e, VkCommandBuffer cb, struct hm_pipe *
 {
 	uint32_t words[HM_DEVICE_TABLE_PUSH_WORDS + HM_ENGINE_MAX_USER_PUSH_WORDS];
 	uint32_t bytes = push_words(e, shared, d->push, d->nr_push, words);
+	/* against the caller's commands before and after, of any stage */
+	VkMemoryBarrier full = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT,
+	};
 	int n = 0;
 
-	hm_vk_cmd_barrier(cb);
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			     VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &full, 0, NULL, 0, NULL);
 	hm_vk_cmd_dispatch(cb, &pp->p, words, bytes, d->groups[0], d->groups[1], d->groups[2]);
 	if (e->mirrors && !shared) {
 		hm_vk_cmd_barrier(cb);
@@ -596,7 +603,11 @@ static int record_work(struct hm_engine *e, VkCommandBuffer cb, struct hm_pipe *
 		if (n < 0)
 			return n;
 	}
-	hm_vk_cmd_barrier(cb);
+	/* and the host's reads of home once the submission is signalled */
+	full.dstAccessMask |= VK_ACCESS_HOST_READ_BIT;
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			     VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+			     0, 1, &full, 0, NULL, 0, NULL);
 	vkCmdSetEvent(cb, e->work_done, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
 	e->work.nr_descs = n;
 	return 0;
