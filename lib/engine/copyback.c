@@ -246,6 +246,8 @@ int hm_engine_record_copy_back(struct hm_engine *e, VkCommandBuffer cb)
 		d[HM_DIFF_DESC_WORDS * n + 4] = live != pool ? pool : 0;
 		n++;
 	}
+	if (!n)
+		return 0;               /* nothing mirrored: nothing to copy */
 	memset(e->counts.map, 0, n * blocks * 4);
 	if (n > e->vk->props.limits.maxComputeWorkGroupCount[1]) {
 		record_diff(e, cb, n);  /* too many for one indirect dispatch: gated */
