@@ -81,8 +81,13 @@ static uint64_t rnd(uint64_t *s)
 
 static int side_new(struct hm_vk *vk, struct side *sd, const uint8_t *init)
 {
-	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = WAIT_NS };
-	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT,
+	/* the gather shader copies only the units a refresh wants (a GPU's
+	 * default; lavapipe's, vkCmdCopyBuffer, copies whole chunks) */
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = WAIT_NS,
+				       .twin_mode = HM_TWIN_GATHER };
+	/* watch units of 4 KiB, 16 a chunk: a read-mostly refresh copies only
+	 * the units the CPU wrote */
+	struct hm_space_params sp = { .size = SPACE_BYTES, .chunk_shift = 12,
 				      .flags = HM_SPACE_POPULATE };
 	int err;
 
@@ -94,8 +99,14 @@ static int side_new(struct hm_vk *vk, struct side *sd, const uint8_t *init)
 	err = hm_engine_new(vk, &ep, &sd->e);
 	if (!err)
 		err = hm_engine_add_space(sd->e, sd->s, GUEST_BASE, NULL);
+	/* half dropped on a CPU write and uploaded again, half read-mostly:
+	 * refreshed in place, only the units the CPU wrote copied again, the
+	 * rest kept from the pool copy (which the copy-back must keep exact) */
 	if (!err)
-		err = hm_engine_advise(sd->e, GUEST_BASE, SPACE_BYTES, HM_ADVICE_PREFER_DEVICE);
+		err = hm_engine_advise(sd->e, GUEST_BASE, SPACE_BYTES / 2, HM_ADVICE_PREFER_DEVICE);
+	if (!err)
+		err = hm_engine_advise(sd->e, GUEST_BASE + SPACE_BYTES / 2, SPACE_BYTES / 2,
+				       HM_ADVICE_READ_MOSTLY);
 	if (!err)
 		err = hm_engine_pipeline_new(sd->e, hm_test_rw_spv, hm_test_rw_spv_words, "main",
 					     RW_USER_WORDS, &sd->pipe);
@@ -346,6 +357,55 @@ TEST_F(stream, record_matches_dispatch)
 	EXPECT_EQ(NR_ROUNDS, st.dispatches);
 	EXPECT_GT(st.chunks_mirrored, 0);
 	EXPECT_GT(st.bytes_copied_home, 0);
+	EXPECT_GT(st.mirrors_refreshed, 0);
+}
+
+/*
+ * A read-mostly mirror the device wrote in a recorded dispatch, then the
+ * CPU wrote another watch unit of: it is refreshed in place (only that
+ * unit copied again) and named again in the window from its pool copy.
+ * The recorded copy-back must have put the device's bytes into the pool
+ * copy too (hm_window_after_dispatch() does it for hm_engine_dispatch()),
+ * or the next dispatch reads what the chunk held before.
+ */
+TEST_F(stream, refresh_after_a_recorded_write)
+{
+	struct plan_entry *pl = self->plan.map;
+	const uint32_t c = 5 * CHUNK, w = c + 16, z = 2 * CHUNK + 64, r = 3 * CHUNK;
+	struct hm_engine_stats st0, st1;
+	uint32_t v;
+
+	self->nr_lanes = 1;
+	/* chunk 5 mirrored, then refreshed once (every unit's generation known) */
+	pl[0] = (struct plan_entry){ .roff = r, .woff = z + 4, .op = OP_STORE32, .x = 1 };
+	for (int k = 0; k < 2; k++) {
+		self->rec.mem[c + 9 * 4096 + k] = self->model[c + 9 * 4096 + k] = 0x66;
+		ASSERT_EQ(0, run_recorded(self, 0));
+	}
+	memcpy(&v, self->model + r, 4);
+	v ^= 1;
+	memcpy(self->model + z + 4, &v, 4);
+	/* W (chunk 5, read-mostly) = R ^ x, through the mirror */
+	pl[0] = (struct plan_entry){ .roff = r, .woff = w, .op = OP_STORE32, .x = 0x5a5a1234 };
+	ASSERT_EQ(0, run_recorded(self, 0));
+	memcpy(&v, self->model + r, 4);
+	v ^= 0x5a5a1234;
+	memcpy(self->model + w, &v, 4);
+	ASSERT_EQ(-1, first_diff(self->model, self->rec.mem));
+	ASSERT_EQ(0, hm_engine_stats(self->rec.e, &st0));
+	/* the CPU writes another 4 KiB unit of chunk 5 */
+	self->rec.mem[c + 5 * 4096] = self->model[c + 5 * 4096] = 0x77;
+	/* Z = W: the device must read W as it wrote it */
+	pl[0] = (struct plan_entry){ .roff = w, .woff = z, .op = OP_STORE32, .x = 0 };
+	self->nr_cpu = 0;
+	ASSERT_EQ(0, run_recorded(self, 0));
+	memcpy(self->model + z, &v, 4);
+	ASSERT_EQ(0, hm_engine_stats(self->rec.e, &st1));
+	ASSERT_LT(st0.mirrors_refreshed, st1.mirrors_refreshed);       /* the path taken */
+	memcpy(&v, self->rec.mem + z, 4);
+	TH_LOG("Z = %#x, W = %#x, refresh copied %llu bytes", v, *(uint32_t *)(self->model + w),
+	       (unsigned long long)(st1.upload_bytes - st0.upload_bytes));
+	ASSERT_EQ(-1, first_diff(self->model, self->rec.mem));
 }
 
 /* Submitted on the test's timeline: home once the value is signalled. */
