@@ -17,9 +17,10 @@
  *
  * Each with 2 chunks mirrored (the two the kernel touches) and with 64
  * (62 the kernel never stores into: the recorded copy-back lists every
- * published mirror, gated on the device by its mark).  R rounds of N
- * dispatches of each, alternating; the median over rounds of each
- * round's mean, and the ratios to dispatch.  Every dispatch's output is
+ * published mirror and keeps the marked ones on the device).  R x N
+ * dispatches of each, the three taken in turn dispatch by dispatch (so
+ * that other load on the machine falls on all alike); the median of each
+ * one's times and the ratios to dispatch.  Every dispatch's output is
  * checked.
  */
 #include <errno.h>
@@ -247,23 +248,23 @@ int bench_stream(int argc, char **argv)
 			return 1;
 		}
 		for (int m = 0; m < M_NR; m++)
-			t[m] = calloc(rounds, sizeof(double));
-		for (unsigned i = 0; i < rounds && !err; i++) {
+			t[m] = calloc((size_t)rounds * n, sizeof(double));
+		/* the three one after the other, dispatch by dispatch, so that
+		 * other load on the machine falls on all three alike */
+		for (unsigned i = 0; i < rounds * n && !err; i++) {
 			for (int m = 0; m < M_NR && !err; m++) {
 				double t0 = now_us();
 
-				for (unsigned j = 0; j < n && !err; j++) {
-					r.mem[j % NR_VERTS] = i * n + j;        /* the CPU writes x */
-					err = one(&r, m);
-					if (!err && check(&r))
-						r.bad++;
-				}
-				t[m][i] = (now_us() - t0) / n;
+				r.mem[i % NR_VERTS] = i;        /* the CPU writes x */
+				err = one(&r, m);
+				t[m][i] = now_us() - t0;
+				if (!err && check(&r))
+					r.bad++;
 			}
 		}
 		hm_engine_stats(r.e, &st);
 		for (int m = 0; m < M_NR; m++)
-			med[m] = median(t[m], rounds);
+			med[m] = median(t[m], (size_t)rounds * n);
 		if (err) {
 			fprintf(stderr, "hmirror-bench stream: %s\n", strerror(-err));
 		} else if (json) {
@@ -274,8 +275,8 @@ int bench_stream(int argc, char **argv)
 			       med[M_RECORD], med[M_SUBMIT], med[M_RECORD] / med[M_DISPATCH],
 			       med[M_SUBMIT] / med[M_DISPATCH], r.bad);
 		} else {
-			printf("stream: %s, %u chunks mirrored (%llu now), %u rounds x %u dispatches, "
-			       "medians per dispatch\n", r.vk->props.deviceName, mirrored[k],
+			printf("stream: %s, %u chunks mirrored (%llu now), %u x %u dispatches each, "
+			       "medians\n", r.vk->props.deviceName, mirrored[k],
 			       (unsigned long long)st.chunks_mirrored, rounds, n);
 			for (int m = 0; m < M_NR; m++)
 				printf("  %-9s %8.1f us  %.2fx\n", mode_name[m], med[m],
