@@ -17,6 +17,9 @@
  * hm_engine_complete().  Then the error paths.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -463,6 +466,82 @@ TEST_F(stream, submit_waits_for_the_callers_value)
 	ASSERT_EQ(VK_SUCCESS, vkSignalSemaphore(self->vk->dev, &sig));
 	ASSERT_EQ(0, hm_engine_complete(w, WAIT_NS));
 	ASSERT_EQ(-1, first_diff(self->model, self->rec.mem));
+}
+
+/*
+ * The queue shared: a thread of the "emulator" submits its own work to
+ * the engine's queue, under hm_vk_queue_lock(), while the engine runs
+ * dispatches and submissions of its own on another thread.  The
+ * validation layers' thread-safety checks must say nothing, and every
+ * dispatch stays exact.
+ */
+struct own_submitter {
+	FIXTURE_DATA(stream) *self;
+	atomic_bool stop;
+	unsigned submits;
+	int err;
+};
+
+static void *own_submits(void *arg)
+{
+	struct own_submitter *o = arg;
+	struct hm_vk *vk = o->self->vk;
+	VkCommandBufferBeginInfo bi = { .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO };
+	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1,
+			    .pCommandBuffers = &o->self->cb };
+
+	if (vkBeginCommandBuffer(o->self->cb, &bi) || vkEndCommandBuffer(o->self->cb)) {
+		o->err = -EIO;
+		return NULL;
+	}
+	while (!atomic_load(&o->stop) && !o->err) {
+		hm_vk_queue_lock(vk);
+		if (vkQueueSubmit(vk->queue, 1, &si, o->self->fence))
+			o->err = -EIO;
+		hm_vk_queue_unlock(vk);
+		if (!o->err && (vkWaitForFences(vk->dev, 1, &o->self->fence, VK_TRUE, WAIT_NS) ||
+				vkResetFences(vk->dev, 1, &o->self->fence)))
+			o->err = -EIO;
+		o->submits++;
+	}
+	return NULL;
+}
+
+TEST_F(stream, queue_shared_under_the_lock)
+{
+	struct own_submitter o = { .self = self };
+	long at = -1;
+	int err = 0, k;
+	pthread_t thr;
+
+	ASSERT_EQ(0, pthread_create(&thr, NULL, own_submits, &o));
+	for (k = 0; k < NR_ROUNDS && !err && at < 0; k++) {
+		uint32_t push[RW_USER_WORDS];
+		struct hm_engine_dispatch d;
+		struct hm_engine_work *w;
+
+		cpu_between(self);
+		make_plan(self, 1 + rnd(&self->rng) % MAX_LANES);
+		d = make_dispatch(self, &self->rec, push);
+		if (k & 1) {
+			err = hm_engine_submit(self->rec.e, &d, &w);
+			if (!err)
+				err = hm_engine_complete(w, WAIT_NS);
+		} else {
+			err = hm_engine_dispatch(self->rec.e, d.pipeline, d.groups[0], 1, 1, d.push,
+						 d.nr_push, 0);
+		}
+		cpu_during(self, self->rec.mem, k);
+		at = first_diff(self->model, self->rec.mem);
+	}
+	/* the thread is gone before anything it uses is */
+	atomic_store(&o.stop, true);
+	pthread_join(thr, NULL);
+	ASSERT_EQ(0, err) TH_LOG("round %d", k - 1);
+	ASSERT_EQ(-1, at) TH_LOG("round %d", k - 1);
+	ASSERT_EQ(0, o.err);
+	TH_LOG("%u submissions of the test's beside the engine's", o.submits);
+	EXPECT_GT(o.submits, 0);
 }
 
 TEST_F(stream, bad_arguments)
