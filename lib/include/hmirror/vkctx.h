@@ -247,8 +247,8 @@ int  hm_vk_cmd_wait(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
  * queue itself (a wrapped device's queue: Vulkan requires queue access
  * to be externally synchronised) takes it around its own vkQueueSubmit,
  * vkQueueBindSparse, vkQueuePresentKHR or vkQueueWaitIdle.  It is
- * recursive: hmirror may be called with it held.  Never held while
- * waiting for the device.
+ * recursive: hmirror may be called with it held.  hmirror holds it for a
+ * submission only (and to idle the queue after a wait that timed out).
  */
 void hm_vk_queue_lock(struct hm_vk *vk);
 void hm_vk_queue_unlock(struct hm_vk *vk);
