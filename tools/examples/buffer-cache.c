@@ -10,7 +10,8 @@
  * lets the engine record its work (uploads are done, the dispatch and the
  * copy-back of device writes are recorded), submits under the queue lock
  * signalling its own timeline semaphore, and lets a guest CPU thread write
- * next to the device's bytes while the frame runs.  When the timeline
+ * next to the device's bytes while the frame runs (and stops it, as at a
+ * sync point, before the next frame).  When the timeline
  * value is reached every device write is home: the frame's output is
  * checked there, before hm_engine_complete() retires the work.
  *
@@ -19,6 +20,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,11 +45,14 @@
 struct guest_cpu {
 	uint32_t *mem;
 	atomic_bool run;
+	atomic_bool go;                 /* a frame is on the device */
+	atomic_bool busy;               /* the thread is writing */
 	atomic_uint frame;
 	pthread_t thread;
 };
 
-/* The guest CPU: writes its own words, next to the device's, all the time. */
+/* The guest CPU: writes its own words, next to the device's, while a
+ * frame runs on the device. */
 static void *guest_cpu(void *arg)
 {
 	struct guest_cpu *g = arg;
@@ -55,10 +60,25 @@ static void *guest_cpu(void *arg)
 	while (atomic_load(&g->run)) {
 		uint32_t f = atomic_load(&g->frame);
 
+		atomic_store(&g->busy, true);
+		if (!atomic_load(&g->go)) {
+			atomic_store(&g->busy, false);
+			sched_yield();
+			continue;
+		}
 		for (uint32_t i = 0; i < CPU_WORDS; i++)
 			((volatile uint32_t *)g->mem)[CPU_OFF / 4 + i] = f * 100000u + i;
+		atomic_store(&g->busy, false);
 	}
 	return NULL;
+}
+
+/* The guest CPU stops (an emulator's CPU thread at a sync point). */
+static void guest_cpu_pause(struct guest_cpu *g)
+{
+	atomic_store(&g->go, false);
+	while (atomic_load(&g->busy))
+		sched_yield();
 }
 
 static int fail(const char *what, int err)
@@ -197,6 +217,7 @@ int main(int argc, char **argv)
 		hm_vk_queue_unlock(vk);
 		if (r)
 			return fail("vkQueueSubmit", hm_vk_errno(r));
+		atomic_store(&cpu.go, true);    /* the guest CPU runs beside the frame */
 		r = vkWaitSemaphores(vk->dev, &wi, WAIT_NS);
 		if (r)
 			return fail("vkWaitSemaphores", hm_vk_errno(r));
@@ -216,6 +237,7 @@ int main(int argc, char **argv)
 		err = hm_engine_complete(w, 0);
 		if (err)
 			return fail("hm_engine_complete", err);
+		guest_cpu_pause(&cpu);
 	}
 	atomic_store(&cpu.run, false);
 	pthread_join(cpu.thread, NULL);
