@@ -52,7 +52,8 @@ enum hm_msg_type {
 	HM_MSG_DISPATCH = 8,		/* reply comes when writes are home */
 	HM_MSG_STATS = 9,
 	HM_MSG_ERROR = 10,		/* daemon -> client only */
-	HM_MSG_COMPLETION_FD = 11,	/* reply + an eventfd (HM_FEAT_COMPLETION_FD) */
+	/* 11: HM_MSG_CONSUMER (the client's own consumer of a space) */
+	HM_MSG_COMPLETION_FD = 12,	/* reply + an eventfd (HM_FEAT_COMPLETION_FD) */
 	HM_MSG_NR
 };
 
@@ -88,7 +89,8 @@ struct hm_msg_hdr {
  * poller of it wakes for completions, never for other replies.  Whoever
  * holds it may read it (the count since the last read) and then read the
  * replies from the socket. */
-#define HM_FEAT_COMPLETION_FD	(1ull << 5)
+/* (1ull << 5): HM_FEAT_CONSUMER */
+#define HM_FEAT_COMPLETION_FD	(1ull << 6)
 #define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
 				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_COMPLETION_FD)
 
