@@ -170,6 +170,9 @@ struct hmd_client {
 	unsigned refs;
 	uint32_t id;
 	int fd;
+	int efd;			/* HM_MSG_COMPLETION_FD's eventfd, -1: none
+					 * (set on the loop thread, read by the
+					 * device thread: atomic) */
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
@@ -230,6 +233,9 @@ void hmd_client_put(struct hmd_client *c);
 void hmd_client_disconnect(struct hmd_client *c, const char *why);
 int  hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
 		     int status, const void *payload, size_t len);
+/* the same with one fd beside it (SCM_RIGHTS) */
+int  hmd_client_send_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
+			int status, const void *payload, size_t len, int fd);
 /* the same without disconnecting on failure: any thread */
 int  hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
 			 int status, const void *payload, size_t len);

@@ -405,9 +405,9 @@ TEST_F(daemon, invalid_spirv_refused)
 	/* no such entry point */
 	EXPECT_EQ(-ENOENT, hm_client_pipeline_new(c, empty_spv, empty_words,
 						  "nope", 2, &p));
-	/* too many push words */
-	EXPECT_EQ(-EINVAL, hm_client_pipeline_new(c, empty_spv, empty_words,
-						  "main", HM_PROTO_MAX_PUSH + 1, &p));
+	/* too many push words: the engine's limit, which HELLO announced */
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, empty_spv, empty_words,
+						 "main", HM_PROTO_MAX_PUSH + 1, &p));
 	ASSERT_EQ(0, hm_client_stats(c, &s));
 	EXPECT_EQ(0, s.daemon[HM_DSTAT_PIPELINES]);
 	EXPECT_GE(s.daemon[HM_DSTAT_VALIDATION_FAILS], 3);
@@ -872,6 +872,108 @@ TEST_F(daemon, dispatch_runs_or_says_enosys)
 
 	ASSERT_EQ(0, hm_client_stats(c, &st));
 	EXPECT_EQ(0, st.daemon[HM_DSTAT_VK_MESSAGES]);
+	hm_client_free(c);
+}
+
+/*
+ * One limit of user push words, said in HELLO, in the header and by the
+ * refusal: the daemon refuses a module declaring more than the engine
+ * takes with -E2BIG at once (it used to accept up to 32, compile, and get
+ * the engine's -EINVAL), and takes exactly the limit.
+ */
+TEST_F(daemon, push_word_limit_is_the_engines)
+{
+	uint8_t buf[sizeof(struct hm_msg_hdr) + sizeof(struct hm_msg_pipeline_new) +
+		    sizeof(hm_test_empty_spv)];
+	struct hm_msg_pipeline_new m = { 0 };
+	struct hm_msg_hdr h;
+	struct hm_client *c;
+	uint32_t p;
+	int n;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	EXPECT_EQ(HM_USER_PUSH_WORDS_MAX, hm_client_info(c)->max_push_words);
+	EXPECT_EQ(20, HM_PROTO_MAX_PUSH);
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, empty_spv, empty_words, "main",
+						 HM_PROTO_MAX_PUSH + 1, &p));
+	/* past the library's check: the daemon's own */
+	m.nr_words = (uint32_t)empty_words;
+	m.user_push_words = HM_PROTO_MAX_PUSH + 1;
+	strcpy(m.entry, "main");
+	n = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 77, sizeof(m) + sizeof(hm_test_empty_spv));
+	memcpy(buf + sizeof(h), &m, sizeof(m));
+	memcpy(buf + sizeof(h) + sizeof(m), hm_test_empty_spv, sizeof(hm_test_empty_spv));
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-E2BIG, raw_reply(c, &h));
+	EXPECT_EQ(77, h.seq);
+	EXPECT_EQ(0, pipeline_count(c));
+	EXPECT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main",
+					    HM_PROTO_MAX_PUSH, &p));
+	hm_client_free(c);
+}
+
+/*
+ * The completion fd over the real socket: readable when a dispatch of
+ * this client completed and not before, not for other replies (a ping),
+ * counting completions; the same fd every time; the results are on the
+ * socket when it wakes.
+ */
+TEST_F(daemon, completion_fd)
+{
+	struct hm_client *c;
+	uint32_t p, push[2] = { 0, 0 };
+	struct hm_client_dispatch d = { .groups = { 1, 1, 1 }, .nr_push = 2, .push = push };
+	struct hm_client_result res;
+	struct pollfd pfd = { .events = POLLIN };
+	uint64_t t[3], count = 0;
+	int fd;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_TRUE(hm_client_info(c)->features & HM_FEAT_COMPLETION_FD);
+	fd = hm_client_completion_fd(c);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(fd, hm_client_completion_fd(c));
+	pfd.fd = fd;
+	EXPECT_EQ(0, hm_client_ping(c));                /* other replies: not readable */
+	EXPECT_EQ(0, poll(&pfd, 1, 50));
+	if (!self->engine) {
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine: no dispatch completes");
+	}
+	ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+	d.pipeline = p;
+	EXPECT_EQ(0, poll(&pfd, 1, 50));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, hm_client_submit(c, &d, &t[i]));
+	/* all three: the count reaches 3 (read as they come) */
+	for (uint64_t v, deadline = now_ms() + 10000; count < 3 && now_ms() < deadline;) {
+		if (poll(&pfd, 1, 10000) == 1 && read(fd, &v, sizeof(v)) == sizeof(v))
+			count += v;
+	}
+	EXPECT_EQ(3, count);
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	/* the replies were on the socket before the fd woke */
+	EXPECT_EQ(0, hm_client_process(c));
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(0, hm_client_wait(c, t[i], 0, &res));
+		EXPECT_EQ(0, res.status);
+	}
+	/* hm_client_process() reads it back to 0 first */
+	ASSERT_EQ(0, hm_client_submit(c, &d, &t[0]));
+	ASSERT_EQ(1, poll(&pfd, 1, 10000));
+	EXPECT_EQ(0, hm_client_process(c));
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	EXPECT_EQ(0, hm_client_wait(c, t[0], 0, &res));
+	/* a payload is a bad message; the fd stays */
+	{
+		uint8_t buf[sizeof(struct hm_msg_hdr) + 8] = { 0 };
+		struct hm_msg_hdr h;
+		int n = raw_hdr(buf, HM_MSG_COMPLETION_FD, 99, 8);
+
+		ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
+	}
+	EXPECT_EQ(fd, hm_client_completion_fd(c));
 	hm_client_free(c);
 }
 
