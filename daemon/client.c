@@ -44,6 +44,8 @@ void hmd_client_put(struct hmd_client *c)
 	hmd.stats[HM_DSTAT_CLIENTS] = hmd.nr_clients;
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->efd >= 0)
+		close(c->efd);
 	pthread_mutex_destroy(&c->park_lock);
 	free(c);
 }
@@ -99,6 +101,7 @@ int hmd_client_accept(int lfd)
 	c->uid = cr.uid;
 	c->gid = cr.gid;
 	c->id = ++hmd.next_client_id;
+	c->efd = -1;
 	c->refs = 1;			/* the loop source's */
 	c->next = hmd.clients;
 	hmd.clients = c;
@@ -140,6 +143,47 @@ int hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
 		return -ENOTCONN;
 	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	return n < 0 ? -errno : 0;
+}
+
+int hmd_client_send_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
+		       int status, const void *payload, size_t len, int fd)
+{
+	struct hm_msg_hdr h = {
+		.magic = hm_le32(HM_PROTO_MAGIC),
+		.type = hm_le16(type),
+		.flags = hm_le16(HM_MSGF_REPLY),
+		.seq = hm_le32(seq),
+		.len = hm_le32((uint32_t)(sizeof(h) + len)),
+		.status = (int32_t)hm_le32((uint32_t)status),
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1,
+			     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	ssize_t n;
+
+	if (c->dead || c->fd < 0)
+		return -ENOTCONN;
+	memset(&cbuf, 0, sizeof(cbuf));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0) {
+		int r = -errno;
+
+		hmd_client_disconnect(c, r == -EAGAIN ? "not reading replies" : "send failed");
+		return r;
+	}
+	return 0;
 }
 
 int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,

@@ -59,7 +59,7 @@ $(B)/include/daemon/%.spv.h: selftests/daemon/%.comp | $(DEPS)
 	@mkdir -p $(dir $@)
 	$(GLSLANG) -V --target-env vulkan1.2 --quiet --vn hm_test_$*_spv -o $@ $<
 
-$(O)/selftests/daemon/daemon_test.o: $(B)/include/daemon/empty.spv.h \
+$(O)/selftests/daemon/daemon_test.o: $(B)/include/daemon/empty.spv.h $(B)/include/daemon/shared.spv.h \
 	$(B)/include/daemon/spin.spv.h $(B)/include/daemon/heavy.spv.h $(HMIRRORD_CONFIG)
 $(O)/selftests/daemon/daemon_test.o: CFLAGS += -include $(HMIRRORD_CONFIG) -Wno-sign-compare
 $(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \

@@ -225,6 +225,10 @@ int hmd_device_pick(const char *want, struct hmd_device_choice *ret,
 	ret->vendor_id = ph[best].props.vendorID;
 	ret->device_id = ph[best].props.deviceID;
 	ret->is_cpu = ph[best].props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+	for (int k = 0; k < 3; k++)
+		ret->max_wg_size[k] = ph[best].props.limits.maxComputeWorkGroupSize[k];
+	ret->max_wg_invocations = ph[best].props.limits.maxComputeWorkGroupInvocations;
+	ret->max_shared_bytes = ph[best].props.limits.maxComputeSharedMemorySize;
 	if (ph[best].node >= 0)
 		snprintf(ret->render_node, sizeof(ret->render_node), "%s",
 			 nodes[ph[best].node].path);

@@ -74,6 +74,10 @@ struct hmd_device_choice {
 	char render_node[64];		/* "" when none (lavapipe) */
 	uint32_t vendor_id, device_id;
 	bool is_cpu;
+	/* the limits a module is checked against before a pipeline is built
+	 * (validate.c): past them a driver may fail in any way (lavapipe
+	 * overflows a compile thread's stack at 513^3 invocations) */
+	uint32_t max_wg_size[3], max_wg_invocations, max_shared_bytes;
 };
 int  hmd_device_pick(const char *want, struct hmd_device_choice *ret,
 		     char *ret_why, size_t why_cap);
@@ -167,6 +171,9 @@ struct hmd_client {
 	unsigned refs;
 	uint32_t id;
 	int fd;
+	int efd;			/* HM_MSG_COMPLETION_FD's eventfd, -1: none
+					 * (set on the loop thread, read by the
+					 * device thread: atomic) */
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
@@ -227,6 +234,9 @@ void hmd_client_put(struct hmd_client *c);
 void hmd_client_disconnect(struct hmd_client *c, const char *why);
 int  hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
 		     int status, const void *payload, size_t len);
+/* the same with one fd beside it (SCM_RIGHTS) */
+int  hmd_client_send_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
+			int status, const void *payload, size_t len, int fd);
 /* the same without disconnecting on failure: any thread */
 int  hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
 			 int status, const void *payload, size_t len);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -152,6 +153,7 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 	r.version = hm_le32(HM_PROTO_VERSION);
 	r.client_id = hm_le32(c->id);
 	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_CONSUMER |
+			     HM_FEAT_COMPLETION_FD |
 			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS : 0) |
 			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
 	r.max_msg = hm_le32(HM_PROTO_MAX_MSG);
@@ -160,6 +162,7 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 	r.max_inflight = hm_le32(HMD_MAX_INFLIGHT);
 	r.max_space_bytes = hm_le64(HMD_MAX_SPACE_BYTES);
 	r.max_spirv_words = hm_le32(HMD_MAX_SPIRV_WORDS);
+	r.max_push_words = hm_le32(HM_PROTO_MAX_PUSH);
 	r.daemon_pid = hm_le32((uint32_t)getpid());
 	snprintf(r.device, sizeof(r.device), "%s", hmd.dev.name);
 	reply(c, HM_MSG_HELLO, seq, 0, &r, sizeof(r));
@@ -687,7 +690,9 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	nr = hm_from_le32(m.nr_words);
 	flags = hm_from_le32(m.flags);
 	push = hm_from_le32(m.user_push_words);
-	if ((flags & ~HM_PIPEF_ALL) || m.pad || push > HM_PROTO_MAX_PUSH ||
+	if (push > HM_PROTO_MAX_PUSH)
+		return -E2BIG;		/* the engine's limit: HELLO said it */
+	if ((flags & ~HM_PIPEF_ALL) || m.pad ||
 	    (flags & HM_PIPEF_COMPACT_ONLY && flags & HM_PIPEF_SPECULATIVE_ONLY))
 		return -EINVAL;
 	if (!memchr(m.entry, 0, sizeof(m.entry)) || !m.entry[0])
@@ -813,6 +818,8 @@ static void dispatch_reply(struct hmd_job *j)
 	struct hmd_req *r = (struct hmd_req *)j;
 	struct hmd_client *c = j->client;
 	struct hm_msg_dispatch_reply a = { 0 };
+	uint64_t one = 1;
+	int efd;
 
 	if (__atomic_load_n(&c->dead, __ATOMIC_RELAXED))
 		return;
@@ -826,6 +833,10 @@ static void dispatch_reply(struct hmd_job *j)
 	r->send_status = hmd_client_send_raw(c, HM_MSG_DISPATCH, r->seq,
 					     j->status, &a, sizeof(a));
 	r->replied = true;
+	/* the reply is on the socket: now the completion fd (protocol.h) */
+	efd = __atomic_load_n(&c->efd, __ATOMIC_ACQUIRE);
+	if (efd >= 0 && r->send_status == 0 && write(efd, &one, sizeof(one)) < 0)
+		hmd_log(LOG_DEBUG_, "client %u: completion fd: %s", c->id, strerror(errno));
 }
 
 static void dispatch_done(struct hmd_job *j)
@@ -886,7 +897,7 @@ static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
 	}
 	if (total > HMD_MAX_GROUPS)
 		return -E2BIG;
-	for (unsigned i = nr_push; i < HM_PROTO_MAX_PUSH; i++)
+	for (unsigned i = nr_push; i < HM_PROTO_PUSH_SLOTS; i++)
 		if (m.push[i])
 			return -EINVAL;
 	if (!hmd_engine_available())
@@ -910,6 +921,24 @@ static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
 	c->inflight++;
 	hmd.stats[HM_DSTAT_INFLIGHT]++;
 	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- COMPLETION_FD ---- */
+
+static int on_completion_fd(struct hmd_client *c, uint32_t seq, const void *p, size_t len)
+{
+	int efd;
+
+	if (len != 0)
+		return -EBADMSG;
+	if (c->efd < 0) {
+		efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (efd < 0)
+			return -errno;
+		__atomic_store_n(&c->efd, efd, __ATOMIC_RELEASE);
+	}
+	hmd_client_send_fd(c, HM_MSG_COMPLETION_FD, seq, 0, NULL, 0, c->efd);
 	return 0;
 }
 
@@ -1054,6 +1083,9 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		break;
 	case HM_MSG_CONSUMER:
 		r = on_consumer(c, seq, payload, plen);
+		break;
+	case HM_MSG_COMPLETION_FD:
+		r = on_completion_fd(c, seq, payload, plen);
 		break;
 	default:
 		r = -EOPNOTSUPP;

@@ -8,7 +8,8 @@
  *
  * Besides spvValidate (Vulkan 1.2 rules, or 1.3 for SPIR-V 1.6), a module
  * must be fully linked (no Linkage capability: the lookup helper is linked
- * in by the client) and must have a GLCompute entry point of the given name.
+ * in by the client), must have a GLCompute entry point of the given name,
+ * and must keep within the device's compute limits (limits_check()).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -116,6 +117,180 @@ static int walk(const uint32_t *w, size_t n, const char *entry, char *msg,
 	return 0;
 }
 
+/*
+ * The device's compute limits, which spirv-val does not know: the
+ * workgroup's size (LocalSize, LocalSizeId, or a WorkgroupSize built-in
+ * constant, which overrides them) per dimension and in all, and the bytes
+ * of Workgroup variables.  A driver given more may fail in any way: the
+ * SPIR-V fuzzer's 513 x 513 x 513 workgroup overflowed lavapipe's compile
+ * stack and killed hmirrord.  No limits known (0): nothing is checked.
+ */
+#define OP_TYPE_BOOL		20
+#define OP_TYPE_INT		21
+#define OP_TYPE_FLOAT		22
+#define OP_TYPE_VECTOR		23
+#define OP_TYPE_MATRIX		24
+#define OP_TYPE_ARRAY		28
+#define OP_TYPE_STRUCT		30
+#define OP_TYPE_POINTER		32
+#define OP_CONSTANT		43
+#define OP_CONSTANT_COMPOSITE	44
+#define OP_SPEC_CONSTANT	50
+#define OP_SPEC_CONSTANT_COMPOSITE 51
+#define OP_VARIABLE		59
+#define OP_DECORATE		71
+#define OP_EXECUTION_MODE	16
+#define OP_EXECUTION_MODE_ID	331
+#define MODE_LOCAL_SIZE		17
+#define MODE_LOCAL_SIZE_ID	38
+#define DEC_BUILTIN		11
+#define BUILTIN_WORKGROUP_SIZE	25
+#define SC_WORKGROUP		4
+#define BYTES_MAX		(1ull << 40)
+
+struct lim {
+	const uint32_t *w;
+	size_t n;
+	uint32_t bound;
+	uint32_t *def;		/* id -> word index of its definition, 0 none */
+};
+
+static const uint32_t *lim_def(const struct lim *l, uint32_t id)
+{
+	return id && id < l->bound && l->def[id] ? l->w + l->def[id] : NULL;
+}
+
+/* a 32-bit constant's value */
+static bool lim_const(const struct lim *l, uint32_t id, uint64_t *v)
+{
+	const uint32_t *d = lim_def(l, id);
+
+	if (!d || ((d[0] & 0xffff) != OP_CONSTANT && (d[0] & 0xffff) != OP_SPEC_CONSTANT) ||
+	    (d[0] >> 16) < 4)
+		return false;
+	*v = d[3];
+	if ((d[0] >> 16) >= 5)
+		*v |= (uint64_t)d[4] << 32;
+	return true;
+}
+
+/* bytes of a type (an upper bound: no padding is subtracted), saturated */
+static uint64_t lim_bytes(const struct lim *l, uint32_t ty, int depth)
+{
+	const uint32_t *d = lim_def(l, ty);
+	uint64_t e = 0, k;
+
+	if (!d || depth > 16)
+		return BYTES_MAX;
+	switch (d[0] & 0xffff) {
+	case OP_TYPE_BOOL:
+		return 4;
+	case OP_TYPE_INT: case OP_TYPE_FLOAT:
+		return (d[0] >> 16) >= 3 ? (d[2] + 7) / 8 : BYTES_MAX;
+	case OP_TYPE_VECTOR: case OP_TYPE_MATRIX:
+		e = lim_bytes(l, d[2], depth + 1);
+		return e * d[3] < BYTES_MAX ? e * d[3] : BYTES_MAX;
+	case OP_TYPE_ARRAY:
+		if (!lim_const(l, d[3], &k))
+			return BYTES_MAX;
+		e = lim_bytes(l, d[2], depth + 1);
+		return k && e > BYTES_MAX / k ? BYTES_MAX : e * k;
+	case OP_TYPE_STRUCT:
+		for (uint32_t m = 2; m < (d[0] >> 16); m++) {
+			e += lim_bytes(l, d[m], depth + 1);
+			if (e >= BYTES_MAX)
+				return BYTES_MAX;
+		}
+		return e;
+	default:
+		return BYTES_MAX;
+	}
+}
+
+static int limits_check(const uint32_t *w, size_t n, char *msg, size_t cap)
+{
+	const struct hmd_device_choice *dv = &hmd.dev;
+	struct lim l = { .w = w, .n = n, .bound = w[3] };
+	uint64_t size[3][3], shared = 0, v;	/* LocalSize, LocalSizeId, the built-in */
+	bool have[3] = { false, false, false };
+	uint32_t wg_builtin = 0;
+	int r = 0;
+
+	if (!dv->max_wg_invocations)
+		return 0;
+	l.def = calloc(l.bound, sizeof(*l.def));
+	if (!l.def)
+		return -ENOMEM;
+	for (size_t i = 5; i < n; i += w[i] >> 16) {
+		uint32_t op = w[i] & 0xffff, wc = w[i] >> 16;
+
+		if (op == OP_DECORATE && wc >= 4 && w[i + 2] == DEC_BUILTIN &&
+		    w[i + 3] == BUILTIN_WORKGROUP_SIZE)
+			wg_builtin = w[i + 1];
+		/* result ids: types at word 1, values at word 2 */
+		if ((op >= OP_TYPE_BOOL && op <= OP_TYPE_POINTER) && wc >= 2 && w[i + 1] < l.bound)
+			l.def[w[i + 1]] = (uint32_t)i;
+		if ((op == OP_CONSTANT || op == OP_SPEC_CONSTANT || op == OP_CONSTANT_COMPOSITE ||
+		     op == OP_SPEC_CONSTANT_COMPOSITE || op == OP_VARIABLE) && wc >= 3 &&
+		    w[i + 2] < l.bound)
+			l.def[w[i + 2]] = (uint32_t)i;
+	}
+	for (size_t i = 5; i < n; i += w[i] >> 16) {
+		uint32_t op = w[i] & 0xffff, wc = w[i] >> 16;
+
+		if (op == OP_EXECUTION_MODE && wc >= 6 && w[i + 2] == MODE_LOCAL_SIZE) {
+			for (int k = 0; k < 3; k++)
+				size[0][k] = w[i + 3 + k];
+			have[0] = true;
+		} else if (op == OP_EXECUTION_MODE_ID && wc >= 6 && w[i + 2] == MODE_LOCAL_SIZE_ID) {
+			for (int k = 0; k < 3; k++)
+				size[1][k] = lim_const(&l, w[i + 3 + k], &v) ? v : UINT64_MAX;
+			have[1] = true;
+		} else if (op == OP_VARIABLE && wc >= 4 && w[i + 3] == SC_WORKGROUP) {
+			const uint32_t *pt = lim_def(&l, w[i + 1]);
+
+			shared += pt && (pt[0] & 0xffff) == OP_TYPE_POINTER ?
+				lim_bytes(&l, pt[3], 0) : BYTES_MAX;
+		}
+	}
+	if (wg_builtin) {
+		const uint32_t *d = lim_def(&l, wg_builtin);
+
+		if (d && (d[0] >> 16) == 6 && ((d[0] & 0xffff) == OP_CONSTANT_COMPOSITE ||
+					       (d[0] & 0xffff) == OP_SPEC_CONSTANT_COMPOSITE)) {
+			for (int k = 0; k < 3; k++)
+				size[2][k] = lim_const(&l, d[3 + k], &v) ? v : UINT64_MAX;
+			have[2] = true;
+		}
+	}
+	/* the built-in takes precedence, but a driver may look at either: all
+	 * of them within the limits */
+	for (int s = 0; s < 3 && !r; s++) {
+		if (!have[s])
+			continue;
+		for (int k = 0; k < 3 && !r; k++)
+			if (!size[s][k] || size[s][k] > dv->max_wg_size[k]) {
+				snprintf(msg, cap, "workgroup size %llu in dimension %d: the device "
+					 "takes 1 to %u", (unsigned long long)size[s][k], k,
+					 dv->max_wg_size[k]);
+				r = -E2BIG;
+			}
+		if (!r && size[s][0] * size[s][1] * size[s][2] > dv->max_wg_invocations) {
+			snprintf(msg, cap, "workgroup of %llu invocations: the device takes %u",
+				 (unsigned long long)(size[s][0] * size[s][1] * size[s][2]),
+				 dv->max_wg_invocations);
+			r = -E2BIG;
+		}
+	}
+	if (!r && shared > dv->max_shared_bytes) {
+		snprintf(msg, cap, "%llu bytes of workgroup memory: the device takes %u",
+			 (unsigned long long)shared, dv->max_shared_bytes);
+		r = -E2BIG;
+	}
+	free(l.def);
+	return r;
+}
+
 int hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 		    char *msg, size_t cap)
 {
@@ -153,7 +328,7 @@ int hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 		return -EINVAL;
 	}
 	spvDiagnosticDestroy(diag);
-	return 0;
+	return limits_check(words, nr_words, msg, cap);
 }
 
 static void cache_evict(void)

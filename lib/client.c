@@ -41,6 +41,8 @@ struct pending {
 
 struct hm_client {
 	int fd;
+	int efd;			/* HM_MSG_COMPLETION_FD's, -1 until asked */
+	int got_fd;			/* an fd beside the reply call() waits for */
 	bool dead;
 	uint32_t seq;
 	struct hm_msg_hello_reply info;
@@ -142,7 +144,7 @@ static int read_one(struct hm_client *c, int timeout_ms)
 	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 	struct hm_msg_hdr h;
 	ssize_t n;
-	int r;
+	int r, rx_fd;
 
 	if (c->dead)
 		return -ENOTCONN;
@@ -151,7 +153,33 @@ static int read_one(struct hm_client *c, int timeout_ms)
 		return errno == EINTR ? -ETIMEDOUT : -errno;
 	if (r == 0)
 		return -ETIMEDOUT;
-	n = recv(c->fd, c->rx, sizeof(c->rx), MSG_DONTWAIT);
+	{
+		union {
+			struct cmsghdr align;
+			char buf[CMSG_SPACE(sizeof(int) * HM_PROTO_MAX_FDS)];
+		} cbuf;
+		struct iovec iov = { .iov_base = c->rx, .iov_len = sizeof(c->rx) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+				     .msg_control = cbuf.buf,
+				     .msg_controllen = sizeof(cbuf.buf) };
+		struct cmsghdr *cm;
+
+		n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		rx_fd = -1;
+		for (cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+				continue;
+			for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int fd;
+
+				memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				if (rx_fd < 0)
+					rx_fd = fd;
+				else
+					close(fd);
+			}
+		}
+	}
 	if (n < 0) {
 		if (errno == EAGAIN || errno == EINTR)
 			return 0;
@@ -163,11 +191,11 @@ static int read_one(struct hm_client *c, int timeout_ms)
 		return -ENOTCONN;
 	}
 	if ((size_t)n < sizeof(h))
-		return 0;	/* not from a daemon we understand; ignore */
+		goto out_drop_fd;	/* not from a daemon we understand; ignore */
 	memcpy(&h, c->rx, sizeof(h));
 	if (hm_from_le32(h.magic) != HM_PROTO_MAGIC ||
 	    hm_from_le32(h.len) != (uint32_t)n)
-		return 0;
+		goto out_drop_fd;
 	uint32_t seq = hm_from_le32(h.seq);
 	int status = (int32_t)hm_from_le32((uint32_t)h.status);
 	uint16_t type = hm_from_le16(h.type);
@@ -186,7 +214,7 @@ static int read_one(struct hm_client *c, int timeout_ms)
 			pd->res.queued_ns = hm_from_le64(a.queued_ns);
 			pd->res.run_ns = hm_from_le64(a.run_ns);
 			pd->res.dispatch_id = hm_from_le64(a.dispatch_id);
-			return 0;
+			goto out_drop_fd;
 		}
 	}
 	if (seq == c->want_seq && !c->got_want &&
@@ -196,7 +224,14 @@ static int read_one(struct hm_client *c, int timeout_ms)
 		c->want_len = plen < c->want_cap ? plen : c->want_cap;
 		if (c->want_buf)
 			memcpy(c->want_buf, p, c->want_len);
+		if (type == HM_MSG_COMPLETION_FD && c->got_fd < 0) {
+			c->got_fd = rx_fd;
+			rx_fd = -1;
+		}
 	}
+out_drop_fd:
+	if (rx_fd >= 0)
+		close(rx_fd);
 	return 0;
 }
 
@@ -255,6 +290,8 @@ int hm_client_connect(const char *path, struct hm_client **ret)
 		return -ENAMETOOLONG;
 	strcpy(sa.sun_path, path);
 	c = calloc(1, sizeof(*c));
+	if (c)
+		c->efd = c->got_fd = -1;
 	if (!c)
 		return -ENOMEM;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -286,6 +323,7 @@ int hm_client_connect(const char *path, struct hm_client **ret)
 	c->info.max_space_bytes = hm_from_le64(c->info.max_space_bytes);
 	c->info.max_spirv_words = hm_from_le32(c->info.max_spirv_words);
 	c->info.daemon_pid = hm_from_le32(c->info.daemon_pid);
+	c->info.max_push_words = hm_from_le32(c->info.max_push_words);
 	c->info.device[sizeof(c->info.device) - 1] = 0;
 	*ret = c;
 	return 0;
@@ -297,6 +335,8 @@ void hm_client_free(struct hm_client *c)
 		return;
 	if (c->fd >= 0)
 		close(c->fd);
+	if (c->efd >= 0)
+		close(c->efd);
 	free(c);
 }
 
@@ -312,6 +352,12 @@ int hm_client_fd(const struct hm_client *c)
 
 int hm_client_process(struct hm_client *c)
 {
+	uint64_t count;
+
+	/* the completion fd first: a completion arriving after the socket
+	 * was read leaves it readable */
+	if (c->efd >= 0 && read(c->efd, &count, sizeof(count)) < 0 && errno != EAGAIN)
+		return -errno;
 	for (;;) {
 		int r = read_one(c, 0);
 
@@ -320,6 +366,31 @@ int hm_client_process(struct hm_client *c)
 		if (r < 0)
 			return r;
 	}
+}
+
+int hm_client_completion_fd(struct hm_client *c)
+{
+	int r;
+
+	if (!c)
+		return -EINVAL;
+	if (c->efd >= 0)
+		return c->efd;
+	if (!(c->info.features & HM_FEAT_COMPLETION_FD))
+		return -EOPNOTSUPP;
+	c->got_fd = -1;
+	r = call(c, HM_MSG_COMPLETION_FD, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL);
+	if (r == 0 && c->got_fd < 0)
+		r = -EPROTO;    /* a reply without its fd */
+	if (r < 0) {
+		if (c->got_fd >= 0)
+			close(c->got_fd);
+		c->got_fd = -1;
+		return r;
+	}
+	c->efd = c->got_fd;
+	c->got_fd = -1;
+	return c->efd;
 }
 
 int hm_client_ping(struct hm_client *c)
@@ -486,6 +557,8 @@ int hm_client_pipeline_new_tiered(struct hm_client *c, const uint32_t *spirv,
 	    nr_words > UINT32_MAX / 4 ||
 	    (flags & ~(HM_PIPEF_COMPACT_ONLY | HM_PIPEF_SPECULATIVE_ONLY)))
 		return -EINVAL;
+	if (user_push_words > c->info.max_push_words)
+		return -E2BIG;          /* the daemon's engine's limit (HELLO) */
 	m.flags = hm_le32(flags);
 	m.nr_words = hm_le32((uint32_t)nr_words);
 	m.user_push_words = hm_le32(user_push_words);

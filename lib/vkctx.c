@@ -634,7 +634,16 @@ int hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret)
 	vk = calloc(1, sizeof(*vk));
 	if (!vk)
 		return -ENOMEM;
-	pthread_mutex_init(&vk->lock, NULL);
+	{
+		/* recursive: a caller holding hm_vk_queue_lock() around its own
+		 * submissions may call hmirror from inside */
+		pthread_mutexattr_t a;
+
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+		pthread_mutex_init(&vk->lock, &a);
+		pthread_mutexattr_destroy(&a);
+	}
 
 	if (p->dev) {
 		err = wrap_device(vk, p);
@@ -769,7 +778,8 @@ uint64_t hm_vk_heap_size(const struct hm_vk *vk, uint32_t type_index)
 /* ---- buffers ---------------------------------------------------------- */
 
 #define HM_VK_USAGE (VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | \
-		     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT)
+		     VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT | \
+		     VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT)
 
 static int buffer_bind(struct hm_vk *vk, struct hm_vk_buffer *b, const void *import_next,
 		       uint32_t mem_type, VkDeviceSize alloc_size)
@@ -1228,6 +1238,84 @@ int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
 			err = e2;
 	}
 	return err;
+}
+
+int hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_sync *sync)
+{
+	static const struct hm_vk_sync none;
+	VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+	VkTimelineSemaphoreSubmitInfo ti = { .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO };
+	VkSubmitInfo si = {
+		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.pNext = &ti,
+		.commandBufferCount = 1,
+		.pCommandBuffers = &c->cb,
+		.pWaitDstStageMask = &stage,
+	};
+	VkResult r;
+	int err;
+
+	if (!vk || !c || !c->cb)
+		return -EINVAL;
+	if (!sync)
+		sync = &none;
+	err = hm_vk_errno(vkEndCommandBuffer(c->cb));
+	if (err)
+		return err;
+	if (vk->lost)
+		return -ENODEV;
+	if (vk->inject_submit_result) {
+		r = vk->inject_submit_result;
+		vk->inject_submit_result = VK_SUCCESS;
+		if (r == VK_ERROR_DEVICE_LOST)
+			vk->lost = true;
+		return wait_errno(r);
+	}
+	if (sync->wait_sem) {
+		si.waitSemaphoreCount = ti.waitSemaphoreValueCount = 1;
+		si.pWaitSemaphores = &sync->wait_sem;
+		ti.pWaitSemaphoreValues = &sync->wait_value;
+	}
+	if (sync->signal_sem) {
+		si.signalSemaphoreCount = ti.signalSemaphoreValueCount = 1;
+		si.pSignalSemaphores = &sync->signal_sem;
+		ti.pSignalSemaphoreValues = &sync->signal_value;
+	}
+	c->submissions++;
+	pthread_mutex_lock(&vk->lock);
+	r = vkQueueSubmit(vk->queue, 1, &si, c->fence);
+	pthread_mutex_unlock(&vk->lock);
+	if (r == VK_ERROR_DEVICE_LOST)
+		vk->lost = true;
+	return hm_vk_errno(r);
+}
+
+int hm_vk_cmd_wait(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
+{
+	VkResult r;
+
+	if (!vk || !c || !c->fence)
+		return -EINVAL;
+	if (vk->lost)
+		return -ENODEV;
+	r = vkWaitForFences(vk->dev, 1, &c->fence, VK_TRUE, timeout_ns);
+	if (r == VK_TIMEOUT)
+		return -EAGAIN;
+	if (r == VK_ERROR_DEVICE_LOST)
+		vk->lost = true;
+	if (r == VK_SUCCESS)
+		r = vkResetFences(vk->dev, 1, &c->fence);
+	return hm_vk_errno(r);
+}
+
+void hm_vk_queue_lock(struct hm_vk *vk)
+{
+	pthread_mutex_lock(&vk->lock);
+}
+
+void hm_vk_queue_unlock(struct hm_vk *vk)
+{
+	pthread_mutex_unlock(&vk->lock);
 }
 
 void hm_vk_cmd_dispatch(VkCommandBuffer cb, const struct hm_vk_pipeline *p,

@@ -11,10 +11,14 @@
 
 #include "internal.h"
 #include "engine/diff.spv.h"
+#include "engine/compact.spv.h"
 
 /* bytes one workgroup diffs (H200, the workload's 257 hit chunks a
  * dispatch: 8.1 ms in 64 KiB blocks, 12.6 ms in 4 KiB ones) */
 #define HM_DIFF_BLOCK_MAX (64u << 10)
+/* a chunk's entry (diff.comp): mirror, twin, home, mark; pool copy, pad */
+#define HM_DIFF_DESC_WORDS 8
+#define HM_DIFF_DESC_BYTES (8 * HM_DIFF_DESC_WORDS)
 
 struct scan_ctx {
 	struct hm_engine *e;
@@ -102,33 +106,53 @@ static int ensure_descs(struct hm_engine *e, size_t n, uint32_t blocks)
 		cap *= 2;
 	hm_vk_buffer_free(e->vk, &e->descs);
 	hm_vk_buffer_free(e->vk, &e->counts);
+	hm_vk_buffer_free(e->vk, &e->descs_out);
 	e->cap_descs = 0;
-	err = hm_vk_buffer_new(e->vk, cap * 32, HM_VK_MEM_HOST, &e->descs);
-	if (err)
-		return err;
-	err = hm_vk_buffer_new(e->vk, cap * blocks * 4, HM_VK_MEM_HOST, &e->counts);
+	err = hm_vk_buffer_new(e->vk, cap * HM_DIFF_DESC_BYTES, HM_VK_MEM_HOST, &e->descs);
+	if (!err)
+		err = hm_vk_buffer_new(e->vk, cap * blocks * 4, HM_VK_MEM_HOST, &e->counts);
+	if (!err)
+		err = hm_vk_buffer_new(e->vk, cap * HM_DIFF_DESC_BYTES, HM_VK_MEM_DEVICE,
+				       &e->descs_out);
 	if (err) {
 		hm_vk_buffer_free(e->vk, &e->descs);
+		hm_vk_buffer_free(e->vk, &e->counts);
 		return err;
 	}
 	e->cap_descs = cap;
 	return 0;
 }
 
-int hm_engine_copy_back(struct hm_engine *e)
+/* diff.comp over the first n entries of e->descs */
+static void record_diff(struct hm_engine *e, VkCommandBuffer cb, size_t n)
 {
 	uint32_t block = e->chunk < HM_DIFF_BLOCK_MAX ? e->chunk : HM_DIFF_BLOCK_MAX;
 	uint32_t blocks = e->chunk / block;
 	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
-	size_t n = e->nr_back;
-	uint64_t *d, sum = 0;
-	uint32_t *cnt;
-	VkCommandBuffer cb;
-	int err;
 	struct {
 		uint64_t descs, counts;
 		uint32_t block_bytes, blocks_per_chunk;
 	} push;
+
+	push.block_bytes = block;
+	push.blocks_per_chunk = blocks;
+	for (size_t first = 0; first < n; first += max_y) {
+		size_t k = n - first < max_y ? n - first : max_y;
+
+		push.descs = e->descs.addr + first * HM_DIFF_DESC_BYTES;
+		push.counts = e->counts.addr + first * blocks * 4;
+		hm_vk_cmd_dispatch(cb, &e->diff, &push, sizeof(push), blocks, k, 1);
+	}
+}
+
+int hm_engine_copy_back(struct hm_engine *e)
+{
+	uint32_t block = e->chunk < HM_DIFF_BLOCK_MAX ? e->chunk : HM_DIFF_BLOCK_MAX;
+	uint32_t blocks = e->chunk / block;
+	size_t n = e->nr_back;
+	uint64_t *d;
+	VkCommandBuffer cb;
+	int err;
 
 	if (!n)
 		return 0;
@@ -136,42 +160,139 @@ int hm_engine_copy_back(struct hm_engine *e)
 	if (err)
 		return err;
 	d = e->descs.map;
+	memset(d, 0, n * HM_DIFF_DESC_BYTES);
 	for (size_t i = 0; i < n; i++) {
 		struct hm_espace *sp = &e->spaces[hm_ref_space(e->back[i])];
 		uint64_t idx = hm_ref_idx(e->back[i]);
 		uint32_t m = sp->ch[idx].mirror;
 
-		d[4 * i + 0] = hm_pool_mirror_addr(e, m);
-		d[4 * i + 1] = hm_pool_twin_addr(e, m);
-		d[4 * i + 2] = hm_espace_home_addr(e, sp, idx);
-		d[4 * i + 3] = 0;
+		d[HM_DIFF_DESC_WORDS * i + 0] = hm_pool_mirror_addr(e, m);
+		d[HM_DIFF_DESC_WORDS * i + 1] = hm_pool_twin_addr(e, m);
+		d[HM_DIFF_DESC_WORDS * i + 2] = hm_espace_home_addr(e, sp, idx);
 	}
 	err = hm_vk_cmd_start(e->vk, &e->cmd_back, &cb);
 	if (err)
 		return err;
-	push.block_bytes = block;
-	push.blocks_per_chunk = blocks;
-	for (size_t first = 0; first < n; first += max_y) {
-		size_t k = n - first < max_y ? n - first : max_y;
-
-		push.descs = e->descs.addr + first * 32;
-		push.counts = e->counts.addr + first * blocks * 4;
-		hm_vk_cmd_dispatch(cb, &e->diff, &push, sizeof(push), blocks, k, 1);
-	}
+	record_diff(e, cb, n);
 	hm_vk_cmd_barrier(cb);
 	err = hm_vk_cmd_run(e->vk, &e->cmd_back, e->p.timeout_ns);
 	if (err)
 		return err;
-	cnt = e->counts.map;
-	for (size_t i = 0; i < n * blocks; i++)
-		sum += cnt[i];
 	e->st.chunks_copied_home += n;
-	e->st.bytes_copied_home += sum;
+	e->st.bytes_copied_home += hm_engine_copied_bytes(e, n);
 	return 0;
+}
+
+uint64_t hm_engine_copied_bytes(struct hm_engine *e, size_t n)
+{
+	uint32_t block = e->chunk < HM_DIFF_BLOCK_MAX ? e->chunk : HM_DIFF_BLOCK_MAX;
+	const uint32_t *cnt = e->counts.map;
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < n * (e->chunk / block); i++)
+		sum += cnt[i];
+	return sum;
+}
+
+/*
+ * The copy-back of a dispatch recorded into a command buffer before it
+ * runs (hm_engine_record()): the marks are not known yet, so every
+ * published mirror is listed with its mark word, and diff.comp skips the
+ * ones the device did not store into.  Where the table names a mirror's
+ * bytes in the dense window, those are diffed, and the changed units
+ * written to the pool copy too.  Returns the number listed (>= 0; the
+ * counts of that many are summed by hm_engine_copied_bytes()).
+ *
+ * compact.comp first keeps the marked ones and writes the indirect
+ * dispatch of diff.comp over them: with 64 mirrors of which 2 written, the
+ * diff gated by each workgroup's mark cost lavapipe 2.5x
+ * hm_engine_dispatch(), the compacted one 0.99x (Documentation/engine.rst,
+ * "Your command stream").
+ */
+int hm_engine_record_copy_back(struct hm_engine *e, VkCommandBuffer cb)
+{
+	uint32_t block = e->chunk < HM_DIFF_BLOCK_MAX ? e->chunk : HM_DIFF_BLOCK_MAX;
+	uint32_t blocks = e->chunk / block;
+	uint32_t nr_slots = e->pool.nr_slabs * e->pool.slots_per_slab;
+	size_t n = 0;
+	uint64_t *d;
+	int err;
+
+	err = ensure_descs(e, e->pool.nr_live ? e->pool.nr_live : 1, blocks);
+	if (err)
+		return err;
+	d = e->descs.map;
+	for (uint32_t m = 0; m < nr_slots && n < e->cap_descs; m++) {
+		const struct hm_mirror *mi = &e->pool.m[m];
+		struct hm_espace *sp;
+		struct hm_chunk *c;
+		uint64_t chunk, live, pool;
+		uint32_t slot;
+
+		if (mi->space == UINT32_MAX)
+			continue;
+		sp = &e->spaces[mi->space];
+		c = &sp->ch[mi->idx];
+		chunk = sp->first_chunk + mi->idx;
+		if (c->mirror != m || !(c->flags & HM_CH_PUBLISHED) || (c->flags & HM_CH_STALE) ||
+		    hm_table_find(e->table, chunk, &slot) ||
+		    hm_table_lookup(e->table, chunk << e->shift, &live, NULL))
+			continue;
+		pool = hm_pool_mirror_addr(e, m);
+		memset(d + HM_DIFF_DESC_WORDS * n, 0, HM_DIFF_DESC_BYTES);
+		d[HM_DIFF_DESC_WORDS * n + 0] = live;
+		d[HM_DIFF_DESC_WORDS * n + 1] = hm_pool_twin_addr(e, m);
+		d[HM_DIFF_DESC_WORDS * n + 2] = hm_espace_home_addr(e, sp, mi->idx);
+		d[HM_DIFF_DESC_WORDS * n + 3] = hm_table_mark_addr(e->marks_buf.addr, slot);
+		d[HM_DIFF_DESC_WORDS * n + 4] = live != pool ? pool : 0;
+		n++;
+	}
+	if (!n)
+		return 0;               /* nothing mirrored: nothing to copy */
+	memset(e->counts.map, 0, n * blocks * 4);
+	if (n > e->vk->props.limits.maxComputeWorkGroupCount[1]) {
+		record_diff(e, cb, n);  /* too many for one indirect dispatch: gated */
+		return (int)n;
+	}
+	if (!e->indirect.buf) {
+		err = hm_vk_buffer_new(e->vk, 16, HM_VK_MEM_DEVICE, &e->indirect);
+		if (err)
+			return err;
+	}
+	{
+		struct {
+			uint64_t descs_in, descs_out, indirect;
+			uint32_t n, blocks_per_chunk;
+		} cpush = { e->descs.addr, e->descs_out.addr, e->indirect.addr, (uint32_t)n, blocks };
+		struct {
+			uint64_t descs, counts;
+			uint32_t block_bytes, blocks_per_chunk;
+		} dpush = { e->descs_out.addr, e->counts.addr, block, blocks };
+		VkMemoryBarrier mb = {
+			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+			.dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT | VK_ACCESS_SHADER_READ_BIT,
+		};
+
+		hm_vk_cmd_dispatch(cb, &e->compact, &cpush, sizeof(cpush), 1, 1, 1);
+		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+				     VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
+				     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+		vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, e->diff.pipe);
+		vkCmdPushConstants(cb, e->diff.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+				   sizeof(dpush), &dpush);
+		vkCmdDispatchIndirect(cb, e->indirect.buf, 0);
+	}
+	return (int)n;
 }
 
 int hm_engine_diff_init(struct hm_engine *e)
 {
-	return hm_vk_pipeline_new(e->vk, hm_diff_spv, sizeof(hm_diff_spv) / 4, "main",
-				  24, &e->diff);
+	int err = hm_vk_pipeline_new(e->vk, hm_diff_spv, sizeof(hm_diff_spv) / 4, "main",
+				     24, &e->diff);
+
+	if (!err)
+		err = hm_vk_pipeline_new(e->vk, hm_compact_spv, sizeof(hm_compact_spv) / 4,
+					 "main", 32, &e->compact);
+	return err;
 }

@@ -7,6 +7,13 @@
 // other changed byte alone: a byte the device did not change is never
 // written home, so a CPU store to it during the dispatch survives.
 //
+// A chunk's entry may name its mark word: then a chunk the device did not
+// store into (mark 0) is skipped, so that a copy-back recorded before the
+// dispatch ran (hm_engine_record(): every published mirror listed) costs
+// an unwritten mirror one load a workgroup.  It may name the pool copy of
+// a mirror that lives in the dense window: the changed units are written
+// there too, as hm_window_after_dispatch() would have copied them.
+//
 // Grid: x = block of the chunk (block_bytes each), y = listed chunk.
 // Each workgroup stores the number of bytes it wrote home into
 // counts[y * blocks_per_chunk + x] (no atomics on host memory).
@@ -21,7 +28,7 @@ layout(local_size_x = 256) in;
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer V4 { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer U32 { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer U8 { uint8_t v[]; };
-// one entry per chunk: mirror, twin, home device addresses, pad
+// two vectors per chunk: (mirror, twin, home, mark or 0), (pool copy or 0, pad)
 layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer Descs { u64vec4 d[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer Counts { uint c[]; };
 
@@ -37,13 +44,20 @@ shared uint wg_changed;
 void main()
 {
 	uint chunk = gl_WorkGroupID.y, block = gl_WorkGroupID.x;
-	u64vec4 d = Descs(pc.descs).d[chunk];
+	u64vec4 d = Descs(pc.descs).d[2u * chunk];
+	uint64_t pool = Descs(pc.descs).d[2u * chunk + 1u].x;
 	uint64_t off = uint64_t(block) * pc.block_bytes;
-	V4 m = V4(d.x + off), t = V4(d.y + off), h4 = V4(d.z + off);
+	V4 m = V4(d.x + off), t = V4(d.y + off), h4 = V4(d.z + off), p4 = V4(pool + off);
 	U32 h32 = U32(d.z + off);
 	U8 h8 = U8(d.z + off);
 	uint units = pc.block_bytes / 16u, changed = 0u;
 
+	if (d.w != 0ul && U32(d.w).v[0] == 0u) {
+		// not stored into: nothing changed (uniform over the workgroup)
+		if (gl_LocalInvocationIndex == 0u)
+			Counts(pc.counts).c[chunk * pc.blocks_per_chunk + block] = 0u;
+		return;
+	}
 	if (gl_LocalInvocationIndex == 0u)
 		wg_changed = 0u;
 	barrier();
@@ -75,6 +89,8 @@ void main()
 			}
 		}
 		t.v[u] = a;
+		if (pool != 0ul)
+			p4.v[u] = a;
 		changed += n;
 	}
 	atomicAdd(wg_changed, changed);

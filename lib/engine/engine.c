@@ -31,6 +31,23 @@ static uint32_t twin_mode(const struct hm_vk *vk, uint32_t mode)
 	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_GATHER;
 }
 
+/* The event a recorded work sets last, and the engine's timeline. */
+static int work_sync_init(struct hm_engine *e)
+{
+	VkEventCreateInfo ei = { .sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO };
+	VkSemaphoreTypeCreateInfo ti = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+		.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+	};
+	VkSemaphoreCreateInfo si = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti };
+	int err;
+
+	err = hm_vk_errno(vkCreateEvent(e->vk->dev, &ei, NULL, &e->work_done));
+	if (!err)
+		err = hm_vk_errno(vkCreateSemaphore(e->vk->dev, &si, NULL, &e->timeline));
+	return err;
+}
+
 int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_engine **ret)
 {
 	static const struct hm_engine_params defaults;
@@ -115,6 +132,8 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 		err = hm_vk_cmd_new(vk, &e->cmd_upload);
 	if (!err && e->mirrors)
 		err = hm_vk_cmd_new(vk, &e->cmd_back);
+	if (!err)
+		err = work_sync_init(e);
 	if (err)
 		goto out_free;
 	if (vk->timestamp_valid_bits && vk->props.limits.timestampComputeAndGraphics &&
@@ -140,6 +159,10 @@ void hm_engine_free(struct hm_engine *e)
 {
 	if (!e)
 		return;
+	if (e->work.mode == HM_WORK_SUBMITTED)
+		hm_vk_cmd_wait(e->vk, &e->cmd_dispatch, UINT64_MAX);
+	else if (e->work.mode == HM_WORK_RECORDED && !e->vk->lost)
+		vkDeviceWaitIdle(e->vk->dev);   /* the caller's buffer, if it was submitted */
 	hm_tiers_finish(e);     /* the compile thread first: it takes the lock */
 	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++)
 		if (e->pipes[i].used) {
@@ -154,7 +177,10 @@ void hm_engine_free(struct hm_engine *e)
 	hm_engine_table_free(e);
 	hm_vk_buffer_free(e->vk, &e->descs);
 	hm_vk_buffer_free(e->vk, &e->counts);
+	hm_vk_buffer_free(e->vk, &e->descs_out);
+	hm_vk_buffer_free(e->vk, &e->indirect);
 	hm_vk_pipeline_free(e->vk, &e->diff);
+	hm_vk_pipeline_free(e->vk, &e->compact);
 	hm_vk_pipeline_free(e->vk, &e->twin);
 	hm_vk_buffer_free(e->vk, &e->twin_addrs);
 	hm_vk_pipeline_free(e->vk, &e->gather);
@@ -162,6 +188,10 @@ void hm_engine_free(struct hm_engine *e)
 	free(e->span_gen);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
+	if (e->work_done)
+		vkDestroyEvent(e->vk->dev, e->work_done, NULL);
+	if (e->timeline)
+		vkDestroySemaphore(e->vk->dev, e->timeline, NULL);
 	hm_vk_cmd_free(e->vk, &e->cmd_dispatch);
 	hm_vk_cmd_free(e->vk, &e->cmd_upload);
 	hm_vk_cmd_free(e->vk, &e->cmd_back);
@@ -201,6 +231,9 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	pthread_mutex_lock(&e->lock);
 	err = -ENODEV;
 	if (e->vk->lost)
+		goto out_unlock;
+	err = -EBUSY;
+	if (e->work.mode)
 		goto out_unlock;
 	err = -E2BIG;
 	if (e->total_chunks + nr > e->p.max_chunks)
@@ -272,9 +305,9 @@ int hm_engine_remove_space(struct hm_engine *e, uint32_t id)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	sp = &e->spaces[id];
-	if (!sp->used) {
+	if (!sp->used || e->work.mode) {
 		pthread_mutex_unlock(&e->lock);
-		return -ENOENT;
+		return e->work.mode ? -EBUSY : -ENOENT;
 	}
 	/* mirrors hold nothing that is not home: every dispatch copied back */
 	for (uint64_t i = 0; i < sp->nr_chunks; i++) {
@@ -304,6 +337,10 @@ int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, en
 	if (!e || !size || end < guest_addr || (unsigned)a > HM_ADVICE_NEVER_MIRROR)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
+	if (e->work.mode) {
+		pthread_mutex_unlock(&e->lock);
+		return -EBUSY;
+	}
 	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
 		struct hm_espace *sp = &e->spaces[id];
 		uint64_t lo, hi;
@@ -342,7 +379,9 @@ int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
 {
 	int err = -EMFILE;
 
-	if (!e || !p || !p->pipe || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS ||
+	if (user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
+		return -E2BIG;
+	if (!e || !p || !p->pipe || !ret_id ||
 	    p->push_bytes != 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words))
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
@@ -378,7 +417,9 @@ void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id)
 	if (!e || id >= HM_ENGINE_MAX_PIPELINES)
 		return;
 	pthread_mutex_lock(&e->lock);
-	if (e->pipes[id].used) {
+	if (e->pipes[id].used && e->work.mode && e->work.pipeline == id) {
+		e->work.free_pipeline = true;   /* freed when the work completes */
+	} else if (e->pipes[id].used) {
 		hm_tier_forget(e, &e->pipes[id]);
 		hm_vk_pipeline_free(e->vk, &e->pipes[id].p);
 		e->pipes[id].used = false;
@@ -386,13 +427,11 @@ void hm_engine_pipeline_free(struct hm_engine *e, uint32_t id)
 	pthread_mutex_unlock(&e->lock);
 }
 
-static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, uint32_t gy,
-			uint32_t gz, const uint32_t *push, uint32_t nr_push, bool shared)
+/* The push block: the table's and window's words, then the caller's. */
+static uint32_t push_words(struct hm_engine *e, bool shared, const uint32_t *push,
+			   uint32_t nr_push, uint32_t *words)
 {
-	uint32_t words[HM_DEVICE_TABLE_PUSH_WORDS + HM_ENGINE_MAX_USER_PUSH_WORDS];
 	uint64_t marks = e->marks_buf.addr;
-	VkCommandBuffer cb;
-	int err;
 
 	words[HM_PUSH_TABLE_ADDR_LO] = (uint32_t)e->table_buf.addr;
 	words[HM_PUSH_TABLE_ADDR_HI] = (uint32_t)(e->table_buf.addr >> 32);
@@ -403,6 +442,17 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	hm_window_push(e, shared, words);
 	if (nr_push)
 		memcpy(words + HM_DEVICE_TABLE_PUSH_WORDS, push, 4 * nr_push);
+	return 4 * (HM_DEVICE_TABLE_PUSH_WORDS + nr_push);
+}
+
+static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, uint32_t gy,
+			uint32_t gz, const uint32_t *push, uint32_t nr_push, bool shared)
+{
+	uint32_t words[HM_DEVICE_TABLE_PUSH_WORDS + HM_ENGINE_MAX_USER_PUSH_WORDS];
+	uint32_t bytes = push_words(e, shared, push, nr_push, words);
+	VkCommandBuffer cb;
+	int err;
+
 	err = hm_vk_cmd_start(e->vk, &e->cmd_dispatch, &cb);
 	if (err)
 		return err;
@@ -410,8 +460,7 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 		vkCmdResetQueryPool(cb, e->timestamps, 0, 2);
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, e->timestamps, 0);
 	}
-	hm_vk_cmd_dispatch(cb, &pp->p, words, 4 * (HM_DEVICE_TABLE_PUSH_WORDS + nr_push),
-			   gx, gy, gz);
+	hm_vk_cmd_dispatch(cb, &pp->p, words, bytes, gx, gy, gz);
 	if (e->timestamps)
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, e->timestamps, 1);
 	hm_vk_cmd_barrier(cb);
@@ -429,32 +478,34 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	return err;
 }
 
-int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
-		       uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags)
+/* Arguments every dispatch path checks; the pipeline under e->lock. */
+static int check_args(struct hm_engine *e, uint32_t pipeline, const uint32_t groups[3],
+		      const uint32_t *push, uint32_t nr_push, uint32_t flags)
 {
-	bool shared = flags & HM_DISPATCH_SHARED_WITH_CPU;
-	uint64_t t0, t1, t2, t3, t4, t5;
-	struct hm_pipe *pp;
+	const uint32_t *max = e->vk->props.limits.maxComputeWorkGroupCount;
+
+	if (pipeline >= HM_ENGINE_MAX_PIPELINES || (flags & ~HM_DISPATCH_FLAGS_ALL) ||
+	    (nr_push && !push) || groups[0] > max[0] || groups[1] > max[1] || groups[2] > max[2])
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Steps 1 and 2 of a dispatch (harvest, uploads or rule 5's repointing,
+ * the window, the table flushed), under e->lock: what the device reads is
+ * final when it returns 0.  *t[0..2]: harvest start, its end, the end.
+ */
+static int prepare(struct hm_engine *e, struct hm_pipe *pp, bool shared, uint64_t t[3])
+{
 	int err;
 
-	if (!e || pipeline >= HM_ENGINE_MAX_PIPELINES || (flags & ~HM_DISPATCH_FLAGS_ALL) ||
-	    (nr_push && !push))
-		return -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	pp = &e->pipes[pipeline];
-	err = -EINVAL;
-	if (!pp->used || nr_push != pp->user_words)
-		goto out_unlock;
-	err = -ENODEV;
-	if (e->vk->lost)
-		goto out_unlock;
 	hm_tier_switch(e, pp);          /* a dispatch boundary: tier two if ready */
 	e->seq++;
-	t0 = hm_now_ns();
+	t[0] = hm_now_ns();
 	err = hm_engine_harvest(e);
 	if (err)
-		goto out_unlock;
-	t1 = hm_now_ns();
+		return err;
+	t[1] = hm_now_ns();
 	if (shared) {
 		err = hm_engine_unpublish_all(e);
 	} else {
@@ -465,11 +516,39 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 	if (!err)
 		err = hm_window_sync(e, shared);
 	if (err)
-		goto out_unlock;
+		return err;
 	if (e->p.test_before_dispatch)
 		e->p.test_before_dispatch(e->p.test_arg);
 	hm_table_flush(e->table);
-	t2 = hm_now_ns();
+	t[2] = hm_now_ns();
+	return 0;
+}
+
+int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
+		       uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags)
+{
+	bool shared = flags & HM_DISPATCH_SHARED_WITH_CPU;
+	const uint32_t groups[3] = { gx, gy, gz };
+	uint64_t t[3], t3, t4, t5;
+	struct hm_pipe *pp;
+	int err;
+
+	if (!e || check_args(e, pipeline, groups, push, nr_push, flags))
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	pp = &e->pipes[pipeline];
+	err = -EINVAL;
+	if (!pp->used || nr_push != pp->user_words)
+		goto out_unlock;
+	err = -ENODEV;
+	if (e->vk->lost)
+		goto out_unlock;
+	err = -EBUSY;
+	if (e->work.mode)
+		goto out_unlock;
+	err = prepare(e, pp, shared, t);
+	if (err)
+		goto out_unlock;
 	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push, shared);
 	t3 = hm_now_ns();
 	if (err)
@@ -484,13 +563,239 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 	e->st.dispatches++;
 	if (shared)
 		e->st.shared_dispatches++;
-	e->st.ns_harvest += t1 - t0;
-	e->st.ns_upload += t2 - t1;
-	e->st.ns_dispatch += t3 - t2;
+	e->st.ns_harvest += t[1] - t[0];
+	e->st.ns_upload += t[2] - t[1];
+	e->st.ns_dispatch += t3 - t[2];
 	e->st.ns_marks += t4 - t3;
 	e->st.ns_copy_back += t5 - t4;
-	e->st.ns_total += t5 - t0;
+	e->st.ns_total += t5 - t[0];
 out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+/*
+ * The device's part of a dispatch, recorded into cb: a barrier after the
+ * caller's earlier commands, the dispatch, a barrier, the copy-back of
+ * every published mirror the device stores into (diff.comp, gated by the
+ * marks: the writes are home before anything after cb runs, rule 4), a
+ * barrier, and the event hm_engine_complete() reads.
+ */
+static int record_work(struct hm_engine *e, VkCommandBuffer cb, struct hm_pipe *pp,
+		       const struct hm_engine_dispatch *d, bool shared)
+{
+	uint32_t words[HM_DEVICE_TABLE_PUSH_WORDS + HM_ENGINE_MAX_USER_PUSH_WORDS];
+	uint32_t bytes = push_words(e, shared, d->push, d->nr_push, words);
+	/* against the caller's commands before and after, of any stage */
+	VkMemoryBarrier full = {
+		.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+		.srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+		.dstAccessMask = VK_ACCESS_MEMORY_READ_BIT | VK_ACCESS_MEMORY_WRITE_BIT,
+	};
+	int n = 0;
+
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			     VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 1, &full, 0, NULL, 0, NULL);
+	hm_vk_cmd_dispatch(cb, &pp->p, words, bytes, d->groups[0], d->groups[1], d->groups[2]);
+	if (e->mirrors && !shared) {
+		hm_vk_cmd_barrier(cb);
+		n = hm_engine_record_copy_back(e, cb);
+		if (n < 0)
+			return n;
+	}
+	/* and the host's reads of home once the submission is signalled */
+	full.dstAccessMask |= VK_ACCESS_HOST_READ_BIT;
+	vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+			     VK_PIPELINE_STAGE_ALL_COMMANDS_BIT | VK_PIPELINE_STAGE_HOST_BIT,
+			     0, 1, &full, 0, NULL, 0, NULL);
+	vkCmdSetEvent(cb, e->work_done, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT);
+	e->work.nr_descs = n;
+	return 0;
+}
+
+static int start_work(struct hm_engine *e, VkCommandBuffer cb, const struct hm_engine_dispatch *d,
+		      enum hm_work_mode mode, struct hm_engine_work **ret)
+{
+	bool shared;
+	struct hm_pipe *pp;
+	uint64_t t[3];
+	int err;
+
+	if (ret)
+		*ret = NULL;
+	if (!e || !d || !ret || (mode == HM_WORK_RECORDED && !cb) ||
+	    check_args(e, d->pipeline, d->groups, d->push, d->nr_push, d->flags) ||
+	    (mode == HM_WORK_RECORDED && (d->wait_sem || d->signal_sem)))
+		return -EINVAL;
+	shared = d->flags & HM_DISPATCH_SHARED_WITH_CPU;
+	pthread_mutex_lock(&e->lock);
+	pp = &e->pipes[d->pipeline];
+	err = -EINVAL;
+	if (!pp->used || d->nr_push != pp->user_words)
+		goto out_unlock;
+	err = -ENODEV;
+	if (e->vk->lost)
+		goto out_unlock;
+	err = -EBUSY;
+	if (e->work.mode)
+		goto out_unlock;
+	err = hm_vk_errno(vkResetEvent(e->vk->dev, e->work_done));
+	if (!err)
+		err = prepare(e, pp, shared, t);
+	if (err)
+		goto out_unlock;
+	e->work = (struct hm_engine_work){ .e = e, .mode = mode, .shared = shared,
+					   .pipeline = d->pipeline, .t0 = t[0] };
+	e->st.ns_harvest += t[1] - t[0];
+	e->st.ns_upload += t[2] - t[1];
+	if (mode == HM_WORK_SUBMITTED) {
+		struct hm_vk_sync sync = { .wait_sem = d->wait_sem, .wait_value = d->wait_value,
+					   .signal_sem = d->signal_sem,
+					   .signal_value = d->signal_value };
+
+		if (!sync.signal_sem) {
+			sync.signal_sem = e->timeline;
+			sync.signal_value = ++e->timeline_value;
+		}
+		err = hm_vk_cmd_start(e->vk, &e->cmd_dispatch, &cb);
+		if (!err)
+			err = record_work(e, cb, pp, d, shared);
+		if (!err)
+			err = hm_vk_cmd_submit(e->vk, &e->cmd_dispatch, &sync);
+		e->work.sem = sync.signal_sem;
+		e->work.value = sync.signal_value;
+	} else {
+		err = record_work(e, cb, pp, d, shared);
+	}
+	if (err) {
+		/* nothing of it runs: the marks stay clear, the mirrors as
+		 * they are (they hold nothing that is not home) */
+		e->work.mode = HM_WORK_NONE;
+		goto out_unlock;
+	}
+	e->work.ns_host = hm_now_ns() - t[0];
+	*ret = &e->work;
+	if (mode == HM_WORK_SUBMITTED)
+		e->st.dispatches_submitted++;
+	else
+		e->st.dispatches_recorded++;
+out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+int hm_engine_record(struct hm_engine *e, VkCommandBuffer cb, const struct hm_engine_dispatch *d,
+		     struct hm_engine_work **ret)
+{
+	return start_work(e, cb, d, HM_WORK_RECORDED, ret);
+}
+
+int hm_engine_submit(struct hm_engine *e, const struct hm_engine_dispatch *d,
+		     struct hm_engine_work **ret)
+{
+	return start_work(e, VK_NULL_HANDLE, d, HM_WORK_SUBMITTED, ret);
+}
+
+int hm_engine_work_timeline(const struct hm_engine_work *w, VkSemaphore *ret_sem,
+			    uint64_t *ret_value)
+{
+	if (!w || !ret_sem || !ret_value || w->mode != HM_WORK_SUBMITTED)
+		return -EINVAL;
+	*ret_sem = w->sem;
+	*ret_value = w->value;
+	return 0;
+}
+
+/* Has the recorded work's last command run?  Polls its event. */
+static int recorded_wait(struct hm_engine *e, uint64_t timeout_ns)
+{
+	uint64_t end = hm_now_ns() + timeout_ns;
+	struct timespec ts = { 0, 20000 };
+
+	for (;;) {
+		VkResult r = vkGetEventStatus(e->vk->dev, e->work_done);
+
+		if (r == VK_EVENT_SET)
+			return 0;
+		if (r != VK_EVENT_RESET) {
+			if (r == VK_ERROR_DEVICE_LOST)
+				e->vk->lost = true;
+			return hm_vk_errno(r);
+		}
+		if (!timeout_ns || hm_now_ns() >= end)
+			return -EAGAIN;
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void retire(struct hm_engine *e)
+{
+	uint32_t id = e->work.pipeline;
+
+	if (e->work.free_pipeline && e->pipes[id].used) {
+		hm_tier_forget(e, &e->pipes[id]);
+		hm_vk_pipeline_free(e->vk, &e->pipes[id].p);
+		e->pipes[id].used = false;
+	}
+	e->work.mode = HM_WORK_NONE;
+}
+
+int hm_engine_complete(struct hm_engine_work *w, uint64_t timeout_ns)
+{
+	struct hm_engine *e;
+	uint64_t t0, t1;
+	int err;
+
+	if (!w || !w->e || w != &w->e->work)
+		return -EINVAL;
+	e = w->e;
+	pthread_mutex_lock(&e->lock);
+	err = -EINVAL;
+	if (!w->mode)
+		goto out_unlock;
+	t0 = hm_now_ns();
+	if (w->mode == HM_WORK_SUBMITTED)
+		err = hm_vk_cmd_wait(e->vk, &e->cmd_dispatch, timeout_ns);
+	else
+		err = recorded_wait(e, timeout_ns);
+	if (err == -EAGAIN)
+		goto out_unlock;        /* still running: call again */
+	if (err) {
+		retire(e);              /* device lost: nothing more is copied */
+		goto out_unlock;
+	}
+	t1 = hm_now_ns();
+	err = hm_engine_scan_marks(e, w->shared);
+	if (!err && !w->shared) {
+		e->st.chunks_copied_home += e->nr_back;
+		e->st.bytes_copied_home += hm_engine_copied_bytes(e, w->nr_descs);
+	}
+	e->st.dispatches++;
+	if (w->shared)
+		e->st.shared_dispatches++;
+	e->st.ns_marks += hm_now_ns() - t1;
+	e->st.ns_total += w->ns_host + (hm_now_ns() - t0);
+	retire(e);
+out_unlock:
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
+int hm_engine_cancel(struct hm_engine_work *w)
+{
+	struct hm_engine *e;
+	int err = 0;
+
+	if (!w || !w->e || w != &w->e->work)
+		return -EINVAL;
+	e = w->e;
+	pthread_mutex_lock(&e->lock);
+	if (w->mode != HM_WORK_RECORDED)
+		err = -EINVAL;          /* a submitted work runs: complete it */
+	else if (vkGetEventStatus(e->vk->dev, e->work_done) == VK_EVENT_SET)
+		err = -EALREADY;        /* it ran: complete it */
+	else
+		retire(e);
 	pthread_mutex_unlock(&e->lock);
 	return err;
 }
@@ -503,8 +808,8 @@ int hm_engine_harvest_now(struct hm_engine *e)
 	if (!e)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
-	err = -ENODEV;
-	if (!e->vk->lost) {
+	err = e->work.mode ? -EBUSY : -ENODEV;
+	if (!e->vk->lost && !e->work.mode) {
 		dropped = e->st.mirrors_dropped_by_guard;
 		t0 = hm_now_ns();
 		err = hm_engine_harvest(e);

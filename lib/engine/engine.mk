@@ -22,5 +22,5 @@ ENGINE_OBJS := $(O)/lib/engine/engine.o $(O)/lib/engine/space.o $(O)/lib/engine/
 	$(O)/lib/engine/tier.o
 LIB_OBJS += $(ENGINE_OBJS)
 
-$(O)/lib/engine/copyback.o: $(B)/include/engine/diff.spv.h
+$(O)/lib/engine/copyback.o: $(B)/include/engine/diff.spv.h $(B)/include/engine/compact.spv.h
 $(O)/lib/engine/upload.o: $(B)/include/engine/twin.spv.h $(B)/include/engine/gather.spv.h

@@ -147,6 +147,23 @@ struct hm_tiers {
 	size_t nr_hashes, cap_hashes;
 };
 
+/* The one dispatch of an engine recorded or submitted and not yet
+ * completed (hm_engine_record(), hm_engine_submit()).  While it is in
+ * flight every call that would change the table, the mirrors or the
+ * window returns -EBUSY. */
+enum hm_work_mode { HM_WORK_NONE = 0, HM_WORK_RECORDED, HM_WORK_SUBMITTED };
+struct hm_engine_work {
+	struct hm_engine *e;
+	uint8_t mode;                   /* enum hm_work_mode */
+	bool shared;
+	bool free_pipeline;             /* hm_engine_pipeline_free() of it came meanwhile */
+	uint32_t pipeline;
+	size_t nr_descs;                /* copy-back entries recorded */
+	VkSemaphore sem;                /* signalled at completion (submitted) */
+	uint64_t value;
+	uint64_t t0, ns_host;
+};
+
 struct hm_engine {
 	struct hm_vk *vk;
 	struct hm_engine_params p;
@@ -188,6 +205,10 @@ struct hm_engine {
 	uint64_t *back;         /* marked mirrored chunks of this dispatch */
 	size_t nr_back, cap_back;
 	struct hm_vk_buffer descs, counts;  /* copy-back descriptors and byte counts */
+	/* a recorded copy-back: the marked ones of descs (compact.comp) and
+	 * the indirect dispatch of diff.comp over them */
+	struct hm_vk_buffer descs_out, indirect;
+	struct hm_vk_pipeline compact;
 	size_t cap_descs;
 
 	struct hm_vk_pipeline diff;
@@ -204,6 +225,11 @@ struct hm_engine {
 	struct hm_pipe pipes[HM_ENGINE_MAX_PIPELINES];
 	struct hm_window win;
 	struct hm_tiers tiers;
+
+	struct hm_engine_work work;
+	VkEvent work_done;              /* set by a recorded work's last command */
+	VkSemaphore timeline;           /* the engine's, for hm_engine_submit() */
+	uint64_t timeline_value;
 
 	struct hm_engine_stats st;
 };
@@ -267,6 +293,8 @@ int  hm_engine_unpublish_all(struct hm_engine *e);
 /* copyback.c */
 int  hm_engine_scan_marks(struct hm_engine *e, bool shared);
 int  hm_engine_copy_back(struct hm_engine *e);
+int  hm_engine_record_copy_back(struct hm_engine *e, VkCommandBuffer cb);
+uint64_t hm_engine_copied_bytes(struct hm_engine *e, size_t n);
 int  hm_engine_diff_init(struct hm_engine *e);
 
 /* window.c: the mirror window; upload.c notes every chunk whose table

@@ -256,7 +256,9 @@ int hm_engine_pipeline_new_tiered(struct hm_engine *e, const uint32_t *spirv, si
 	bool skip = false;
 	int err;
 
-	if (!e || !spirv || !ret_id || user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS ||
+	if (user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
+		return -E2BIG;
+	if (!e || !spirv || !ret_id ||
 	    (flags & ~HM_PIPELINE_FLAGS_ALL) || flags == HM_PIPELINE_FLAGS_ALL)
 		return -EINVAL;
 	err = hm_spirv_tier_form(spirv, nr_words, HM_TIER_COMPACT, &compact, &nc);

@@ -39,6 +39,7 @@
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
 #include "daemon/spin.spv.h"	/* hm_test_spin_spv */
 #include "daemon/heavy.spv.h"	/* hm_test_heavy_spv */
+#include "daemon/shared.spv.h"	/* hm_test_shared_spv */
 
 static const uint32_t *empty_spv = hm_test_empty_spv;
 static const size_t empty_words = sizeof(hm_test_empty_spv) / 4;
@@ -404,9 +405,9 @@ TEST_F(daemon, invalid_spirv_refused)
 	/* no such entry point */
 	EXPECT_EQ(-ENOENT, hm_client_pipeline_new(c, empty_spv, empty_words,
 						  "nope", 2, &p));
-	/* too many push words */
-	EXPECT_EQ(-EINVAL, hm_client_pipeline_new(c, empty_spv, empty_words,
-						  "main", HM_PROTO_MAX_PUSH + 1, &p));
+	/* too many push words: the engine's limit, which HELLO announced */
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, empty_spv, empty_words,
+						 "main", HM_PROTO_MAX_PUSH + 1, &p));
 	ASSERT_EQ(0, hm_client_stats(c, &s));
 	EXPECT_EQ(0, s.daemon[HM_DSTAT_PIPELINES]);
 	EXPECT_GE(s.daemon[HM_DSTAT_VALIDATION_FAILS], 3);
@@ -871,6 +872,108 @@ TEST_F(daemon, dispatch_runs_or_says_enosys)
 
 	ASSERT_EQ(0, hm_client_stats(c, &st));
 	EXPECT_EQ(0, st.daemon[HM_DSTAT_VK_MESSAGES]);
+	hm_client_free(c);
+}
+
+/*
+ * One limit of user push words, said in HELLO, in the header and by the
+ * refusal: the daemon refuses a module declaring more than the engine
+ * takes with -E2BIG at once (it used to accept up to 32, compile, and get
+ * the engine's -EINVAL), and takes exactly the limit.
+ */
+TEST_F(daemon, push_word_limit_is_the_engines)
+{
+	uint8_t buf[sizeof(struct hm_msg_hdr) + sizeof(struct hm_msg_pipeline_new) +
+		    sizeof(hm_test_empty_spv)];
+	struct hm_msg_pipeline_new m = { 0 };
+	struct hm_msg_hdr h;
+	struct hm_client *c;
+	uint32_t p;
+	int n;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	EXPECT_EQ(HM_USER_PUSH_WORDS_MAX, hm_client_info(c)->max_push_words);
+	EXPECT_EQ(20, HM_PROTO_MAX_PUSH);
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, empty_spv, empty_words, "main",
+						 HM_PROTO_MAX_PUSH + 1, &p));
+	/* past the library's check: the daemon's own */
+	m.nr_words = (uint32_t)empty_words;
+	m.user_push_words = HM_PROTO_MAX_PUSH + 1;
+	strcpy(m.entry, "main");
+	n = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 77, sizeof(m) + sizeof(hm_test_empty_spv));
+	memcpy(buf + sizeof(h), &m, sizeof(m));
+	memcpy(buf + sizeof(h) + sizeof(m), hm_test_empty_spv, sizeof(hm_test_empty_spv));
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-E2BIG, raw_reply(c, &h));
+	EXPECT_EQ(77, h.seq);
+	EXPECT_EQ(0, pipeline_count(c));
+	EXPECT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main",
+					    HM_PROTO_MAX_PUSH, &p));
+	hm_client_free(c);
+}
+
+/*
+ * The completion fd over the real socket: readable when a dispatch of
+ * this client completed and not before, not for other replies (a ping),
+ * counting completions; the same fd every time; the results are on the
+ * socket when it wakes.
+ */
+TEST_F(daemon, completion_fd)
+{
+	struct hm_client *c;
+	uint32_t p, push[2] = { 0, 0 };
+	struct hm_client_dispatch d = { .groups = { 1, 1, 1 }, .nr_push = 2, .push = push };
+	struct hm_client_result res;
+	struct pollfd pfd = { .events = POLLIN };
+	uint64_t t[3], count = 0;
+	int fd;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_TRUE(hm_client_info(c)->features & HM_FEAT_COMPLETION_FD);
+	fd = hm_client_completion_fd(c);
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(fd, hm_client_completion_fd(c));
+	pfd.fd = fd;
+	EXPECT_EQ(0, hm_client_ping(c));                /* other replies: not readable */
+	EXPECT_EQ(0, poll(&pfd, 1, 50));
+	if (!self->engine) {
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine: no dispatch completes");
+	}
+	ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+	d.pipeline = p;
+	EXPECT_EQ(0, poll(&pfd, 1, 50));
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, hm_client_submit(c, &d, &t[i]));
+	/* all three: the count reaches 3 (read as they come) */
+	for (uint64_t v, deadline = now_ms() + 10000; count < 3 && now_ms() < deadline;) {
+		if (poll(&pfd, 1, 10000) == 1 && read(fd, &v, sizeof(v)) == sizeof(v))
+			count += v;
+	}
+	EXPECT_EQ(3, count);
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	/* the replies were on the socket before the fd woke */
+	EXPECT_EQ(0, hm_client_process(c));
+	for (int i = 0; i < 3; i++) {
+		EXPECT_EQ(0, hm_client_wait(c, t[i], 0, &res));
+		EXPECT_EQ(0, res.status);
+	}
+	/* hm_client_process() reads it back to 0 first */
+	ASSERT_EQ(0, hm_client_submit(c, &d, &t[0]));
+	ASSERT_EQ(1, poll(&pfd, 1, 10000));
+	EXPECT_EQ(0, hm_client_process(c));
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	EXPECT_EQ(0, hm_client_wait(c, t[0], 0, &res));
+	/* a payload is a bad message; the fd stays */
+	{
+		uint8_t buf[sizeof(struct hm_msg_hdr) + 8] = { 0 };
+		struct hm_msg_hdr h;
+		int n = raw_hdr(buf, HM_MSG_COMPLETION_FD, 99, 8);
+
+		ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
+	}
+	EXPECT_EQ(fd, hm_client_completion_fd(c));
 	hm_client_free(c);
 }
 
@@ -2251,6 +2354,50 @@ TEST_F(daemon, client_killed_at_every_step)
 }
 
 /*
+ * The device's compute limits, which spirv-val does not know, are checked
+ * before a pipeline is built: a workgroup past maxComputeWorkGroupSize or
+ * maxComputeWorkGroupInvocations, or workgroup memory past
+ * maxComputeSharedMemorySize, is refused with -E2BIG and the daemon lives.
+ * Found by spirv_mutation_fuzz: a 513 x 513 x 513 workgroup taken by
+ * lavapipe overflowed the compile thread's stack and killed hmirrord.
+ */
+TEST_F(daemon, device_limits_are_checked)
+{
+	const size_t n = sizeof(hm_test_shared_spv) / 4;
+	uint32_t *w = malloc(n * 4), p;
+	struct hm_client *c;
+	size_t mode = 0, len = 0;
+
+	ASSERT_NE(NULL, w);
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	memcpy(w, hm_test_shared_spv, n * 4);
+	for (size_t i = 5; i < n; i += w[i] >> 16) {
+		if ((w[i] & 0xffff) == 16 && w[i + 2] == 17)	/* ExecutionMode LocalSize */
+			mode = i;
+		if ((w[i] & 0xffff) == 43 && (w[i] >> 16) == 4 && w[i + 3] == 4093)
+			len = i;				/* SHARED_WORDS */
+	}
+	ASSERT_NE(0, mode);
+	ASSERT_NE(0, len);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 2, &p));	/* as built */
+	ASSERT_EQ(0, hm_client_pipeline_free(c, p));
+	w[mode + 3] = w[mode + 4] = w[mode + 5] = 513;
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, w, n, "main", 2, &p));
+	w[mode + 3] = 1u << 20;
+	w[mode + 4] = w[mode + 5] = 1;
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, w, n, "main", 2, &p));
+	w[mode + 3] = 64;
+	w[len + 3] = 1u << 24;			/* 64 MiB of workgroup memory */
+	EXPECT_EQ(-E2BIG, hm_client_pipeline_new(c, w, n, "main", 2, &p));
+	EXPECT_TRUE(daemon_alive(self->pid));
+	EXPECT_EQ(0, hm_client_ping(c));
+	hm_client_free(c);
+	free(w);
+}
+
+/*
  * Defect 2: a module may form a device pointer only from the lookup
  * helper's answer, within the access's bounds.  The helper's own form
  * goes through and its store lands in guest memory; each way of forming
@@ -2626,7 +2773,8 @@ static size_t spirv_mutate(uint32_t *w, size_t n, size_t cap, uint64_t *x)
  * client stores through the helper and checks every word.  The daemon
  * survives, answers each with 0 or an error, the good client sees no wrong
  * word, and nothing of the fuzzing client stays (HMIRROR_FUZZ_SECONDS,
- * default 8; HMIRROR_FUZZ_SEED).
+ * default 8; HMIRROR_FUZZ_SEED; HMIRROR_FUZZ_DUMP=FILE keeps the module in
+ * hand there, the one that killed the daemon when it died).
  */
 TEST_F(daemon, spirv_mutation_fuzz)
 {
@@ -2689,6 +2837,15 @@ TEST_F(daemon, spirv_mutation_fuzz)
 		memcpy(w, corpus[k], n * 4);
 		for (unsigned m = 0; m < muts; m++)
 			n = spirv_mutate(w, n, cap, &x);
+		if (getenv("HMIRROR_FUZZ_DUMP")) {
+			/* the module in hand, for reproducing a crash */
+			FILE *f = fopen(getenv("HMIRROR_FUZZ_DUMP"), "wb");
+
+			if (f) {
+				fwrite(w, 4, n, f);
+				fclose(f);
+			}
+		}
 		r = hm_client_pipeline_new(c, w, n, "main", nr_push, &p);
 		if (r == -EACCES)
 			refused_iso++;

@@ -48,3 +48,11 @@ $(B)/bin/test-engine-vm: $(O)/selftests/engine/engine_test_vm.o $(O)/$(B)/gen/en
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
 VM_TESTS += $(B)/bin/test-engine-vm
+
+# the emulator's command stream: recorded and submitted dispatches
+$(B)/bin/test-stream: $(O)/selftests/engine/stream_test.o $(O)/$(B)/gen/engine/rw_linked.o \
+		$(ENGINE_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
+
+NATIVE_TESTS += $(B)/bin/test-stream

@@ -3,3 +3,4 @@
 # GLSL example built from an install and run under validation.
 NATIVE_TESTS += selftests/toolchain/glsl-translator.sh
 NATIVE_TESTS += selftests/toolchain/exports.sh
+NATIVE_TESTS += selftests/toolchain/no-vulkan-headers.sh

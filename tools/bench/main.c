@@ -14,6 +14,7 @@ int bench_lookup(int argc, char **argv) __attribute__((weak));
 int bench_mirror(int argc, char **argv) __attribute__((weak));
 int bench_dispatch(int argc, char **argv) __attribute__((weak));
 int bench_workload(int argc, char **argv) __attribute__((weak));
+int bench_stream(int argc, char **argv) __attribute__((weak));
 int bench_consumers(int argc, char **argv) __attribute__((weak));
 
 struct bench_cmd {
@@ -28,6 +29,7 @@ static const struct bench_cmd cmds[] = {
 	{ "mirror", bench_mirror, "device accesses through mirrors vs. home pages" },
 	{ "dispatch", bench_dispatch, "end-to-end dispatch cost through the engine" },
 	{ "workload", bench_workload, "the demo's job in every mode: ideal, buffer cache, UVM, ours" },
+	{ "stream", bench_stream, "recorded and submitted dispatches vs hm_engine_dispatch()" },
 	{ "consumers", bench_consumers, "per-consumer harvest cost; a writer on an unwatched range" },
 };
 

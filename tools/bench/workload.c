@@ -669,6 +669,16 @@ static int engine_dispatch(struct wl_run *r, uint32_t k, uint32_t first, double 
 	if (err)
 		return err;
 	tl_from_engine(&r->res->tl[k], &r->est0, &st);
+	if (st.tier_switches && !r->est0.tier_switches) {
+		struct hm_engine_pipeline_info pi;
+
+		/* when the loads went to the window: the note says */
+		if (!hm_engine_pipeline_info(r->e, r->pipe, &pi))
+			snprintf(r->res->note + strlen(r->res->note),
+				 sizeof(r->res->note) - strlen(r->res->note),
+				 "; tier two from dispatch %u (compiles %.0f / %.0f ms)", k + 1,
+				 pi.ns_compile_compact * 1e-6, pi.ns_compile_speculative * 1e-6);
+	}
 	r->est0 = st;
 	*ret_gpu = (double)r->res->tl[k].ns_gpu * 1e-6;
 	return 0;

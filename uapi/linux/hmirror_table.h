@@ -69,6 +69,14 @@ struct hm_table_slot {
 #define HM_PUSH_LAYOUT_VERSION	2
 #define HM_DEVICE_TABLE_PUSH_WORDS 12
 #define DEVICE_TABLE_PUSH_WORDS	HM_DEVICE_TABLE_PUSH_WORDS
+/*
+ * Vulkan guarantees 128 bytes of push constants (maxPushConstantsSize):
+ * the user's words are what the table's and window's leave of them.  The
+ * one limit of the engine (HM_ENGINE_MAX_USER_PUSH_WORDS) and the daemon
+ * (HM_PROTO_MAX_PUSH, hm_msg_hello_reply.max_push_words); more is -E2BIG.
+ */
+#define HM_PUSH_BLOCK_WORDS	32
+#define HM_USER_PUSH_WORDS_MAX	(HM_PUSH_BLOCK_WORDS - HM_DEVICE_TABLE_PUSH_WORDS)
 enum hm_device_table_push_word {
 	HM_PUSH_TABLE_ADDR_LO	= 0,	/* device address of slot 0 */
 	HM_PUSH_TABLE_ADDR_HI	= 1,

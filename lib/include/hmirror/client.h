@@ -35,6 +35,18 @@ const struct hm_msg_hello_reply *hm_client_info(const struct hm_client *c);
 /* readable when a dispatch completion (or a daemon hang-up) is waiting;
  * call hm_client_process() then, or hm_client_wait() */
 int  hm_client_fd(const struct hm_client *c);
+/*
+ * A pollable fd that becomes readable when a dispatch of this client
+ * completed (its writes are home), and for nothing else: an eventfd of the
+ * daemon's (HM_MSG_COMPLETION_FD, HM_FEAT_COMPLETION_FD), the same one on
+ * every call, owned by the client (closed by hm_client_free()).  Unlike
+ * hm_client_fd() it is not woken by other replies, it may be polled by
+ * another thread or process (dup or pass it) while the client's thread
+ * does other calls, and its value counts the completions.  When readable:
+ * hm_client_process() (which reads it back to 0 first), then
+ * hm_client_wait(ticket, 0, ...).  -EOPNOTSUPP from a daemon without it.
+ */
+int  hm_client_completion_fd(struct hm_client *c);
 /* read whatever has arrived, without blocking; completed dispatches are
  * kept for hm_client_wait() */
 int  hm_client_process(struct hm_client *c);

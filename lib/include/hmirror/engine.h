@@ -58,7 +58,9 @@ struct hm_engine;
  * state), at most HM_ENGINE_MAX_CHUNKS_LIMIT (256 Mi: 5 GiB of host state) */
 #define HM_ENGINE_MAX_CHUNKS	(1u << 24)
 #define HM_ENGINE_MAX_CHUNKS_LIMIT (1u << 28)
-#define HM_ENGINE_MAX_USER_PUSH_WORDS 20	/* 128-byte push block - 12 table and window words */
+/* 128-byte push block - 12 table and window words (hmirror_table.h);
+ * hm_engine_pipeline_new*() and _adopt() return -E2BIG beyond it */
+#define HM_ENGINE_MAX_USER_PUSH_WORDS HM_USER_PUSH_WORDS_MAX
 
 struct hm_engine_params {
 	uint32_t flags;
@@ -198,6 +200,79 @@ int  hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uin
 			uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags);
 
 /*
+ * The emulator's command stream (Documentation/userspace-api.rst, "Your
+ * command stream").  A dispatch described once:
+ */
+struct hm_engine_dispatch {
+	uint32_t pipeline;
+	uint32_t groups[3];
+	const uint32_t *push;           /* nr_push == the pipeline's user_push_words */
+	uint32_t nr_push;
+	uint32_t flags;                 /* HM_DISPATCH_* */
+	/* hm_engine_submit() only (hm_engine_record(): must be VK_NULL_HANDLE):
+	 * the submission waits for wait_sem >= wait_value and signals
+	 * signal_sem = signal_value (timeline semaphores of the engine's
+	 * device); signal_sem VK_NULL_HANDLE: the engine's own timeline
+	 * (hm_engine_work_timeline() says which value) */
+	VkSemaphore wait_sem;
+	uint64_t wait_value;
+	VkSemaphore signal_sem;
+	uint64_t signal_value;
+};
+struct hm_engine_work;
+
+/*
+ * Record a dispatch into the caller's command buffer cb (primary, in the
+ * recording state, for a queue of the engine's hm_vk queue family).  The
+ * host part runs now, as hm_engine_dispatch()'s does: harvest, uploads
+ * (submitted by the engine and waited for: an upload is published only
+ * once its copy completed, rule 3), the window, the table.  Recorded into
+ * cb: a barrier, the dispatch with its push block, a barrier, the copy-back
+ * of every published mirror, gated on the device by its mark (only what
+ * the device changed is written home, rule 4), a barrier.  So every device
+ * write is home when cb's commands have run: whatever cb's submission
+ * signals (a fence, a timeline value) is signalled after the writes are
+ * home.  The caller submits cb (under hm_vk_queue_lock() when it shares
+ * the queue), then calls hm_engine_complete().
+ *
+ * One work is in flight per engine: until it completes (or is cancelled)
+ * hm_engine_dispatch(), _record(), _submit(), _harvest_now(), _advise(),
+ * _add_space() and _remove_space() return -EBUSY; hm_engine_pipeline_free()
+ * of its pipeline is deferred to its completion.  The guest memory may be
+ * written by the CPU meanwhile: such writes are never overwritten by the
+ * copy-back and drop their mirrors at the next dispatch (rule 2).
+ * -EINVAL: no cb, a bad pipeline, push size, flags or group count, a
+ * semaphore given.  *ret is the work (owned by the engine).
+ */
+int  hm_engine_record(struct hm_engine *e, VkCommandBuffer cb, const struct hm_engine_dispatch *d,
+		      struct hm_engine_work **ret);
+/*
+ * The same on the engine's own command buffer, submitted to the engine's
+ * queue without waiting: it waits for d->wait_sem (if given) and signals
+ * d->signal_sem = d->signal_value, or the engine's timeline.  The value is
+ * signalled after every device write of the dispatch is home.
+ */
+int  hm_engine_submit(struct hm_engine *e, const struct hm_engine_dispatch *d,
+		      struct hm_engine_work **ret);
+/* The semaphore and value a submitted work signals (-EINVAL for a
+ * recorded one: its submission is the caller's). */
+int  hm_engine_work_timeline(const struct hm_engine_work *w, VkSemaphore *ret_sem,
+			     uint64_t *ret_value);
+/*
+ * Retire a work: wait up to timeout_ns (0: look once) for its commands to
+ * have run, then read its marks (hotness, statistics) and free the engine
+ * for the next dispatch.  The device writes were home before; this adds
+ * nothing to guest memory.  -EAGAIN: not run yet (a recorded buffer not
+ * submitted, or still running): call again.  -ENODEV: the device was lost
+ * (the work is retired).  -EINVAL: not a work in flight.
+ */
+int  hm_engine_complete(struct hm_engine_work *w, uint64_t timeout_ns);
+/* Drop a recorded work whose command buffer will never be submitted (an
+ * error path of the caller's).  -EALREADY if it ran (complete it),
+ * -EINVAL for a submitted work. */
+int  hm_engine_cancel(struct hm_engine_work *w);
+
+/*
  * Harvest the CPU writes recorded since the last harvest now, outside a
  * dispatch: each written chunk that has a mirror is repointed home in the
  * table and its mirror dropped (rule 2), exactly as the harvest at the
@@ -266,6 +341,8 @@ struct hm_engine_stats {
 	 * control's choice for read-mostly chunks) instead of dropped */
 	uint64_t mirrors_refreshed;
 	uint64_t upload_retries;        /* copies again of candidates written during theirs */
+	uint64_t dispatches_recorded;   /* hm_engine_record() (also counted in dispatches when complete) */
+	uint64_t dispatches_submitted;  /* hm_engine_submit() */
 	uint32_t table_nr_home;
 	bool table_device_local;
 	bool marks_imported;

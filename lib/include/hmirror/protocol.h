@@ -23,13 +23,18 @@
 
 #include <endian.h>
 #include <stdint.h>
+#include <linux/hmirror_table.h>
 #include <hmirror/advice.h>
 
 #define HM_PROTO_MAGIC		0x524d4d48u	/* "HMMR" */
 #define HM_PROTO_VERSION	1u
 #define HM_PROTO_MAX_MSG	65536u		/* bytes, header included */
 #define HM_PROTO_MAX_FDS	4u		/* fds beside one message */
-#define HM_PROTO_MAX_PUSH	32u		/* user push words a dispatch */
+/* user push words a pipeline may declare: the engine's limit (20,
+ * hmirror_table.h); PIPELINE_NEW beyond it is refused with -E2BIG, and
+ * HELLO's reply says it (max_push_words) */
+#define HM_PROTO_MAX_PUSH	HM_USER_PUSH_WORDS_MAX
+#define HM_PROTO_PUSH_SLOTS	32u		/* push words a DISPATCH message holds */
 #define HM_PROTO_ENTRY_MAX	64u		/* entry point name, NUL included */
 #define HM_PROTO_BLOB_MAX	64u		/* == sizeof(hm_space_handoff.blob) */
 #define HM_PROTO_SOCKET		"/run/hmirror/hmirrord.sock"
@@ -48,6 +53,7 @@ enum hm_msg_type {
 	HM_MSG_STATS = 9,
 	HM_MSG_ERROR = 10,		/* daemon -> client only */
 	HM_MSG_CONSUMER = 11,		/* the client's own consumer of a space */
+	HM_MSG_COMPLETION_FD = 12,	/* reply + an eventfd (HM_FEAT_COMPLETION_FD) */
 	HM_MSG_NR
 };
 
@@ -76,10 +82,19 @@ struct hm_msg_hdr {
 /* PIPELINE_NEW builds the two tiers of a module with load functions
  * (engine.h, "Two tiers") and honours HM_PIPEF_*_ONLY */
 #define HM_FEAT_TIERS		(1ull << 4)
+/* HM_MSG_COMPLETION_FD: the reply (empty payload) carries one eventfd
+ * (SCM_RIGHTS), the same one for every such request of a connection.  The
+ * daemon adds 1 to it after each of this client's DISPATCH replies is on
+ * the socket (the dispatch's writes are home then), and only then: a
+ * poller of it wakes for completions, never for other replies.  Whoever
+ * holds it may read it (the count since the last read) and then read the
+ * replies from the socket. */
 /* HM_MSG_CONSUMER */
 #define HM_FEAT_CONSUMER	(1ull << 5)
+#define HM_FEAT_COMPLETION_FD	(1ull << 6)
 #define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
-				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_CONSUMER)
+				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_CONSUMER | \
+				 HM_FEAT_COMPLETION_FD)
 
 struct hm_msg_hello {
 	uint32_t version_min;
@@ -99,6 +114,8 @@ struct hm_msg_hello_reply {
 	uint32_t max_spirv_words;
 	uint32_t daemon_pid;
 	char device[64];	/* NUL-terminated device name */
+	uint32_t max_push_words;	/* user push words a pipeline (HM_PROTO_MAX_PUSH) */
+	uint32_t pad;
 };
 
 /* HM_MSG_SPACE_ADD: nr_fds fds ride along (SCM_RIGHTS) */
@@ -198,7 +215,7 @@ struct hm_msg_dispatch {
 	uint32_t groups[3];
 	uint32_t flags;		/* HM_DISPF_* */
 	uint32_t nr_push;	/* == the pipeline's user_push_words */
-	uint32_t push[HM_PROTO_MAX_PUSH];
+	uint32_t push[HM_PROTO_PUSH_SLOTS];	/* past nr_push: 0 */
 };
 
 struct hm_msg_dispatch_reply {

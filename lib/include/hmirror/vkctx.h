@@ -105,7 +105,7 @@ struct hm_vk {
 	/* private */
 	VkDebugUtilsMessengerEXT messenger;
 	VkCommandPool pool;
-	pthread_mutex_t lock;           /* protects pool and queue */
+	pthread_mutex_t lock;           /* protects pool and queue (hm_vk_queue_lock()) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
 };
@@ -147,7 +147,7 @@ struct hm_vk_buffer {
 	uint32_t mem_type;
 	bool imported;
 };
-/* Usage is always storage | transfer src/dst | shader device address. */
+/* Usage is always storage | transfer src/dst | shader device address | indirect. */
 int  hm_vk_buffer_new(struct hm_vk *vk, VkDeviceSize size, enum hm_vk_mem kind,
 		      struct hm_vk_buffer *ret);
 /* Import [ptr, ptr+size) of host memory as a buffer with a device address.
@@ -223,6 +223,35 @@ void hm_vk_cmd_free(struct hm_vk *vk, struct hm_vk_cmd *c);     /* NULL or zeroe
 int  hm_vk_cmd_start(struct hm_vk *vk, struct hm_vk_cmd *c, VkCommandBuffer *ret_cb);
 /* End, submit, wait (timeout_ns, 0 = 10 s).  -ENODEV once lost. */
 int  hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
+
+/*
+ * Non-blocking: end, submit waiting for sync->wait_sem reaching wait_value
+ * and signalling signal_sem with signal_value (timeline semaphores; either
+ * VK_NULL_HANDLE: none; sync NULL: neither), and the submitter's fence.
+ * hm_vk_cmd_wait() waits for that fence (timeout_ns; 0 polls once) and
+ * resets it: 0, -EAGAIN while it is not signalled (call again), -ENODEV.
+ * A submitter submitted this way must be waited for before its next start.
+ */
+struct hm_vk_sync {
+	VkSemaphore wait_sem;
+	uint64_t wait_value;
+	VkSemaphore signal_sem;
+	uint64_t signal_value;
+};
+int  hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_sync *sync);
+int  hm_vk_cmd_wait(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
+
+/*
+ * The queue lock: every submission of hmirror's to vk->queue (and its
+ * command pool) is made under it.  A caller that submits to the same
+ * queue itself (a wrapped device's queue: Vulkan requires queue access
+ * to be externally synchronised) takes it around its own vkQueueSubmit,
+ * vkQueueBindSparse, vkQueuePresentKHR or vkQueueWaitIdle.  It is
+ * recursive: hmirror may be called with it held.  hmirror holds it for a
+ * submission only (and to idle the queue after a wait that timed out).
+ */
+void hm_vk_queue_lock(struct hm_vk *vk);
+void hm_vk_queue_unlock(struct hm_vk *vk);
 
 #ifdef __cplusplus
 }
