@@ -97,6 +97,8 @@ void hm_cons_release_all(struct hm_space *s)
 		k->s = NULL;
 	}
 	s->unwp = NULL;
+	s->unarmed = NULL;
+	s->nr_unarmed = 0;
 	s->nr_cons = 0;
 }
 
@@ -241,6 +243,40 @@ static void space_pend_add(struct hm_space *s, uint64_t c)
  * covered by this report: the harvest has not returned yet); else harvest
  * (re-arms all) and disarm what nobody watches.
  */
+/*
+ * Watched chunks the take left writable and whose re-arm failed (EINTR,
+ * ENOMEM): a write to them is recorded nowhere, so each is reported
+ * written at every harvest until a re-arm succeeds, that harvest included
+ * (a write before it was not recorded either).  Over-reporting is safe;
+ * a lost write is not.
+ */
+static void unarmed_retry(struct hm_space *s)
+{
+	uint64_t buf[HM_CONS_BATCH];
+
+	for (uint64_t c = 0; s->nr_unarmed && c < s->nr_chunks; c++) {
+		size_t m = 0;
+
+		for (; c < s->nr_chunks && m < HM_CONS_BATCH; c++) {
+			if (!hm_test_bit(s->unarmed, c))
+				continue;
+			space_pend_add(s, c);	/* written, as far as anyone knows */
+			if (anyone_watches(s, c))
+				buf[m++] = c;
+			else {
+				hm_clear_bit(s->unarmed, c);
+				s->nr_unarmed--;
+			}
+		}
+		if (m && !s->ops->arm_chunks(s, buf, m))
+			for (size_t i = 0; i < m; i++) {
+				hm_clear_bit(s->unarmed, buf[i]);
+				s->nr_unarmed--;
+			}
+		c--;
+	}
+}
+
 static int collect_kmod(struct hm_space *s)
 {
 	bool take = s->ops->take && (s->caps & HM_CAP_HARVEST_TAKE);
@@ -248,6 +284,8 @@ static int collect_kmod(struct hm_space *s)
 	uint64_t total = 0;
 	bool more = true;
 
+	if (take && s->nr_unarmed)
+		unarmed_retry(s);
 	while (more && total <= s->nr_chunks) {
 		size_t n = 0, m = 0;
 		int err;
@@ -265,8 +303,15 @@ static int collect_kmod(struct hm_space *s)
 			else	/* the take disarmed it (a module without DISARM too) */
 				hm_clear_bit(s->armed, buf[i]);
 		}
-		if (take && m)
-			err = s->ops->arm_chunks(s, again, m);
+		if (take && m && s->ops->arm_chunks(s, again, m)) {
+			/* the record of this round is in s->pend; what comes
+			   after it is covered by unarmed_retry() */
+			for (size_t i = 0; i < m; i++)
+				if (!hm_test_bit(s->unarmed, again[i])) {
+					hm_set_bit(s->unarmed, again[i]);
+					s->nr_unarmed++;
+				}
+		}
 		for (size_t i = 0; !take && !err && i < n; i++)
 			if (!anyone_watches(s, buf[i]) && s->ops->disarm)
 				err = s->ops->disarm(s, buf[i], 1);
@@ -447,7 +492,7 @@ int hm_consumer_new(struct hm_space *s, unsigned flags, struct hm_consumer **ret
 		/* memory outside the lock (mprotect's is a spinlock with every
 		   signal blocked) */
 		hm_unlock(s);
-		b = cons_alloc(s, 1);
+		b = cons_alloc(s, 2);
 		hm_lock(s);
 		if (!b) {
 			err = -ENOMEM;
@@ -469,6 +514,8 @@ int hm_consumer_new(struct hm_space *s, unsigned flags, struct hm_consumer **ret
 		for (uint64_t w = 0; w < (s->nr_chunks + 63) / 64; w++)
 			b->nr_watched += (uint64_t)__builtin_popcountll(s->armed[w]);
 		s->unwp = (uint64_t *)((uint8_t *)b->watch + 2 * bm_bytes(s->nr_chunks));
+		s->unarmed = (uint64_t *)((uint8_t *)b->watch + 3 * bm_bytes(s->nr_chunks));
+		s->nr_unarmed = 0;
 		s->cons[0] = b;
 		b = NULL;
 	}

@@ -164,6 +164,8 @@ struct hm_space {
 	struct hm_consumer *cons[HM_CONSUMER_MAX + 1];
 	unsigned nr_cons;        /* not counting [0] */
 	uint64_t *unwp;          /* bitmap: disarmed, a scan must not protect */
+	uint64_t *unarmed;       /* bitmap: watched, taken, its re-arm failed */
+	uint64_t nr_unarmed;
 
 	void *priv;              /* backend state */
 };
