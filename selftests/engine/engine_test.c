@@ -700,7 +700,7 @@ TEST_F(model, random_cpu_and_device_writes)
 
 /*
  * The reference model run until it has done HMIRROR_TORTURE_OPS operations
- * (default 10^6 natively, 10^5 under TCG): device lanes, CPU bytes
+ * (default 10^6, natively and under TCG): device lanes, CPU bytes
  * written between and during dispatches, and every 25 dispatches new
  * advice over a random range (default, read-mostly, prefer-device, never),
  * with shared and out-of-range dispatches among them, a small budget and
@@ -749,11 +749,7 @@ FIXTURE_TEARDOWN(torture)
 TEST_F_TIMEOUT(torture, a_million_operations, 1200)
 {
 	const char *os = getenv("HMIRROR_TORTURE_OPS"), *ss = getenv("HMIRROR_TORTURE_SEED");
-#ifdef HM_ENGINE_TEST_VM
-	uint64_t want = os ? strtoull(os, NULL, 0) : 100000;
-#else
 	uint64_t want = os ? strtoull(os, NULL, 0) : 1000000;
-#endif
 	uint64_t ops = 0, lanes = 0, cpu = 0, seed;
 	struct hm_engine_stats st;
 	unsigned d;
