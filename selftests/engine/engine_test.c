@@ -27,6 +27,7 @@
 #include "hmirror/lookup.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
+#include "vkfault_test.h"
 
 extern const uint32_t hm_test_rw_spv[];
 extern const size_t hm_test_rw_spv_words;
@@ -796,30 +797,7 @@ TEST_F_TIMEOUT(torture, a_million_operations, 1200)
 /* ---- fault injection through VK_LAYER_HMIRROR_fault (tools/vkfault) ----- */
 
 #ifndef HM_ENGINE_TEST_VM
-#include <limits.h>
-
 static enum hm_backend first_backend(void);
-
-/* the layer's directory, next to this program's: build/share/hmirror/vkfault */
-static bool fault_layer_env(void)
-{
-	static char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 64);
-	char *slash;
-
-	if (n <= 0)
-		return false;
-	dir[n] = 0;
-	slash = strrchr(dir, '/');
-	if (!slash)
-		return false;
-	strcpy(slash, "/../share/hmirror/vkfault");
-	if (access(dir, R_OK))
-		return false;
-	setenv("VK_ADD_LAYER_PATH", dir, 1);
-	setenv("VK_INSTANCE_LAYERS", "VK_LAYER_HMIRROR_fault", 1);
-	return true;
-}
 
 static void fault_clear(void)
 {
@@ -925,7 +903,7 @@ TEST(vk_allocation_failures_fail_cleanly)
 	long allocs, submits;
 	int setup_fails = 0, dispatch_fails = 0;
 
-	if (!fault_layer_env())
+	if (!hm_test_fault_layer())
 		SKIP(return, "no build/share/hmirror/vkfault next to this program");
 	fault_counts(_metadata, &allocs, &submits);
 	ASSERT_LT(0, allocs);
@@ -964,7 +942,7 @@ TEST(vk_device_lost_at_every_submission)
 	long allocs, submits;
 	int lost = 0;
 
-	if (!fault_layer_env())
+	if (!hm_test_fault_layer())
 		SKIP(return, "no build/share/hmirror/vkfault next to this program");
 	fault_counts(_metadata, &allocs, &submits);
 	ASSERT_LT(FAULT_DISPATCHES, submits);
@@ -1528,17 +1506,21 @@ TEST_F(rules, device_lost_leaves_home_intact)
 	uint32_t got;
 	long r;
 
+	if (!hm_test_fault_layer())
+		SKIP(return, "no build/share/hmirror/vkfault next to this program");
 	RULES_ENV(self);
 	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE, SPACE_BYTES, HM_ADVICE_PREFER_DEVICE));
 	r = round_trip(&self->v, 64, 0, false, false);
 	ASSERT_EQ(0, r);
 	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
 	ASSERT_EQ(NR_CHUNKS, st.chunks_mirrored);
-	/* lavapipe cannot lose its device: the next submission (the dispatch
-	 * itself: everything is mirrored and clean) reports VK_ERROR_DEVICE_LOST */
+	/* the next submission (the dispatch itself: everything is mirrored
+	 * and clean) loses the device (VK_LAYER_HMIRROR_fault) */
 	memcpy(self->v.model, self->v.mem, SPACE_BYTES);
-	self->v.vk->inject_submit_result = VK_ERROR_DEVICE_LOST;
-	ASSERT_EQ(-ENODEV, one_lane(&self->v, 0, 4 * CHUNK, 0xffffffff, 0));
+	hm_test_lose_device_now(true);
+	r = one_lane(&self->v, 0, 4 * CHUNK, 0xffffffff, 0);
+	hm_test_lose_device_now(false);
+	ASSERT_EQ(-ENODEV, r);
 	ASSERT_EQ(0, memcmp(self->v.model, self->v.mem, SPACE_BYTES));
 	ASSERT_EQ(-ENODEV, one_lane(&self->v, 0, 4 * CHUNK, 0xffffffff, 0));
 	memcpy(&got, self->v.mem + 4 * CHUNK, 4);

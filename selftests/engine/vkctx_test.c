@@ -12,6 +12,7 @@
 #include "hmirror/engine.h"
 #include "hmirror/vkctx.h"
 #include "engine/test-fill.spv.h"
+#include "vkfault_test.h"
 
 FIXTURE(vk) {
 	struct hm_vk *vk;
@@ -20,7 +21,11 @@ FIXTURE(vk) {
 FIXTURE_SETUP(vk)
 {
 	struct hm_vk_params p = { .validation = 1 };
-	int err = hm_vk_new(&p, &self->vk);
+	int err;
+
+	/* VK_LAYER_HMIRROR_fault loses the device where a test asks */
+	ASSERT_TRUE(hm_test_fault_layer()) TH_LOG("no build/share/hmirror/vkfault");
+	err = hm_vk_new(&p, &self->vk);
 
 	if (err == -EOPNOTSUPP || err == -ENODEV)
 		SKIP(return, "no Vulkan device with validation layers (%d)", err);
@@ -109,8 +114,9 @@ TEST_F(vk, import_dispatch_copy)
 	ASSERT_EQ(0, memcmp(hv.map, mem, size));
 
 	/* a lost device stays lost and says so */
-	self->vk->inject_submit_result = VK_ERROR_DEVICE_LOST;
+	hm_test_lose_device_now(true);
 	ASSERT_EQ(-ENODEV, hm_vk_copy_sync(self->vk, dev.buf, 0, hv.buf, 0, size));
+	hm_test_lose_device_now(false);
 	ASSERT_TRUE(self->vk->lost);
 	ASSERT_EQ(-ENODEV, hm_vk_copy_sync(self->vk, dev.buf, 0, hv.buf, 0, size));
 
@@ -162,9 +168,10 @@ TEST_F(vk, reusable_submitter)
 	hm_vk_cmd_barrier(cb);
 	ASSERT_EQ(0, hm_vk_cmd_run(self->vk, &c, 0));
 	/* loss is sticky for submitters too */
-	self->vk->inject_submit_result = VK_ERROR_DEVICE_LOST;
+	hm_test_lose_device_now(true);
 	ASSERT_EQ(0, hm_vk_cmd_start(self->vk, &c, &cb));
 	ASSERT_EQ(-ENODEV, hm_vk_cmd_run(self->vk, &c, 0));
+	hm_test_lose_device_now(false);
 	ASSERT_TRUE(self->vk->lost);
 	ASSERT_EQ(-ENODEV, hm_vk_cmd_start(self->vk, &c, &cb));
 	hm_vk_cmd_free(self->vk, &c);

@@ -18,6 +18,9 @@
  *                             does
  *   HMIRROR_VKFAULT_LOST_BEFORE=N  the same, but the Nth submission itself
  *                             fails and runs nothing
+ *   HMIRROR_VKFAULT_LOSE_NOW=1  read at every submission: this one fails
+ *                             and runs nothing, and the device is lost (a
+ *                             test sets it just before the call it means)
  *
  * The counts the layer saw are written to HMIRROR_VKFAULT_REPORT (a file)
  * at vkDestroyInstance, so that a test can size its sweep.
@@ -260,7 +263,8 @@ fault_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo *si, VkFence fence)
 
 	if (atomic_load(&d->lost))
 		return VK_ERROR_DEVICE_LOST;
-	if (in && in->lost_before_at && k == in->lost_before_at) {
+	if ((in && in->lost_before_at && k == in->lost_before_at) ||
+	    (getenv("HMIRROR_VKFAULT_LOSE_NOW") && getenv("HMIRROR_VKFAULT_LOSE_NOW")[0] == '1')) {
 		atomic_store(&d->lost, true);
 		return VK_ERROR_DEVICE_LOST;
 	}

@@ -97,10 +97,6 @@ struct hm_vk {
 	bool lost;                      /* a submission returned VK_ERROR_DEVICE_LOST */
 	double timestamp_period_ns;
 	uint32_t timestamp_valid_bits;
-	/* Test hook: when non-zero, the next hm_vk_submit_wait() does not
-	 * submit and returns this result instead (e.g. VK_ERROR_DEVICE_LOST);
-	 * lavapipe cannot be made to lose its device. */
-	VkResult inject_submit_result;
 
 	/* private */
 	VkDebugUtilsMessengerEXT messenger;
@@ -207,8 +203,8 @@ int  hm_vk_dispatch_sync(struct hm_vk *vk, const struct hm_vk_pipeline *p,
  *   hm_vk_cmd_start(vk, c, &cb);  record into cb;  hm_vk_cmd_run(vk, c, t);
  *
  * hm_vk_cmd_run() ends, submits, waits (the fence polled for
- * HMIRROR_FENCE_SPIN_US as hm_vk_submit_wait()), and honours lost and
- * inject_submit_result the same way.  A started buffer that is not run
+ * HMIRROR_FENCE_SPIN_US as hm_vk_submit_wait()), and honours lost the
+ * same way.  A started buffer that is not run
  * needs nothing: the next start resets it.
  */
 struct hm_vk_cmd {
