@@ -24,14 +24,10 @@
 
 #include "hmirrord.h"
 
-#if HMIRRORD_HAVE_WATCH
 #include <hmirror/watch.h>
-#endif
-#if HMIRRORD_HAVE_ENGINE
 #include <hmirror/engine.h>
 #include <hmirror/lookup.h>
 #include <hmirror/vkctx.h>
-#endif
 
 pthread_mutex_t hmd_estats_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -317,7 +313,6 @@ bool hmd_worker_idle(void)
 
 /* ---- the engine host ---------------------------------------------------- */
 
-#if HMIRRORD_HAVE_ENGINE
 static struct hm_vk *vk;
 
 int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
@@ -431,7 +426,8 @@ struct hmd_prebuilt {
  * module (the driver's shader cache holds it: tier one is skipped), or a
  * module of one form as it is.
  */
-int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret)
+int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags,
+			   struct hmd_prebuilt **ret)
 {
 	struct hmd_prebuilt *p;
 	uint32_t *form = NULL;
@@ -466,10 +462,10 @@ out_free:
 	return r;
 }
 
-void hmd_eng_pipeline_discard(void *prebuilt)
+void hmd_eng_pipeline_discard(struct hmd_prebuilt *prebuilt)
 {
 	if (prebuilt)
-		hm_vk_pipeline_free(vk, prebuilt);
+		hm_vk_pipeline_free(vk, &prebuilt->p);
 	free(prebuilt);
 }
 
@@ -532,9 +528,9 @@ int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 		return r;
 	}
 	if (p->prebuilt) {
-		enum hm_tier tier = ((struct hmd_prebuilt *)p->prebuilt)->tier;
+		enum hm_tier tier = p->prebuilt->tier;
 
-		r = hm_engine_pipeline_adopt(e, p->prebuilt, p->mod->user_push_words,
+		r = hm_engine_pipeline_adopt(e, &p->prebuilt->p, p->mod->user_push_words,
 					     &p->engine_id);
 		hmd_eng_pipeline_discard(p->prebuilt);	/* zeroed if adopted */
 		p->prebuilt = NULL;
@@ -701,91 +697,3 @@ void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
 	harvest_queued = true;
 	hmd_worker_queue(&h->job);
 }
-
-#else /* !HMIRRORD_HAVE_ENGINE: the daemon serves, dispatches say -ENOSYS */
-
-int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
-			 size_t cap)
-{
-	snprintf(why, cap, "built without the engine (lib/engine)");
-	return -ENOSYS;
-}
-
-void hmd_engine_host_finish(void)
-{
-}
-
-bool hmd_engine_available(void)
-{
-	return false;
-}
-
-unsigned hmd_engine_validation_count(void)
-{
-	return 0;
-}
-
-int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
-{
-	return 0;	/* imported and held; nothing to mirror it with */
-}
-
-void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
-{
-#if HMIRRORD_HAVE_WATCH
-	hm_consumer_free(sp->consumer);
-	sp->consumer = NULL;
-	hm_space_free(sp->space);
-#endif
-	sp->space = NULL;
-}
-
-int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
-		   uint32_t advice)
-{
-	return 0;	/* advice is a hint; recorded nowhere without an engine */
-}
-
-int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
-{
-	return 0;	/* validated; built by the engine when there is one */
-}
-
-int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret)
-{
-	*ret = NULL;
-	return 0;
-}
-
-bool hmd_eng_pipeline_parked(struct hmd_client *c, const struct hmd_module *m)
-{
-	return false;
-}
-
-void hmd_eng_pipeline_discard(void *prebuilt)
-{
-}
-
-void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)
-{
-}
-
-int hmd_eng_dispatch(struct hmd_client *c, struct hmd_pipeline *p,
-		     const struct hm_msg_dispatch *d)
-{
-	return -ENOSYS;
-}
-
-int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
-{
-	return 0;
-}
-
-void hmd_eng_client_free(struct hmd_client *c)
-{
-}
-
-void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
-{
-}
-#endif

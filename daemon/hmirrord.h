@@ -11,12 +11,10 @@
 
 #include <hmirror/protocol.h>
 
-#ifndef HMIRRORD_HAVE_ENGINE
-#define HMIRRORD_HAVE_ENGINE 0
-#endif
-#ifndef HMIRRORD_HAVE_WATCH
-#define HMIRRORD_HAVE_WATCH 0
-#endif
+struct hm_consumer;
+struct hm_engine;
+struct hm_space;
+struct hmd_prebuilt;
 
 /* ---- loop.c: one io_uring, event sources (fd, callback, data, destroy) */
 struct hm_loop;
@@ -123,10 +121,11 @@ unsigned hmd_engine_validation_count(void);	/* messages so far */
 /* compile thread: the pipeline of a validated module, built on the shared
  * device for any client's engine to adopt (hmd_eng_pipeline()); *ret NULL
  * without an engine */
-int  hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret);
+int  hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags,
+			    struct hmd_prebuilt **ret);
 /* compile thread: c has m built and parked (no compile needed) */
 bool hmd_eng_pipeline_parked(struct hmd_client *c, const struct hmd_module *m);
-void hmd_eng_pipeline_discard(void *prebuilt);	/* any thread */
+void hmd_eng_pipeline_discard(struct hmd_prebuilt *prebuilt);	/* any thread */
 
 /* ---- client.c: per-client state */
 #define HMD_MAX_CLIENTS		64
@@ -154,13 +153,13 @@ struct hmd_space {
 	uint64_t guest_addr, size;
 	uint32_t chunk_shift;
 	uint32_t engine_id;
-	void *space;		/* struct hm_space * */
-	void *consumer;		/* the client's own (HM_MSG_CONSUMER), or NULL */
+	struct hm_space *space;
+	struct hm_consumer *consumer;	/* the client's own (HM_MSG_CONSUMER), or NULL */
 };
 struct hmd_pipeline {
 	bool used, removing;
 	struct hmd_module *mod;		/* NULL while its compile runs */
-	void *prebuilt;			/* built by the compile thread, not
+	struct hmd_prebuilt *prebuilt;	/* built by the compile thread, not
 					 * yet adopted by the client's engine */
 	bool engine_ready;
 	uint32_t engine_id;
@@ -179,7 +178,7 @@ struct hmd_client {
 	gid_t gid;
 	bool hello, dead;
 	struct hm_loop_source *src;
-	void *engine;			/* struct hm_engine *, lazily */
+	struct hm_engine *engine;	/* lazily */
 	struct hmd_space spaces[HMD_MAX_SPACES];
 	struct hmd_pipeline pipes[HMD_MAX_PIPELINES];
 	unsigned nr_spaces, nr_pipes, inflight;

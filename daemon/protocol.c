@@ -25,9 +25,7 @@
 
 #include "hmirrord.h"
 
-#if HMIRRORD_HAVE_WATCH
 #include <hmirror/watch.h>
-#endif
 
 #define HMD_MAX_BAD	64
 #define HMD_MSGS_PER_WAKEUP	16
@@ -51,7 +49,7 @@ struct hmd_req {
 			uint32_t push;
 			uint32_t flags;		/* HM_PIPEF_*_ONLY */
 			struct hmd_module *mod;
-			void *prebuilt;
+			struct hmd_prebuilt *prebuilt;
 			bool cached;
 			char msg[256];
 		} pl;
@@ -171,7 +169,7 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 
 /* ---- SPACE_ADD / SPACE_REMOVE ---- */
 
-static __attribute__((unused)) void space_add_run(struct hmd_job *j)
+static void space_add_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
@@ -179,7 +177,7 @@ static __attribute__((unused)) void space_add_run(struct hmd_job *j)
 	hmd_client_refresh_estats(j->client);
 }
 
-static __attribute__((unused)) void space_add_done(struct hmd_job *j)
+static void space_add_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 	struct hmd_client *c = j->client;
@@ -217,7 +215,6 @@ static void close_fds(int *fds, unsigned n)
 		}
 }
 
-#if HMIRRORD_HAVE_WATCH
 /*
  * The fds of a space, checked before the import keeps any: the pages (a
  * memfd sealed against shrinking, so they cannot vanish under the
@@ -267,7 +264,6 @@ static int space_fds_check(const int *fds, unsigned n, int *ret_pages)
 	}
 	return nr_pages == 1 ? 0 : -EBADF;
 }
-#endif
 
 static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 			size_t len, int *fds, unsigned nr_fds)
@@ -288,7 +284,6 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 		return -EINVAL;
 	if (c->nr_spaces >= HMD_MAX_SPACES)
 		return -ENOSPC;
-#if HMIRRORD_HAVE_WATCH
 	struct hm_space_handoff h = { 0 };
 	struct hm_space *s;
 	int rr, pages_fd;
@@ -363,10 +358,6 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 	r->space = sp;
 	hmd_worker_queue(&r->job);
 	return 0;
-#else
-	(void)sp; (void)r; (void)end; (void)gaddr;
-	return -ENOSYS;
-#endif
 }
 
 static void space_remove_run(struct hmd_job *j)
@@ -523,7 +514,7 @@ static int on_consumer(struct hmd_client *c, uint32_t seq, const void *p,
 		if (!sp->consumer) {
 			if (op == HM_CONS_UNWATCH)
 				return off < sp->size && size <= sp->size - off ? 0 : -ERANGE;
-			r = hm_consumer_new(sp->space, 0, (struct hm_consumer **)&sp->consumer);
+			r = hm_consumer_new(sp->space, 0, &sp->consumer);
 			if (r < 0)
 				return r;
 		}
