@@ -20,7 +20,7 @@
 #include <vulkan/vulkan.h>
 #include <xf86drm.h>
 
-#include "hmirrord.h"
+#include "device.h"
 
 #define MAX_PHYS 16
 #define MAX_DRM 16

@@ -45,7 +45,7 @@
 #define kDefaultMaxIdBound hmd_isolate_default_max_id_bound
 #include <spirv-tools/libspirv.h>
 
-#include "hmirrord.h"
+#include "isolate.h"
 
 /* the widest access through one pointer: a mark address + this stays in
  * the marks (hmirror/table.h) */

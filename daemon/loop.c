@@ -14,7 +14,7 @@
 
 #include <liburing.h>
 
-#include "hmirrord.h"
+#include "loop.h"
 
 struct hm_loop_source {
 	struct hm_loop *loop;

@@ -16,7 +16,6 @@
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,39 +29,27 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "hmirrord.h"
+#include "client.h"
+#include "device.h"
+#include "engine_host.h"
+#include "loop.h"
+#include "netlink.h"
+#include "protocol.h"
+#include "state.h"
+#include "validate.h"
+#include "worker.h"
 
-struct hmd_state hmd = {
-	.listen_fd = -1, .allow_uid = (uid_t)-1,
-	/* long enough for lavapipe under QEMU TCG; a GPU hang still ends */
-	.dispatch_timeout_ns = 60ull * 1000000000ull,
-	.spin_ns = 50000,
-};
 static struct hmd_netlink *nl;
 static const char *sock_path;
 static bool sock_ours;			/* we created (and unlink) it */
 static int timer_fd = -1;
 static uint64_t shutdown_deadline;
 
-void hmd_log(int level, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (level >= LOG_DEBUG_ && hmd.verbose < 2)
-		return;
-	if (level >= LOG_INFO_ && !hmd.verbose)
-		return;
-	va_start(ap, fmt);
-	fprintf(stderr, "<%d>hmirrord: ", level);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-}
-
 static void on_listen(struct hm_loop_source *src, uint32_t revents, void *data)
 {
 	for (int i = 0; i < 8; i++) {
-		int r = hmd_client_accept(hm_loop_source_fd(src));
+		int r = hmd_client_accept(hm_loop_source_fd(src),
+					  hmd_client_readable);
 
 		if (r == -EAGAIN || r == -EWOULDBLOCK)
 			break;

@@ -20,7 +20,7 @@
 
 #include <linux/hmirror.h>
 
-#include "hmirrord.h"
+#include "netlink.h"
 #include "netlink_stats.h"
 
 struct hmd_netlink {

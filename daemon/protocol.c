@@ -23,14 +23,157 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
-#include "hmirrord.h"
-
-#if HMIRRORD_HAVE_WATCH
 #include <hmirror/watch.h>
-#endif
+
+#include "client.h"
+#include "engine_host.h"
+#include "protocol.h"
+#include "state.h"
+#include "validate.h"
+#include "worker.h"
 
 #define HMD_MAX_BAD	64
 #define HMD_MSGS_PER_WAKEUP	16
+
+/* ---- the connection: replies, disconnect, teardown ---- */
+
+static int hmd_client_send_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
+			      int status, const void *payload, size_t len, int fd)
+{
+	struct hm_msg_hdr h = {
+		.magic = hm_le32(HM_PROTO_MAGIC),
+		.type = hm_le16(type),
+		.flags = hm_le16(HM_MSGF_REPLY),
+		.seq = hm_le32(seq),
+		.len = hm_le32((uint32_t)(sizeof(h) + len)),
+		.status = (int32_t)hm_le32((uint32_t)status),
+	};
+	struct iovec iov[2] = {
+		{ .iov_base = &h, .iov_len = sizeof(h) },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1,
+			     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	ssize_t n;
+
+	if (c->dead || c->fd < 0)
+		return -ENOTCONN;
+	memset(&cbuf, 0, sizeof(cbuf));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n < 0) {
+		int r = -errno;
+
+		hmd_client_disconnect(c, r == -EAGAIN ? "not reading replies" : "send failed");
+		return r;
+	}
+	return 0;
+}
+
+static int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
+			   int status, const void *payload, size_t len)
+{
+	int r = hmd_client_send_raw(c, type, seq, status, payload, len);
+
+	if (r < 0 && r != -ENOTCONN) {
+
+		/*
+		 * The replies a client can have outstanding are bounded by
+		 * HMD_MAX_INFLIGHT, far below the socket buffer: EAGAIN
+		 * means it stopped reading.  Drop it rather than block.
+		 */
+		hmd_client_disconnect(c, r == -EAGAIN ? "not reading replies" :
+				      "send failed");
+	}
+	return r;
+}
+
+/* device thread */
+static void teardown_run(struct hmd_job *j)
+{
+	struct hmd_client *c = hmd_job_client(j);
+
+	for (unsigned i = 0; i < HMD_MAX_PIPELINES; i++)
+		if (c->pipes[i].used)
+			hmd_eng_pipeline_free(c, &c->pipes[i]);
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++)
+		if (c->spaces[i].used)
+			hmd_eng_space_remove(c, &c->spaces[i]);
+	hmd_eng_client_free(c);
+}
+
+/* loop thread */
+static void teardown_done(struct hmd_job *j)
+{
+	struct hmd_client *c = hmd_job_client(j);
+
+	for (unsigned i = 0; i < HMD_MAX_PIPELINES; i++) {
+		if (c->pipes[i].used) {
+			hmd_module_put(c->pipes[i].mod);
+			c->pipes[i].used = false;
+			hmd.stats[HM_DSTAT_PIPELINES]--;
+		}
+	}
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
+		if (c->spaces[i].used) {
+			c->spaces[i].used = false;
+			hmd.stats[HM_DSTAT_SPACES]--;
+		}
+	}
+	pthread_mutex_lock(&hmd_estats_lock);
+	if (c->has_estats)
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			hmd.retired_estats[k] += c->estats[k];
+	c->has_estats = false;
+	pthread_mutex_unlock(&hmd_estats_lock);
+	hmd_log(LOG_INFO_, "client %u: freed", c->id);
+	hmd_client_put(c);
+	free(j);
+}
+
+/* loop thread */
+void hmd_client_disconnect(struct hmd_client *c, const char *why)
+{
+	struct hmd_job *j;
+
+	if (c->dead)
+		return;
+	c->dead = true;
+	hmd_log(LOG_INFO_, "client %u: disconnected (%s)", c->id, why);
+	/* the peer sees EOF at once, even while the teardown waits */
+	shutdown(c->fd, SHUT_RDWR);
+	hmd_worker_cancel(c, -ECANCELED);
+	j = calloc(1, sizeof(*j));
+	if (j) {
+		j->run = teardown_run;
+		j->done = teardown_done;
+		j->owner = c;
+		hmd_client_get(c);
+		hmd_worker_queue(j);
+	}
+	hm_loop_remove(c->src);		/* drops the source's reference */
+}
+
+void hmd_clients_shutdown(void)
+{
+	struct hmd_client *c, *next;
+
+	for (c = hmd.clients; c; c = next) {
+		next = c->next;
+		if (!c->dead)
+			hmd_client_disconnect(c, "daemon shutting down");
+	}
+}
+
+/* ---- requests ---- */
 
 struct hmd_req {
 	struct hmd_job job;
@@ -51,7 +194,7 @@ struct hmd_req {
 			uint32_t push;
 			uint32_t flags;		/* HM_PIPEF_*_ONLY */
 			struct hmd_module *mod;
-			void *prebuilt;
+			struct hmd_prebuilt *prebuilt;
 			bool cached;
 			char msg[256];
 		} pl;
@@ -100,14 +243,14 @@ static struct hmd_req *req_new(struct hmd_client *c, uint16_t type,
 	r->seq = seq;
 	r->job.run = run;
 	r->job.done = done;
-	r->job.client = c;
+	r->job.owner = c;
 	hmd_client_get(c);
 	return r;
 }
 
 static void req_finish(struct hmd_req *r)
 {
-	hmd_client_put(r->job.client);
+	hmd_client_put(hmd_job_client(&r->job));
 	free(r);
 }
 
@@ -171,18 +314,18 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 
 /* ---- SPACE_ADD / SPACE_REMOVE ---- */
 
-static __attribute__((unused)) void space_add_run(struct hmd_job *j)
+static void space_add_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	j->status = hmd_eng_space_add(j->client, r->space);
-	hmd_client_refresh_estats(j->client);
+	j->status = hmd_eng_space_add(hmd_job_client(j), r->space);
+	hmd_client_refresh_estats(hmd_job_client(j));
 }
 
-static __attribute__((unused)) void space_add_done(struct hmd_job *j)
+static void space_add_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 	struct hmd_space *sp = r->space;
 	struct hm_msg_space_add_reply a = { 0 };
 
@@ -217,7 +360,6 @@ static void close_fds(int *fds, unsigned n)
 		}
 }
 
-#if HMIRRORD_HAVE_WATCH
 /*
  * The fds of a space, checked before the import keeps any: the pages (a
  * memfd sealed against shrinking, so they cannot vanish under the
@@ -267,7 +409,6 @@ static int space_fds_check(const int *fds, unsigned n, int *ret_pages)
 	}
 	return nr_pages == 1 ? 0 : -EBADF;
 }
-#endif
 
 static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 			size_t len, int *fds, unsigned nr_fds)
@@ -288,7 +429,6 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 		return -EINVAL;
 	if (c->nr_spaces >= HMD_MAX_SPACES)
 		return -ENOSPC;
-#if HMIRRORD_HAVE_WATCH
 	struct hm_space_handoff h = { 0 };
 	struct hm_space *s;
 	int rr, pages_fd;
@@ -363,32 +503,28 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 	r->space = sp;
 	hmd_worker_queue(&r->job);
 	return 0;
-#else
-	(void)sp; (void)r; (void)end; (void)gaddr;
-	return -ENOSYS;
-#endif
 }
 
 static void space_remove_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	hmd_eng_space_remove(j->client, r->space);
+	hmd_eng_space_remove(hmd_job_client(j), r->space);
 }
 
 static void simple_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	if (!j->client->dead)
-		reply(j->client, r->type, r->seq, j->status, NULL, 0);
+	if (!hmd_job_client(j)->dead)
+		reply(hmd_job_client(j), r->type, r->seq, j->status, NULL, 0);
 	req_finish(r);
 }
 
 static void space_remove_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 
 	r->space->used = false;
 	c->nr_spaces--;
@@ -440,7 +576,7 @@ static void advise_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	j->status = hmd_eng_advise(j->client, r->adv.addr, r->adv.size,
+	j->status = hmd_eng_advise(hmd_job_client(j), r->adv.addr, r->adv.size,
 				   r->adv.advice);
 }
 
@@ -523,7 +659,7 @@ static int on_consumer(struct hmd_client *c, uint32_t seq, const void *p,
 		if (!sp->consumer) {
 			if (op == HM_CONS_UNWATCH)
 				return off < sp->size && size <= sp->size - off ? 0 : -ERANGE;
-			r = hm_consumer_new(sp->space, 0, (struct hm_consumer **)&sp->consumer);
+			r = hm_consumer_new(sp->space, 0, &sp->consumer);
 			if (r < 0)
 				return r;
 		}
@@ -568,14 +704,14 @@ static void pipeline_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	j->status = hmd_eng_pipeline(j->client, r->pipe);
-	hmd_client_refresh_estats(j->client);
+	j->status = hmd_eng_pipeline(hmd_job_client(j), r->pipe);
+	hmd_client_refresh_estats(hmd_job_client(j));
 }
 
 static void pipeline_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 	struct hm_msg_pipeline_new_reply a = { 0 };
 	struct hmd_pipeline *pp = r->pipe;
 
@@ -624,7 +760,7 @@ static void compile_run(struct hmd_job *j)
 		r->pl.mod = NULL;
 		return;
 	}
-	if (!r->pl.mod->isolated && !client_trusted(j->client)) {
+	if (!r->pl.mod->isolated && !client_trusted(hmd_job_client(j))) {
 		if (r->pl.cached)
 			snprintf(r->pl.msg, sizeof(r->pl.msg), "isolation: refused before");
 		hmd_module_put(r->pl.mod);
@@ -634,7 +770,7 @@ static void compile_run(struct hmd_job *j)
 	}
 	/* built before for this client and parked: the device thread takes
 	 * that one (and builds it itself in the rare case it went since) */
-	if (r->pl.cached && hmd_eng_pipeline_parked(j->client, r->pl.mod))
+	if (r->pl.cached && hmd_eng_pipeline_parked(hmd_job_client(j), r->pl.mod))
 		return;
 	j->status = hmd_eng_pipeline_build(r->pl.mod, r->pl.flags, &r->pl.prebuilt);
 }
@@ -642,7 +778,7 @@ static void compile_run(struct hmd_job *j)
 static void compile_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 	struct hmd_pipeline *pp = r->pipe;
 
 	c->nr_compiling--;
@@ -764,13 +900,13 @@ static void pipeline_free_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	hmd_eng_pipeline_free(j->client, r->pipe);
+	hmd_eng_pipeline_free(hmd_job_client(j), r->pipe);
 }
 
 static void pipeline_free_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 
 	if (r->pipe->used) {
 		hmd_module_put(r->pipe->mod);
@@ -808,15 +944,15 @@ static void dispatch_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 
-	j->status = hmd_eng_dispatch(j->client, r->pipe, &r->disp);
-	hmd_client_refresh_estats(j->client);
+	j->status = hmd_eng_dispatch(hmd_job_client(j), r->pipe, &r->disp);
+	hmd_client_refresh_estats(hmd_job_client(j));
 }
 
 /* device thread (ran) or loop thread (cancelled): the reply itself */
 static void dispatch_reply(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 	struct hm_msg_dispatch_reply a = { 0 };
 	uint64_t one = 1;
 	int efd;
@@ -842,7 +978,7 @@ static void dispatch_reply(struct hmd_job *j)
 static void dispatch_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
-	struct hmd_client *c = j->client;
+	struct hmd_client *c = hmd_job_client(j);
 
 	c->inflight--;
 	hmd.stats[HM_DSTAT_INFLIGHT]--;

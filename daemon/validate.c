@@ -19,7 +19,9 @@
 
 #include <spirv-tools/libspirv.h>
 
-#include "hmirrord.h"
+#include "isolate.h"
+#include "state.h"
+#include "validate.h"
 
 #define CACHE_MAX_MODULES	128
 #define CACHE_MAX_WORDS		(16u << 20)	/* 64 MiB of SPIR-V */

@@ -1,27 +1,48 @@
 #!/bin/sh
 # SPDX-License-Identifier: GPL-2.0
 #
-# tools/kmod-graph.sh OBJDIR: the call graph among hmirror.ko's files,
-# from their objects (OBJDIR/kmod/*.o, as tools/build-kmod.sh leaves them
-# in build/kmod/KVER/src): an edge a -> b for each symbol a.o needs and
-# b.o defines (a function called or an object used).  Prints the edges,
-# then any cycle; exits 1 if there is one.
+# tools/kmod-graph.sh OBJDIR [DIR]: the call and include graph among the
+# files of one directory of the tree, DIR (default kmod): its objects are
+# OBJDIR/DIR/*.o (hmirror.ko's as tools/build-kmod.sh leaves them in
+# build/kmod/KVER/src; the daemon's in build/obj, DIR daemon), its sources
+# OBJDIR/DIR/*.[ch] where the objects' build copied them, else DIR/*.[ch].
+# A file is its name without .c or .h (foo.c and foo.h are one file).  An
+# edge a -> b for each symbol a.o needs and b.o defines (a function called
+# or an object used) and for each #include "b.h" in a.c or a.h.  Prints
+# the edges, then any cycle; exits 1 if there is one.
 set -eu
 
-dir=${1:?usage: kmod-graph.sh OBJDIR (e.g. build/kmod/KVER/src)}
-ls "$dir"/kmod/*.o >/dev/null 2>&1 || { echo "kmod-graph: no $dir/kmod/*.o" >&2; exit 2; }
-for o in "$dir"/kmod/*.o; do
+dir=${1:?usage: kmod-graph.sh OBJDIR [DIR] (e.g. build/kmod/KVER/src, or build/obj daemon)}
+sub=${2:-kmod}
+ls "$dir/$sub"/*.o >/dev/null 2>&1 || { echo "kmod-graph: no $dir/$sub/*.o" >&2; exit 2; }
+src=$dir/$sub
+ls "$src"/*.c >/dev/null 2>&1 || src=$sub
+for o in "$dir/$sub"/*.o; do
 	case "$o" in *.mod.o) continue ;; esac
-	[ -f "${o%.o}.c" ] || continue	# a stale object of a removed file
 	f=$(basename "$o" .o)
+	[ -f "$src/$f.c" ] || continue	# a stale object of a removed file
 	nm "$o" | awk -v f="$f" '$1 == "U" { print "U", f, $2 } NF == 3 && $2 ~ /^[TDRB]$/ { print "D", f, $3 }'
-done | python3 -c '
+done | {
+	cat
+	# #include "x.h" of a header of the same directory
+	for s in "$src"/*.[ch]; do
+		[ -f "$s" ] || continue
+		f=$(basename "$s"); f=${f%.[ch]}
+		sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"/]*\)\.h".*/\1/p' "$s" |
+		while read -r h; do
+			[ -f "$src/$h.h" ] && echo "I $f $h.h"
+		done
+	done
+} | python3 -c '
 import sys
 defs, uses = {}, []
 for line in sys.stdin:
     k, f, s = line.split()
     if k == "D":
         defs[s] = f
+    elif k == "I":
+        uses.append((f, s))
+        defs[s] = s[:-2]
     else:
         uses.append((f, s))
 edges = {}

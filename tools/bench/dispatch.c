@@ -301,7 +301,7 @@ int bench_dispatch(int argc, char **argv)
 
 	/* in-process: our own context and engine */
 	struct hm_vk_params vp = { .validation = 0 };
-	/* as hmirrord's engines (daemon/dispatch.c): no device timestamps */
+	/* as hmirrord's engines (daemon/engine_host.c): no device timestamps */
 	struct hm_engine_params ep = { .flags = HM_ENGINE_NO_TIMESTAMPS };
 	struct hm_vk *vk;
 	struct hm_engine *e;

@@ -1,323 +1,32 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The device thread.  Everything that touches the queue or an engine runs
- * here, one job at a time, in submission order: the engine and the queue
- * need no locks, a long dispatch never stalls the loop (handshakes, stats,
- * other clients' messages go on), and a client's teardown, queued behind
- * its running dispatch, can never free what that dispatch uses.
- * Completions return to the loop through an eventfd (the loop's "device
- * completion" source); the loop thread then sends the replies.
- *
- * Each client gets its own engine (own table, marks and mirrors) on the
- * shared VkDevice: guest addresses of two emulators overlap, and a client
- * must never reach another's memory through the table.
+ * The engine host.  One shared VkDevice (hm_vk); each client gets its own
+ * engine (own table, marks and mirrors) on it, lazily, on the device
+ * thread: guest addresses of two emulators overlap, and a client must
+ * never reach another's memory through the table.  The compile thread
+ * builds a validated module's pipeline on the shared device
+ * (hmd_eng_pipeline_build()) for the client's engine to adopt; a client's
+ * freed pipelines stay parked in its engine for the next PIPELINE_NEW of
+ * the same module.
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "hmirrord.h"
-
-#if HMIRRORD_HAVE_WATCH
-#include <hmirror/watch.h>
-#endif
-#if HMIRRORD_HAVE_ENGINE
 #include <hmirror/engine.h>
 #include <hmirror/lookup.h>
 #include <hmirror/vkctx.h>
-#endif
+#include <hmirror/watch.h>
 
-pthread_mutex_t hmd_estats_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "client.h"
+#include "device.h"
+#include "engine_host.h"
+#include "state.h"
+#include "validate.h"
+#include "worker.h"
 
-/* device thread: snapshot a client's engine counters for STATS */
-void hmd_client_refresh_estats(struct hmd_client *c)
-{
-	uint64_t v[HM_ESTAT_NR] = { 0 };
-	int n = hmd_eng_stats(c, v, HM_ESTAT_NR);
-
-	if (n <= 0)
-		return;
-	pthread_mutex_lock(&hmd_estats_lock);
-	memcpy(c->estats, v, sizeof(v));
-	c->has_estats = true;
-	pthread_mutex_unlock(&hmd_estats_lock);
-}
-
-/*
- * Two workers run jobs: the device thread (everything on the queue and the
- * engines, in submission order) and the compile thread (SPIR-V validation
- * and pipeline compilation, which can take a driver seconds: done there, a
- * client's new pipeline stalls neither the loop nor any other client's
- * dispatches).  The compile thread touches only the module cache (locked)
- * and the shared VkDevice's create functions, never an engine.
- */
-struct hmd_worker {
-	bool spin;			/* look for the next job before sleeping */
-	/* never the same client twice in a row while another's job waits
-	 * (one client's compiles or dispatches, seconds each, cannot hold up
-	 * another's); a client's own jobs stay in submission order */
-	bool fair;
-	struct hmd_client *last;	/* whose job ran last (never dereferenced) */
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	/* protected by lock: */
-	struct hmd_job *queue_head, **queue_tail;
-	struct hmd_job *done_head, **done_tail;
-	bool running_job, stopping, started;
-	int efd;
-};
-
-static struct hmd_worker dev_worker = {
-	.spin = true,
-	/* one client's queue of long dispatches delays another's by one
-	 * dispatch at most; each client's own jobs stay in order */
-	.fair = true,
-	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
-	.queue_tail = &dev_worker.queue_head, .done_tail = &dev_worker.done_head,
-	.efd = -1,
-};
-static struct hmd_worker compile_worker = {
-	.fair = true,
-	.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER,
-	.queue_tail = &compile_worker.queue_head, .done_tail = &compile_worker.done_head,
-	.efd = -1,
-};
-
-uint64_t hmd_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* the next job off w's queue (w->lock held, the queue not empty) */
-static struct hmd_job *take_next(struct hmd_worker *w)
-{
-	struct hmd_job **pp = &w->queue_head, *j;
-
-	if (w->fair && w->last && (*pp)->client == w->last) {
-		/* the earliest job of another client, if one waits */
-		struct hmd_job **q = &(*pp)->next;
-
-		while (*q && (*q)->client == w->last)
-			q = &(*q)->next;
-		if (*q)
-			pp = q;
-	}
-	j = *pp;
-	*pp = j->next;
-	if (w->queue_tail == &j->next)
-		w->queue_tail = pp;
-	w->last = j->client;
-	return j;
-}
-
-static void *worker_main(void *arg)
-{
-	struct hmd_worker *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		struct hmd_job *j;
-		uint64_t one = 1;
-
-		if (!w->queue_head && !w->stopping && w->spin) {
-			/*
-			 * A client that waits for each dispatch submits the next
-			 * right after our reply: look for it a little while
-			 * before sleeping (a futex wake costs more than the
-			 * whole daemon's share of a round trip).
-			 */
-			uint64_t until = hmd_now_ns() + hmd.spin_ns;
-
-			pthread_mutex_unlock(&w->lock);
-			while (!__atomic_load_n(&w->queue_head, __ATOMIC_ACQUIRE) &&
-			       hmd_now_ns() < until)
-				__builtin_ia32_pause();
-			pthread_mutex_lock(&w->lock);
-		}
-		while (!w->queue_head && !w->stopping)
-			pthread_cond_wait(&w->cond, &w->lock);
-		if (!w->queue_head)
-			break;
-		j = take_next(w);
-		w->running_job = true;
-		pthread_mutex_unlock(&w->lock);
-
-		j->t_started = hmd_now_ns();
-		if (j->cancelable)
-			__atomic_store_n(&hmd.stats[HM_DSTAT_RUNNING], 1, __ATOMIC_RELAXED);
-		if (j->run)
-			j->run(j);
-		j->t_done = hmd_now_ns();
-		if (j->cancelable)
-			__atomic_store_n(&hmd.stats[HM_DSTAT_RUNNING], 0, __ATOMIC_RELAXED);
-		/* the reply leaves from here: one thread hop less */
-		if (j->reply)
-			j->reply(j);
-
-		pthread_mutex_lock(&w->lock);
-		w->running_job = false;
-		j->next = NULL;
-		*w->done_tail = j;
-		w->done_tail = &j->next;
-		if (write(w->efd, &one, sizeof(one)) < 0) {
-			/* the counter cannot overflow in practice */
-		}
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-static void take_done(struct hm_loop_source *src, uint32_t revents, void *data)
-{
-	struct hmd_worker *w = data;
-	struct hmd_job *list;
-	uint64_t v;
-
-	if (read(w->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		return;
-	pthread_mutex_lock(&w->lock);
-	list = w->done_head;
-	w->done_head = NULL;
-	w->done_tail = &w->done_head;
-	pthread_mutex_unlock(&w->lock);
-	while (list) {
-		struct hmd_job *j = list;
-
-		list = j->next;
-		j->done(j);		/* frees j, drops its client ref */
-	}
-}
-
-static int worker_start(struct hmd_worker *w, struct hm_loop *l)
-{
-	int r;
-
-	w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (w->efd < 0)
-		return -errno;
-	r = hm_loop_add(l, w->efd, POLLIN, take_done, w, NULL, NULL);
-	if (r < 0)
-		return r;
-	r = -pthread_create(&w->thread, NULL, worker_main, w);
-	if (r < 0)
-		return r;
-	w->started = true;
-	return 0;
-}
-
-static void worker_stop(struct hmd_worker *w)
-{
-	if (!w->started)
-		return;
-	pthread_mutex_lock(&w->lock);
-	w->stopping = true;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	w->started = false;
-}
-
-static void worker_queue(struct hmd_worker *w, struct hmd_job *j)
-{
-	j->t_queued = hmd_now_ns();
-	j->next = NULL;
-	pthread_mutex_lock(&w->lock);
-	*w->queue_tail = j;
-	w->queue_tail = &j->next;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-}
-
-static bool worker_idle(struct hmd_worker *w)
-{
-	bool idle;
-
-	pthread_mutex_lock(&w->lock);
-	idle = !w->queue_head && !w->running_job && !w->done_head;
-	pthread_mutex_unlock(&w->lock);
-	return idle;
-}
-
-int hmd_worker_start(struct hm_loop *l)
-{
-	int r = worker_start(&dev_worker, l);
-
-	return r < 0 ? r : worker_start(&compile_worker, l);
-}
-
-void hmd_worker_stop(void)
-{
-	/* the compile thread first: what it finishes goes on to the device */
-	worker_stop(&compile_worker);
-	worker_stop(&dev_worker);
-}
-
-void hmd_worker_queue(struct hmd_job *j)
-{
-	worker_queue(&dev_worker, j);
-}
-
-void hmd_compile_queue(struct hmd_job *j)
-{
-	worker_queue(&compile_worker, j);
-}
-
-/* the device thread's jobs only: a compile is never cancelled (it frees
- * what it made when its client is gone) */
-void hmd_worker_cancel(struct hmd_client *c, int status)
-{
-	struct hmd_worker *w = &dev_worker;
-	struct hmd_job **pp, *cancelled = NULL, **ct = &cancelled;
-	uint64_t one = 1;
-
-	pthread_mutex_lock(&w->lock);
-	for (pp = &w->queue_head; *pp;) {
-		struct hmd_job *j = *pp;
-
-		if (j->cancelable && (!c || j->client == c)) {
-			*pp = j->next;
-			j->status = status;
-			j->run = NULL;
-			j->reply = NULL;
-			j->next = NULL;
-			*ct = j;
-			ct = &j->next;
-		} else {
-			pp = &j->next;
-		}
-	}
-	w->queue_tail = &w->queue_head;
-	while (*w->queue_tail)
-		w->queue_tail = &(*w->queue_tail)->next;
-	/* completed through the same path, so replies keep one code path */
-	if (cancelled) {
-		*w->done_tail = cancelled;
-		w->done_tail = ct;
-		if (write(w->efd, &one, sizeof(one)) < 0) {
-			/* see worker_main */
-		}
-	}
-	pthread_mutex_unlock(&w->lock);
-}
-
-bool hmd_worker_idle(void)
-{
-	return worker_idle(&compile_worker) && worker_idle(&dev_worker);
-}
-
-/* ---- the engine host ---------------------------------------------------- */
-
-#if HMIRRORD_HAVE_ENGINE
 static struct hm_vk *vk;
 
 int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
@@ -431,7 +140,8 @@ struct hmd_prebuilt {
  * module (the driver's shader cache holds it: tier one is skipped), or a
  * module of one form as it is.
  */
-int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret)
+int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags,
+			   struct hmd_prebuilt **ret)
 {
 	struct hmd_prebuilt *p;
 	uint32_t *form = NULL;
@@ -466,10 +176,10 @@ out_free:
 	return r;
 }
 
-void hmd_eng_pipeline_discard(void *prebuilt)
+void hmd_eng_pipeline_discard(struct hmd_prebuilt *prebuilt)
 {
 	if (prebuilt)
-		hm_vk_pipeline_free(vk, prebuilt);
+		hm_vk_pipeline_free(vk, &prebuilt->p);
 	free(prebuilt);
 }
 
@@ -532,9 +242,9 @@ int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
 		return r;
 	}
 	if (p->prebuilt) {
-		enum hm_tier tier = ((struct hmd_prebuilt *)p->prebuilt)->tier;
+		enum hm_tier tier = p->prebuilt->tier;
 
-		r = hm_engine_pipeline_adopt(e, p->prebuilt, p->mod->user_push_words,
+		r = hm_engine_pipeline_adopt(e, &p->prebuilt->p, p->mod->user_push_words,
 					     &p->engine_id);
 		hmd_eng_pipeline_discard(p->prebuilt);	/* zeroed if adopted */
 		p->prebuilt = NULL;
@@ -702,90 +412,16 @@ void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
 	hmd_worker_queue(&h->job);
 }
 
-#else /* !HMIRRORD_HAVE_ENGINE: the daemon serves, dispatches say -ENOSYS */
-
-int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
-			 size_t cap)
+/* device thread: snapshot a client's engine counters for STATS */
+void hmd_client_refresh_estats(struct hmd_client *c)
 {
-	snprintf(why, cap, "built without the engine (lib/engine)");
-	return -ENOSYS;
-}
+	uint64_t v[HM_ESTAT_NR] = { 0 };
+	int n = hmd_eng_stats(c, v, HM_ESTAT_NR);
 
-void hmd_engine_host_finish(void)
-{
+	if (n <= 0)
+		return;
+	pthread_mutex_lock(&hmd_estats_lock);
+	memcpy(c->estats, v, sizeof(v));
+	c->has_estats = true;
+	pthread_mutex_unlock(&hmd_estats_lock);
 }
-
-bool hmd_engine_available(void)
-{
-	return false;
-}
-
-unsigned hmd_engine_validation_count(void)
-{
-	return 0;
-}
-
-int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
-{
-	return 0;	/* imported and held; nothing to mirror it with */
-}
-
-void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp)
-{
-#if HMIRRORD_HAVE_WATCH
-	hm_consumer_free(sp->consumer);
-	sp->consumer = NULL;
-	hm_space_free(sp->space);
-#endif
-	sp->space = NULL;
-}
-
-int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
-		   uint32_t advice)
-{
-	return 0;	/* advice is a hint; recorded nowhere without an engine */
-}
-
-int hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p)
-{
-	return 0;	/* validated; built by the engine when there is one */
-}
-
-int hmd_eng_pipeline_build(const struct hmd_module *m, uint32_t flags, void **ret)
-{
-	*ret = NULL;
-	return 0;
-}
-
-bool hmd_eng_pipeline_parked(struct hmd_client *c, const struct hmd_module *m)
-{
-	return false;
-}
-
-void hmd_eng_pipeline_discard(void *prebuilt)
-{
-}
-
-void hmd_eng_pipeline_free(struct hmd_client *c, struct hmd_pipeline *p)
-{
-}
-
-int hmd_eng_dispatch(struct hmd_client *c, struct hmd_pipeline *p,
-		     const struct hm_msg_dispatch *d)
-{
-	return -ENOSYS;
-}
-
-int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
-{
-	return 0;
-}
-
-void hmd_eng_client_free(struct hmd_client *c)
-{
-}
-
-void hmd_eng_guard_event(uint64_t space, uint64_t chunk)
-{
-}
-#endif
