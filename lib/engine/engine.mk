@@ -17,7 +17,7 @@ $(B)/include/engine/%.spv.h: lib/engine/%.comp | $(DEPS)
 	@mkdir -p $(dir $@)
 	$(GLSLANG) -V --target-env vulkan1.2 --quiet --vn hm_$(subst -,_,$*)_spv -o $@ $<
 
-ENGINE_OBJS := $(O)/lib/engine/engine.o $(O)/lib/engine/space.o $(O)/lib/engine/pool.o \
+ENGINE_OBJS := $(O)/lib/engine/engine.o $(O)/lib/engine/space.o $(O)/lib/engine/mirror.o \
 	$(O)/lib/engine/upload.o $(O)/lib/engine/copyback.o $(O)/lib/engine/window.o \
 	$(O)/lib/engine/tier.o
 LIB_OBJS += $(ENGINE_OBJS)

@@ -264,7 +264,7 @@ void hm_engine_table_free(struct hm_engine *e);
 struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id);
 int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
-/* pool.c */
+/* mirror.c */
 int  hm_pool_init(struct hm_engine *e, uint64_t budget);
 void hm_pool_finish(struct hm_engine *e);
 int  hm_pool_alloc(struct hm_engine *e, uint32_t *ret_id);
