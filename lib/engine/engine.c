@@ -329,51 +329,6 @@ int hm_engine_remove_space(struct hm_engine *e, uint32_t id)
 	return 0;
 }
 
-int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, enum hm_advice a)
-{
-	uint64_t end = guest_addr + size;
-	bool hit = false;
-
-	if (!e || !size || end < guest_addr || (unsigned)a > HM_ADVICE_NEVER_MIRROR)
-		return -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	if (e->work.mode) {
-		pthread_mutex_unlock(&e->lock);
-		return -EBUSY;
-	}
-	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
-		struct hm_espace *sp = &e->spaces[id];
-		uint64_t lo, hi;
-
-		if (!sp->used || end <= sp->guest || guest_addr >= sp->guest + sp->size)
-			continue;
-		hit = true;
-		lo = (guest_addr > sp->guest ? guest_addr - sp->guest : 0) >> e->shift;
-		hi = ((end < sp->guest + sp->size ? end : sp->guest + sp->size) - sp->guest +
-		      e->chunk - 1) >> e->shift;
-		for (uint64_t i = lo; i < hi; i++) {
-			struct hm_chunk *c = &sp->ch[i];
-
-			c->advice = a;
-			if (a == HM_ADVICE_NEVER_MIRROR) {
-				hm_engine_drop_mirror(e, id, i);
-			} else if (c->flags & HM_CH_STALE) {
-				/* off the LRU lists: its class is read when published */
-			} else if (c->mirror != HM_NO_MIRROR) {
-				/* same mirror, new class */
-				uint8_t prio = hm_chunk_prio(e, c);
-
-				hm_pool_lru_del(e, c->mirror);
-				hm_pool_lru_add(e, c->mirror, id, i, prio ? prio : HM_PRIO_HOT);
-			} else if (hm_chunk_prio(e, c) != HM_PRIO_NONE) {
-				hm_engine_queue(e, id, i);
-			}
-		}
-	}
-	pthread_mutex_unlock(&e->lock);
-	return hit ? 0 : -ENOENT;
-}
-
 int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
 			     uint32_t user_push_words, uint32_t *ret_id)
 {

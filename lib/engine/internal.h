@@ -278,17 +278,23 @@ void hm_pool_lru_add(struct hm_engine *e, uint32_t id, uint32_t space, uint64_t 
 void hm_pool_lru_del(struct hm_engine *e, uint32_t id);
 void hm_pool_lru_touch(struct hm_engine *e, uint32_t id);
 uint32_t hm_pool_victim(struct hm_engine *e, uint8_t below_prio);
-
-/* upload.c */
+/* a free slot for a chunk of class prio, or one evicted from a lower
+ * class (*ret_evicted: its chunk's hm_ref(), else UINT64_MAX) */
+int  hm_pool_take_slot(struct hm_engine *e, uint8_t prio, uint32_t *ret_id,
+		       uint64_t *ret_evicted);
+/* a mirror's life: wanted, published, stale, dropped */
 uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c);
 void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
-int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta);
+int  hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta);
 void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
+void hm_engine_stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
+int  hm_engine_republish(struct hm_engine *e);
+int  hm_engine_unpublish_all(struct hm_engine *e);
+
+/* upload.c */
 int  hm_engine_harvest(struct hm_engine *e);
 int  hm_engine_upload(struct hm_engine *e);
 int  hm_engine_twin_init(struct hm_engine *e);
-int  hm_engine_republish(struct hm_engine *e);
-int  hm_engine_unpublish_all(struct hm_engine *e);
 
 /* copyback.c */
 int  hm_engine_scan_marks(struct hm_engine *e, bool shared);

@@ -1,10 +1,18 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Mirror pool: device-local slabs carved into slots of two chunks (a
- * mirror in the slab's first half, its twin at the same place in the
- * second half, so the uploads of consecutive slots merge into one copy
- * region each way), allocated lazily up to the budget; an LRU list per
- * priority class picks eviction victims.
+ * A mirror's life: the class a chunk is wanted in (advice, device-write
+ * history) and the want list; the pool slot it takes (evicting a lower
+ * class when the budget is full); its table entry (published: the table
+ * names the mirror; home again when dropped, stale or unpublished for a
+ * dispatch shared with the CPU, rule 5).  upload.c copies it and decides
+ * whether it may be published (rule 3); the harvest drops what the CPU wrote
+ * (rule 2).
+ *
+ * The pool: device-local slabs carved into slots of two chunks (a mirror
+ * in the slab's first half, its twin at the same place in the second
+ * half, so the uploads of consecutive slots merge into one copy region
+ * each way), allocated lazily up to the budget; an LRU list per priority
+ * class picks eviction victims.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -198,4 +206,207 @@ uint32_t hm_pool_victim(struct hm_engine *e, uint8_t below_prio)
 		if (e->pool.head[p] != HM_NO_MIRROR)
 			return e->pool.head[p];
 	return HM_NO_MIRROR;
+}
+
+static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk *c)
+{
+	uint32_t age = e->seq - c->hist_seq;
+
+	return age >= 8 ? 0 : (uint8_t)(c->hist << age);
+}
+
+/* The class a chunk is wanted in, HM_PRIO_NONE if it should stay home. */
+uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c)
+{
+	switch (c->advice) {
+	case HM_ADVICE_PREFER_DEVICE:
+		return HM_PRIO_DEVICE;
+	case HM_ADVICE_READ_MOSTLY:
+		return HM_PRIO_READ_MOSTLY;
+	case HM_ADVICE_NEVER_MIRROR:
+		return HM_PRIO_NONE;
+	default:
+		if (e->p.hot_marks <= 8 &&
+		    (unsigned)__builtin_popcount(hist_now(e, c)) >= e->p.hot_marks)
+			return HM_PRIO_HOT;
+		return HM_PRIO_NONE;
+	}
+}
+
+void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_chunk *c = &e->spaces[space].ch[idx];
+
+	if (!e->mirrors || (c->flags & HM_CH_QUEUED) ||
+	    (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)))
+		return;
+	if (hm_grow((void **)&e->queue, &e->cap_queue, e->nr_queue + 1, sizeof(*e->queue)))
+		return;         /* not queued: wanted again later */
+	e->queue[e->nr_queue++] = hm_ref(space, idx);
+	c->flags |= HM_CH_QUEUED;
+}
+
+/*
+ * The table's device slots are written at the dispatch boundary
+ * (hm_table_flush() before the dispatch): a mirror dropped by the harvest
+ * and refreshed in place by the upload names the same slot again, so its
+ * two updates cost the device memory none.  Without memory to defer, at
+ * once.
+ */
+int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta)
+{
+	int err = hm_table_update_deferred(e->table, chunk, delta);
+
+	return err == -ENOMEM ? hm_table_update(e->table, chunk, delta) : err;
+}
+
+static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
+{
+	uint64_t guest = sp->guest + (idx << e->shift);
+
+	hm_window_note(e, sp - e->spaces, idx);
+	return hm_engine_repoint(e, sp->first_chunk + idx,
+				 (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
+}
+
+/* Forget a chunk's mirror: the table names home again. */
+void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c = &sp->ch[idx];
+
+	if (c->mirror == HM_NO_MIRROR)
+		return;
+	if (c->flags & HM_CH_PUBLISHED)
+		repoint_home(e, sp, idx);
+	if (!(c->flags & HM_CH_STALE))
+		hm_pool_lru_del(e, c->mirror);
+	hm_pool_free_slot(e, c->mirror);
+	c->mirror = HM_NO_MIRROR;
+	c->flags &= ~(HM_CH_PUBLISHED | HM_CH_STALE);
+}
+
+/* A read-mostly mirror the CPU wrote: home for now (rule 2), slot kept for
+ * its refresh in place. */
+void hm_engine_stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c = &sp->ch[idx];
+
+	if (c->flags & HM_CH_PUBLISHED)
+		repoint_home(e, sp, idx);
+	hm_pool_lru_del(e, c->mirror);
+	c->flags = (c->flags & ~HM_CH_PUBLISHED) | HM_CH_STALE;
+}
+
+/* Repoint every live mirror home (before a dispatch shared with the CPU). */
+int hm_engine_unpublish_all(struct hm_engine *e)
+{
+	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
+		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
+			struct hm_mirror *m = &e->pool.m[id];
+			struct hm_espace *sp = &e->spaces[m->space];
+			struct hm_chunk *c = &sp->ch[m->idx];
+
+			if (!(c->flags & HM_CH_PUBLISHED))
+				continue;
+			repoint_home(e, sp, m->idx);
+			c->flags &= ~HM_CH_PUBLISHED;
+			e->need_republish = true;
+		}
+	}
+	return 0;
+}
+
+/* Name again every live mirror that a shared dispatch left unpublished. */
+int hm_engine_republish(struct hm_engine *e)
+{
+	int err;
+
+	if (!e->need_republish)
+		return 0;
+	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
+		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
+			struct hm_mirror *m = &e->pool.m[id];
+			struct hm_espace *sp = &e->spaces[m->space];
+			struct hm_chunk *c = &sp->ch[m->idx];
+			uint64_t guest = sp->guest + ((uint64_t)m->idx << e->shift);
+
+			if (c->flags & HM_CH_PUBLISHED)
+				continue;
+			err = hm_engine_repoint(e, sp->first_chunk + m->idx,
+						(int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			if (err)
+				return err;
+			c->flags |= HM_CH_PUBLISHED;
+			hm_window_note(e, m->space, m->idx);
+		}
+	}
+	e->need_republish = false;
+	return 0;
+}
+
+/* Make room for a chunk of class prio: a free slot, or evict a lower class. */
+int hm_pool_take_slot(struct hm_engine *e, uint8_t prio, uint32_t *ret_id,
+		      uint64_t *ret_evicted)
+{
+	uint32_t victim;
+	int err;
+
+	*ret_evicted = UINT64_MAX;
+	err = hm_pool_alloc(e, ret_id);
+	if (err != -ENOSPC)
+		return err;
+	victim = hm_pool_victim(e, prio);
+	if (victim == HM_NO_MIRROR)
+		return -ENOSPC;
+	*ret_evicted = hm_ref(e->pool.m[victim].space, e->pool.m[victim].idx);
+	hm_engine_drop_mirror(e, e->pool.m[victim].space, e->pool.m[victim].idx);
+	e->st.mirrors_evicted++;
+	return hm_pool_alloc(e, ret_id);
+}
+
+int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, enum hm_advice a)
+{
+	uint64_t end = guest_addr + size;
+	bool hit = false;
+
+	if (!e || !size || end < guest_addr || (unsigned)a > HM_ADVICE_NEVER_MIRROR)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	if (e->work.mode) {
+		pthread_mutex_unlock(&e->lock);
+		return -EBUSY;
+	}
+	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
+		struct hm_espace *sp = &e->spaces[id];
+		uint64_t lo, hi;
+
+		if (!sp->used || end <= sp->guest || guest_addr >= sp->guest + sp->size)
+			continue;
+		hit = true;
+		lo = (guest_addr > sp->guest ? guest_addr - sp->guest : 0) >> e->shift;
+		hi = ((end < sp->guest + sp->size ? end : sp->guest + sp->size) - sp->guest +
+		      e->chunk - 1) >> e->shift;
+		for (uint64_t i = lo; i < hi; i++) {
+			struct hm_chunk *c = &sp->ch[i];
+
+			c->advice = a;
+			if (a == HM_ADVICE_NEVER_MIRROR) {
+				hm_engine_drop_mirror(e, id, i);
+			} else if (c->flags & HM_CH_STALE) {
+				/* off the LRU lists: its class is read when published */
+			} else if (c->mirror != HM_NO_MIRROR) {
+				/* same mirror, new class */
+				uint8_t prio = hm_chunk_prio(e, c);
+
+				hm_pool_lru_del(e, c->mirror);
+				hm_pool_lru_add(e, c->mirror, id, i, prio ? prio : HM_PRIO_HOT);
+			} else if (hm_chunk_prio(e, c) != HM_PRIO_NONE) {
+				hm_engine_queue(e, id, i);
+			}
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return hit ? 0 : -ENOENT;
 }

@@ -19,97 +19,6 @@
 #include "engine/twin.spv.h"
 #include "engine/gather.spv.h"
 
-static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk *c)
-{
-	uint32_t age = e->seq - c->hist_seq;
-
-	return age >= 8 ? 0 : (uint8_t)(c->hist << age);
-}
-
-/* The class a chunk is wanted in, HM_PRIO_NONE if it should stay home. */
-uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c)
-{
-	switch (c->advice) {
-	case HM_ADVICE_PREFER_DEVICE:
-		return HM_PRIO_DEVICE;
-	case HM_ADVICE_READ_MOSTLY:
-		return HM_PRIO_READ_MOSTLY;
-	case HM_ADVICE_NEVER_MIRROR:
-		return HM_PRIO_NONE;
-	default:
-		if (e->p.hot_marks <= 8 &&
-		    (unsigned)__builtin_popcount(hist_now(e, c)) >= e->p.hot_marks)
-			return HM_PRIO_HOT;
-		return HM_PRIO_NONE;
-	}
-}
-
-void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
-{
-	struct hm_chunk *c = &e->spaces[space].ch[idx];
-
-	if (!e->mirrors || (c->flags & HM_CH_QUEUED) ||
-	    (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)))
-		return;
-	if (hm_grow((void **)&e->queue, &e->cap_queue, e->nr_queue + 1, sizeof(*e->queue)))
-		return;         /* not queued: wanted again later */
-	e->queue[e->nr_queue++] = hm_ref(space, idx);
-	c->flags |= HM_CH_QUEUED;
-}
-
-/*
- * The table's device slots are written at the dispatch boundary
- * (hm_table_flush() before the dispatch): a mirror dropped by the harvest
- * and refreshed in place by the upload names the same slot again, so its
- * two updates cost the device memory none.  Without memory to defer, at
- * once.
- */
-int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta)
-{
-	int err = hm_table_update_deferred(e->table, chunk, delta);
-
-	return err == -ENOMEM ? hm_table_update(e->table, chunk, delta) : err;
-}
-
-static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
-{
-	uint64_t guest = sp->guest + (idx << e->shift);
-
-	hm_window_note(e, sp - e->spaces, idx);
-	return hm_engine_repoint(e, sp->first_chunk + idx,
-				 (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
-}
-
-/* Forget a chunk's mirror: the table names home again. */
-void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
-{
-	struct hm_espace *sp = &e->spaces[space];
-	struct hm_chunk *c = &sp->ch[idx];
-
-	if (c->mirror == HM_NO_MIRROR)
-		return;
-	if (c->flags & HM_CH_PUBLISHED)
-		repoint_home(e, sp, idx);
-	if (!(c->flags & HM_CH_STALE))
-		hm_pool_lru_del(e, c->mirror);
-	hm_pool_free_slot(e, c->mirror);
-	c->mirror = HM_NO_MIRROR;
-	c->flags &= ~(HM_CH_PUBLISHED | HM_CH_STALE);
-}
-
-/* A read-mostly mirror the CPU wrote: home for now (rule 2), slot kept for
- * its refresh in place. */
-static void stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx)
-{
-	struct hm_espace *sp = &e->spaces[space];
-	struct hm_chunk *c = &sp->ch[idx];
-
-	if (c->flags & HM_CH_PUBLISHED)
-		repoint_home(e, sp, idx);
-	hm_pool_lru_del(e, c->mirror);
-	c->flags = (c->flags & ~HM_CH_PUBLISHED) | HM_CH_STALE;
-}
-
 /*
  * A guard drop of a mirror.  Read-mostly and prefer-device chunks were
  * advised as data the device wants near: a write (most often to a
@@ -218,7 +127,7 @@ int hm_engine_harvest(struct hm_engine *e)
 				if (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)) {
 					e->st.mirrors_dropped_by_guard++;
 					if (refreshable(c)) {
-						stale_mirror(e, id, idx);
+						hm_engine_stale_mirror(e, id, idx);
 						e->st.mirrors_refreshed++;
 					} else {
 						hm_engine_drop_mirror(e, id, idx);
@@ -241,72 +150,6 @@ int hm_engine_harvest(struct hm_engine *e)
 		}
 	}
 	return 0;
-}
-
-/* Repoint every live mirror home (before a dispatch shared with the CPU). */
-int hm_engine_unpublish_all(struct hm_engine *e)
-{
-	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
-		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
-			struct hm_mirror *m = &e->pool.m[id];
-			struct hm_espace *sp = &e->spaces[m->space];
-			struct hm_chunk *c = &sp->ch[m->idx];
-
-			if (!(c->flags & HM_CH_PUBLISHED))
-				continue;
-			repoint_home(e, sp, m->idx);
-			c->flags &= ~HM_CH_PUBLISHED;
-			e->need_republish = true;
-		}
-	}
-	return 0;
-}
-
-/* Name again every live mirror that a shared dispatch left unpublished. */
-int hm_engine_republish(struct hm_engine *e)
-{
-	int err;
-
-	if (!e->need_republish)
-		return 0;
-	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
-		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
-			struct hm_mirror *m = &e->pool.m[id];
-			struct hm_espace *sp = &e->spaces[m->space];
-			struct hm_chunk *c = &sp->ch[m->idx];
-			uint64_t guest = sp->guest + ((uint64_t)m->idx << e->shift);
-
-			if (c->flags & HM_CH_PUBLISHED)
-				continue;
-			err = hm_engine_repoint(e, sp->first_chunk + m->idx,
-						(int64_t)(hm_pool_mirror_addr(e, id) - guest));
-			if (err)
-				return err;
-			c->flags |= HM_CH_PUBLISHED;
-			hm_window_note(e, m->space, m->idx);
-		}
-	}
-	e->need_republish = false;
-	return 0;
-}
-
-/* Make room for a chunk of class prio: a free slot, or evict a lower class. */
-static int take_slot(struct hm_engine *e, uint8_t prio, uint32_t *ret_id, uint64_t *ret_evicted)
-{
-	uint32_t victim;
-	int err;
-
-	*ret_evicted = UINT64_MAX;
-	err = hm_pool_alloc(e, ret_id);
-	if (err != -ENOSPC)
-		return err;
-	victim = hm_pool_victim(e, prio);
-	if (victim == HM_NO_MIRROR)
-		return -ENOSPC;
-	*ret_evicted = hm_ref(e->pool.m[victim].space, e->pool.m[victim].idx);
-	hm_engine_drop_mirror(e, e->pool.m[victim].space, e->pool.m[victim].idx);
-	e->st.mirrors_evicted++;
-	return hm_pool_alloc(e, ret_id);
 }
 
 static int ensure_cand(struct hm_engine *e, size_t n)
@@ -383,7 +226,7 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 		if (!err) {
 			uint64_t ev;
 
-			err = take_slot(e, prio, &slot, &ev);
+			err = hm_pool_take_slot(e, prio, &slot, &ev);
 			if (ev != UINT64_MAX)
 				evicted[nr_evicted++] = ev;
 		}
