@@ -4,7 +4,7 @@
  * statistics.  See lib/include/hmirror/engine.h and Documentation/engine.rst.
  *
  * hm_engine_dispatch():
- *   1 harvest CPU writes; drop the mirrors they hit        (upload.c, rule 2)
+ *   1 harvest CPU writes; drop the mirrors they hit        (harvest.c, rule 2)
  *   2 upload wanted clean chunks, publish if generation held (upload.c, rule 3)
  *   3 dispatch with the push block                          (here)
  *   4 scan marks, copy changed mirror bytes home            (copyback.c, rule 4)
@@ -751,30 +751,6 @@ int hm_engine_cancel(struct hm_engine_work *w)
 		err = -EALREADY;        /* it ran: complete it */
 	else
 		retire(e);
-	pthread_mutex_unlock(&e->lock);
-	return err;
-}
-
-int hm_engine_harvest_now(struct hm_engine *e)
-{
-	uint64_t dropped, t0;
-	int err;
-
-	if (!e)
-		return -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	err = e->work.mode ? -EBUSY : -ENODEV;
-	if (!e->vk->lost && !e->work.mode) {
-		dropped = e->st.mirrors_dropped_by_guard;
-		t0 = hm_now_ns();
-		err = hm_engine_harvest(e);
-		e->st.ns_harvest += hm_now_ns() - t0;
-		e->st.early_harvests++;
-		dropped = e->st.mirrors_dropped_by_guard - dropped;
-		e->st.mirrors_dropped_early += dropped;
-		if (!err)
-			err = dropped > INT32_MAX ? INT32_MAX : (int)dropped;
-	}
 	pthread_mutex_unlock(&e->lock);
 	return err;
 }

@@ -291,8 +291,10 @@ void hm_engine_stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_republish(struct hm_engine *e);
 int  hm_engine_unpublish_all(struct hm_engine *e);
 
-/* upload.c */
+/* harvest.c */
 int  hm_engine_harvest(struct hm_engine *e);
+
+/* upload.c */
 int  hm_engine_upload(struct hm_engine *e);
 int  hm_engine_twin_init(struct hm_engine *e);
 

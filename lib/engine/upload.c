@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * Which chunks are mirrored, and how they get there.
+ * Step 2 of a dispatch: how wanted chunks get their mirrors (rule 3).
  *
- * Before each dispatch: harvest the CPU writes of every space with armed
- * chunks; a written chunk's mirror is dropped (its slot repointed home,
- * rule 2) and thrash control counts the drop.  Then the want list is
- * walked: each wanted chunk gets a pool slot (evicting a mirror of a
- * lower priority class when the budget is full), its guard is armed, its
- * write generation noted, and one command buffer copies every candidate
- * home -> mirror -> twin.  A candidate is published (the table names its
- * mirror) only if its generation did not move meanwhile (rule 3).
+ * The want list is walked: each wanted chunk gets a pool slot (mirror.c,
+ * evicting a mirror of a lower priority class when the budget is full),
+ * its guard is armed, its write generation noted, and one command buffer
+ * copies every candidate home -> mirror -> twin.  A candidate is published
+ * (the table names its mirror) only if its generation did not move
+ * meanwhile; one written while it was copied stays home and is tried again.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,36 +16,6 @@
 #include "internal.h"
 #include "engine/twin.spv.h"
 #include "engine/gather.spv.h"
-
-/*
- * A guard drop of a mirror.  Read-mostly and prefer-device chunks were
- * advised as data the device wants near: a write (most often to a
- * neighbour of what the device reads, in the same chunk) makes them copy
- * again, never stay home -- thrash control would otherwise blacklist a
- * whole hierarchy whose bytes beside the hot ones the guest keeps writing
- * (Documentation/performance.rst, "thrash control").  Chunks mirrored
- * because they were measured hot back off after thrash_drops drops in
- * thrash_window dispatches.
- */
-static bool refreshable(const struct hm_chunk *c)
-{
-	return c->advice == HM_ADVICE_READ_MOSTLY || c->advice == HM_ADVICE_PREFER_DEVICE;
-}
-
-#define HM_HARVEST_MAX (1u << 20)       /* entries of the harvest buffer, at most */
-
-static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
-{
-	if (e->seq - c->window_start > e->p.thrash_window) {
-		c->window_start = e->seq;
-		c->drops = 0;
-	}
-	if (++c->drops >= e->p.thrash_drops) {
-		c->drops = 0;
-		c->backoff_until = e->seq + e->p.thrash_backoff;
-		e->st.thrash_backoffs++;
-	}
-}
 
 /*
  * Race control: a chunk the CPU wrote during its copy on every try of a
@@ -73,83 +41,6 @@ static void race_note(struct hm_engine *e, struct hm_chunk *c)
 	k = c->raced - 1u < HM_RACE_BACKOFF_MAX ? c->raced - 1u : HM_RACE_BACKOFF_MAX;
 	c->backoff_until = e->seq + (1u << k);
 	e->st.thrash_backoffs++;
-}
-
-int hm_engine_harvest(struct hm_engine *e)
-{
-	int err;
-
-	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
-		struct hm_espace *sp = &e->spaces[id];
-		bool more = true;
-		bool take;
-
-		if (!sp->used || !sp->nr_armed)
-			continue;
-		/* take where the backend can: a harvested chunk is unwatched (and,
-		   nobody else watching it, disarmed: its writer runs free) until
-		   arm_and_note() watches it for an upload */
-		take = hm_space_caps(sp->s) & HM_CAP_HARVEST_TAKE;
-		while (more) {
-			size_t n = 0;
-
-			err = hm_consumer_harvest(sp->cons, take ? HM_HARVEST_UNWATCH : 0,
-						  e->harvest_buf, e->harvest_cap, &n, &more);
-			if (err)
-				return err;
-			/* a batch that did not hold it all: take more at once
-			 * next time (each call of the userspace backends moves
-			 * what is left of its list: H200, a writer that never
-			 * stops, ~1 M page units a dispatch in 4 Ki batches cost
-			 * 1.3 s a harvest) */
-			if (more && e->harvest_cap < HM_HARVEST_MAX) {
-				uint64_t *b = realloc(e->harvest_buf,
-						      2 * e->harvest_cap * sizeof(*b));
-
-				if (b) {
-					e->harvest_buf = b;
-					e->harvest_cap *= 2;
-				}
-			}
-			e->st.chunks_harvested += n;
-			for (size_t i = 0; i < n; i++) {
-				/* a watch unit; its chunk */
-				uint64_t idx = e->harvest_buf[i] >> sp->wshift;
-				struct hm_chunk *c;
-
-				if (idx >= sp->nr_chunks)
-					continue;
-				c = &sp->ch[idx];
-				if (take && (c->flags & HM_CH_ARMED)) {
-					c->flags &= ~HM_CH_ARMED;
-					sp->nr_armed--;
-				}
-				if (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)) {
-					e->st.mirrors_dropped_by_guard++;
-					if (refreshable(c)) {
-						hm_engine_stale_mirror(e, id, idx);
-						e->st.mirrors_refreshed++;
-					} else {
-						hm_engine_drop_mirror(e, id, idx);
-						thrash_note(e, c);
-					}
-					if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
-						hm_engine_queue(e, id, idx);
-				}
-				/* uffd-async (no take): a written chunk left without a
-				   mirror needs no watch until its next upload */
-				if (!take && (c->flags & HM_CH_ARMED) && c->mirror == HM_NO_MIRROR) {
-					err = hm_consumer_unwatch(sp->cons, idx << e->shift,
-								  1ull << e->shift);
-					if (err)
-						return err;
-					c->flags &= ~HM_CH_ARMED;
-					sp->nr_armed--;
-				}
-			}
-		}
-	}
-	return 0;
 }
 
 static int ensure_cand(struct hm_engine *e, size_t n)
