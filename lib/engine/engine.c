@@ -19,18 +19,6 @@
 
 #define HM_HARVEST_BATCH 4096
 
-/* AUTO: on a GPU, one gather shader writes mirror and twin from home (no
- * copy region per scattered chunk: Documentation/performance.rst); on a CPU
- * device (lavapipe) vkCmdCopyBuffer, where a shader's every access is
- * emulated (measured: 0.31 vs 3.63 GB/s for the whole upload,
- * Documentation/engine.rst) */
-static uint32_t twin_mode(const struct hm_vk *vk, uint32_t mode)
-{
-	if (mode != HM_TWIN_AUTO)
-		return mode;
-	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_GATHER;
-}
-
 /* The event a recorded work sets last, and the engine's timeline. */
 static int work_sync_init(struct hm_engine *e)
 {
@@ -89,7 +77,7 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 		e->p.thrash_backoff = 64;
 	if (!e->p.max_chunks)
 		e->p.max_chunks = HM_ENGINE_MAX_CHUNKS;
-	e->p.twin_mode = twin_mode(vk, p->twin_mode);
+	e->p.twin_mode = hm_twin_mode(vk, p->twin_mode);
 	e->mirrors = !(p->flags & HM_ENGINE_NO_MIRRORS);
 	if (e->mirrors && (!vk->has_8bit_storage || !vk->has_int8)) {
 		/* the copy-back stores single bytes home (diff.comp) */
@@ -753,16 +741,6 @@ int hm_engine_cancel(struct hm_engine_work *w)
 		retire(e);
 	pthread_mutex_unlock(&e->lock);
 	return err;
-}
-
-int hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode)
-{
-	if (!e || mode > HM_TWIN_GATHER)
-		return -EINVAL;
-	pthread_mutex_lock(&e->lock);
-	e->p.twin_mode = twin_mode(e->vk, mode);
-	pthread_mutex_unlock(&e->lock);
-	return 0;
 }
 
 int hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret)

@@ -296,7 +296,12 @@ int  hm_engine_harvest(struct hm_engine *e);
 
 /* upload.c */
 int  hm_engine_upload(struct hm_engine *e);
+
+/* twin.c: fills the candidates' mirrors and twins from home (e->cand,
+ * e->cand_slot [0, n)), *ret_bytes the bytes copied */
+uint32_t hm_twin_mode(const struct hm_vk *vk, uint32_t mode);   /* HM_TWIN_AUTO resolved */
 int  hm_engine_twin_init(struct hm_engine *e);
+int  hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes);
 
 /* copyback.c */
 int  hm_engine_scan_marks(struct hm_engine *e, bool shared);

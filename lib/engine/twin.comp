@@ -4,7 +4,7 @@
 // mirrors on the device (twin = mirror + twin_off, same slab), so the
 // guest's bytes cross the bus once.  Runs on the shader cores, so the
 // copy engine can already move the next batch home -> mirror meanwhile
-// (lib/engine/upload.c: barriers transfer -> compute per batch).
+// (lib/engine/twin.c: barriers transfer -> compute per batch).
 //
 // Grid: x = block of the chunk (block_bytes each), y = chunk of the batch;
 // addrs[first + y] is the chunk's mirror device address.

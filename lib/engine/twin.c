@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Twins: the copy of a mirror as uploaded.  The upload's one command
+ * buffer fills each candidate's mirror and twin from home, in one of three
+ * modes (hm_engine_params.twin_mode): HM_TWIN_COPY, vkCmdCopyBuffer home
+ * -> mirror then mirror -> twin; HM_TWIN_SHADER, home -> mirror copies
+ * and twin.comp filling the twins, in batches; HM_TWIN_GATHER, gather.comp
+ * writing mirror and twin from home, no copy region per chunk.
+ * copyback.c diffs mirror against twin (diff.comp) to find exactly the
+ * bytes the device changed (rule 4).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "engine/twin.spv.h"
+#include "engine/gather.spv.h"
+
+/* AUTO: on a GPU, one gather shader writes mirror and twin from home (no
+ * copy region per scattered chunk: Documentation/performance.rst); on a CPU
+ * device (lavapipe) vkCmdCopyBuffer, where a shader's every access is
+ * emulated (measured: 0.31 vs 3.63 GB/s for the whole upload,
+ * Documentation/engine.rst) */
+uint32_t hm_twin_mode(const struct hm_vk *vk, uint32_t mode)
+{
+	if (mode != HM_TWIN_AUTO)
+		return mode;
+	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_GATHER;
+}
+
+int hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode)
+{
+	if (!e || mode > HM_TWIN_GATHER)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	e->p.twin_mode = hm_twin_mode(e->vk, mode);
+	pthread_mutex_unlock(&e->lock);
+	return 0;
+}
+
+/* Append a copy region, merged with the previous one when contiguous. */
+static void add_region(VkBufferCopy *reg, size_t *k, uint64_t so, uint64_t dof, uint64_t size)
+{
+	if (*k && reg[*k - 1].srcOffset + reg[*k - 1].size == so &&
+	    reg[*k - 1].dstOffset + reg[*k - 1].size == dof) {
+		reg[*k - 1].size += size;
+		return;
+	}
+	reg[(*k)++] = (VkBufferCopy){ .srcOffset = so, .dstOffset = dof, .size = size };
+}
+
+#define HM_TWIN_BLOCK_MAX (16u << 10)   /* bytes one workgroup of twin.comp copies */
+#define HM_UPLOAD_BATCHES 8             /* batches of an upload (twin shader mode) */
+#define HM_UPLOAD_BATCH_MIN (16u << 20) /* bytes, at least, a batch */
+
+int hm_engine_twin_init(struct hm_engine *e)
+{
+	int err = hm_vk_pipeline_new(e->vk, hm_twin_spv, sizeof(hm_twin_spv) / 4, "main", 24,
+				     &e->twin);
+
+	if (!err)
+		err = hm_vk_pipeline_new(e->vk, hm_gather_spv, sizeof(hm_gather_spv) / 4, "main",
+					 24, &e->gather);
+	return err;
+}
+
+#define HM_GATHER_BLOCK_MAX (4u << 10)  /* bytes one workgroup of gather.comp copies */
+
+/*
+ * The watch units of candidate i to copy: all of a new mirror's; of a stale
+ * one's, those whose generation moved since it was published (the others
+ * still hold, in mirror and twin, what home holds: no CPU write reached
+ * them, or their generation would have moved).
+ */
+static bool unit_wanted(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
+			uint64_t idx, uint64_t u)
+{
+	uint64_t unit = (idx << sp->wshift) + u;
+
+	if (!(sp->ch[idx].flags & HM_CH_STALE))
+		return true;
+	return e->ug0[e->uoff[i] + u] != sp->ugen[unit];
+}
+
+/* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */
+static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
+{
+	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
+	struct {
+		uint64_t descs, twin_off;
+		uint32_t block_bytes, first;
+	} push = { 0, hm_pool_twin_offset(e), 0, 0 };
+	uint64_t unit = e->chunk, *d, t0;
+	size_t nd = 0, cap = 0;
+	VkCommandBuffer cb;
+	int err;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+		cap += 1ull << sp->wshift;
+		if ((e->chunk >> sp->wshift) < unit)
+			unit = e->chunk >> sp->wshift;
+	}
+	if (e->gather_descs.size < cap * 16) {
+		size_t c = 256;
+
+		while (c < cap)
+			c *= 2;
+		hm_vk_buffer_free(e->vk, &e->gather_descs);
+		err = hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &e->gather_descs);
+		if (err)
+			return err;
+	}
+	/* one descriptor a unit of the finest space among the candidates */
+	d = e->gather_descs.map;
+	for (size_t i = 0; i < n; i++) {
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
+		uint64_t home = hm_espace_home_addr(e, sp, idx);
+		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
+
+		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+			if (!unit_wanted(e, i, sp, idx, u))
+				continue;
+			for (uint64_t o = 0; o < su; o += unit) {
+				d[2 * nd] = home + u * su + o;
+				d[2 * nd + 1] = mirror + u * su + o;
+				nd++;
+			}
+		}
+	}
+	*ret_bytes = nd * unit;
+	if (!nd)
+		return 0;
+	push.descs = e->gather_descs.addr;
+	push.block_bytes = unit < HM_GATHER_BLOCK_MAX ? unit : HM_GATHER_BLOCK_MAX;
+	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
+	if (err)
+		return err;
+	for (size_t first = 0; first < nd; first += max_y) {
+		push.first = first;
+		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push), unit / push.block_bytes,
+				   nd - first < max_y ? nd - first : max_y, 1);
+		e->st.upload_regions++;         /* one gather dispatch */
+	}
+	hm_vk_cmd_barrier(cb);
+	t0 = hm_now_ns();
+	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
+	e->st.ns_upload_copy += hm_now_ns() - t0;
+	return err;
+}
+
+/* home -> mirror copies of candidates [i, end), regions merged where contiguous */
+static void record_uploads(struct hm_engine *e, VkCommandBuffer cb, VkBufferCopy *reg,
+			   size_t i, size_t end)
+{
+	/* consecutive candidates sharing a (home piece, slab) pair: one copy */
+	while (i < end) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		VkBuffer src, dst, s2, d2;
+		uint64_t so, dof;
+		size_t k = 0;
+
+		hm_espace_home_loc(e, sp, hm_ref_idx(e->cand[i]), &src, &so);
+		dst = hm_pool_slab(e, e->cand_slot[i], &dof);
+		while (i < end) {
+			struct hm_espace *sj = &e->spaces[hm_ref_space(e->cand[i])];
+
+			hm_espace_home_loc(e, sj, hm_ref_idx(e->cand[i]), &s2, &so);
+			d2 = hm_pool_slab(e, e->cand_slot[i], &dof);
+			if (s2 != src || d2 != dst)
+				break;
+			add_region(reg, &k, so, dof, e->chunk);
+			i++;
+		}
+		vkCmdCopyBuffer(cb, src, dst, k, reg);
+		e->st.upload_regions += k;
+	}
+}
+
+/*
+ * HM_TWIN_SHADER: in batches, home -> mirror (copy), a barrier from the
+ * transfer to the compute stage only, then twin.comp fills the batch's
+ * twins from its mirrors; the next batch's transfer is outside that
+ * barrier's second scope, so it can run while the shader copies.
+ * HM_TWIN_COPY: every home -> mirror copy, a transfer barrier, then every
+ * mirror -> twin copy.  One command buffer, one wait, either way.
+ */
+int hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
+{
+	uint64_t twin = hm_pool_twin_offset(e);
+	bool shader = e->p.twin_mode != HM_TWIN_COPY && e->twin.pipe;
+	VkBufferCopy *reg;
+	VkCommandBuffer cb;
+	uint64_t t0;
+	int err;
+
+	if (e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe)
+		return gather_candidates(e, n, ret_bytes);
+	/* whole chunks (a stale mirror's too: always right) */
+	*ret_bytes = n * e->chunk;
+
+	if (shader && e->twin_addrs.size < n * 8) {
+		size_t cap = 256;
+
+		while (cap < n)
+			cap *= 2;
+		hm_vk_buffer_free(e->vk, &e->twin_addrs);
+		err = hm_vk_buffer_new(e->vk, cap * 8, HM_VK_MEM_HOST, &e->twin_addrs);
+		if (err)
+			shader = false;
+	}
+	reg = malloc(n * sizeof(*reg));
+	if (!reg)
+		return -ENOMEM;
+	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
+	if (err)
+		goto out_free;
+	if (shader) {
+		uint32_t block = e->chunk < HM_TWIN_BLOCK_MAX ? e->chunk : HM_TWIN_BLOCK_MAX;
+		uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
+		size_t per = (n + HM_UPLOAD_BATCHES - 1) / HM_UPLOAD_BATCHES;
+		uint64_t *addrs = e->twin_addrs.map;
+		struct {
+			uint64_t addrs, twin_off;
+			uint32_t block_bytes, first;
+		} push = { e->twin_addrs.addr, twin, block, 0 };
+		VkMemoryBarrier mb = {
+			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+			.dstAccessMask = VK_ACCESS_SHADER_READ_BIT,
+		};
+
+		if (per < HM_UPLOAD_BATCH_MIN / e->chunk)
+			per = HM_UPLOAD_BATCH_MIN / e->chunk;
+		if (per > max_y)
+			per = max_y;
+		if (!per)
+			per = 1;
+		for (size_t i = 0; i < n; i++)
+			addrs[i] = hm_pool_mirror_addr(e, e->cand_slot[i]);
+		for (size_t i = 0; i < n; i += per) {
+			size_t end = n - i < per ? n : i + per;
+
+			record_uploads(e, cb, reg, i, end);
+			vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+					     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb,
+					     0, NULL, 0, NULL);
+			push.first = i;
+			hm_vk_cmd_dispatch(cb, &e->twin, &push, sizeof(push), e->chunk / block,
+					   end - i, 1);
+			e->st.upload_regions++;         /* one twin batch */
+		}
+	} else {
+		VkMemoryBarrier mb = {
+			.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+			.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+			.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT,
+		};
+
+		record_uploads(e, cb, reg, 0, n);
+		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+				     0, 1, &mb, 0, NULL, 0, NULL);
+		/* twins: same slab, second half (device-local to device-local) */
+		for (size_t i = 0; i < n;) {
+			uint64_t off;
+			VkBuffer slab = hm_pool_slab(e, e->cand_slot[i], &off);
+			size_t k = 0;
+
+			while (i < n) {
+				VkBuffer s2 = hm_pool_slab(e, e->cand_slot[i], &off);
+
+				if (s2 != slab)
+					break;
+				add_region(reg, &k, off, off + twin, e->chunk);
+				i++;
+			}
+			vkCmdCopyBuffer(cb, slab, slab, k, reg);
+			e->st.upload_regions += k;
+		}
+	}
+	hm_vk_cmd_barrier(cb);
+	t0 = hm_now_ns();
+	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
+	e->st.ns_upload_copy += hm_now_ns() - t0;
+out_free:
+	free(reg);
+	return err;
+}
