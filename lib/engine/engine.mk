@@ -18,10 +18,12 @@ $(B)/include/engine/%.spv.h: lib/engine/%.comp | $(DEPS)
 	$(GLSLANG) -V --target-env vulkan1.2 --quiet --vn hm_$(subst -,_,$*)_spv -o $@ $<
 
 # in the order of a dispatch: engine (the sequence), harvest, mirror,
-# upload, twin, window, copyback; then tier (pipelines) and space (homes)
+# upload, twin, window, copyback; then tier (pipelines),
+# space (homes) and table (its placement)
 ENGINE_OBJS := $(O)/lib/engine/engine.o $(O)/lib/engine/harvest.o $(O)/lib/engine/mirror.o \
 	$(O)/lib/engine/upload.o $(O)/lib/engine/twin.o $(O)/lib/engine/window.o \
-	$(O)/lib/engine/copyback.o $(O)/lib/engine/tier.o $(O)/lib/engine/space.o
+	$(O)/lib/engine/copyback.o $(O)/lib/engine/tier.o $(O)/lib/engine/space.o \
+	$(O)/lib/engine/table.o
 LIB_OBJS += $(ENGINE_OBJS)
 
 $(O)/lib/engine/copyback.o: $(B)/include/engine/diff.spv.h $(B)/include/engine/compact.spv.h

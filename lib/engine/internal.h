@@ -258,11 +258,13 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp);
 uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
 			VkBuffer *ret_buf, uint64_t *ret_off);
+struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id);
+int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* table.c */
 int  hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks);
 int  hm_engine_table_add(struct hm_engine *e, uint32_t space);
 void hm_engine_table_free(struct hm_engine *e);
-struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id);
-int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 /* mirror.c */
 int  hm_pool_init(struct hm_engine *e, uint64_t budget);

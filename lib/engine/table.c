@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Table placement: the engine's device table (lib/table.c: slots of
+ * {chunk number, delta}) and the marks beside it, built for every space's
+ * chunks and rebuilt bigger when a new space does not fit.  A chunk's
+ * delta names its published mirror, else its home import (space.c).
+ *
+ * The table lies in device-local host-visible memory when the device has
+ * such a type and the allocation succeeds, else in host-visible memory;
+ * the host alone writes it, between dispatches.  The marks lie in host
+ * memory the device imports (host-visible memory where the import fails).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "internal.h"
+
+/* Current delta of a chunk: its published mirror, else home. */
+static int64_t chunk_delta(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+{
+	const struct hm_chunk *c = &sp->ch[idx];
+	uint64_t guest = sp->guest + (idx << e->shift);
+	uint64_t dev;
+
+	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
+		dev = hm_pool_mirror_addr(e, c->mirror);
+	else
+		dev = hm_espace_home_addr(e, sp, idx);
+	return (int64_t)(dev - guest);
+}
+
+static int insert_space(struct hm_engine *e, struct hm_table *t, uint32_t id)
+{
+	struct hm_espace *sp = &e->spaces[id];
+	int err;
+
+	for (uint64_t i = 0; i < sp->nr_chunks; i++) {
+		err = hm_table_set(t, sp->first_chunk + i, chunk_delta(e, sp, i), NULL);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+void hm_engine_table_free(struct hm_engine *e)
+{
+	hm_table_free(e->table);
+	e->table = NULL;
+	hm_vk_buffer_free(e->vk, &e->table_buf);
+	hm_vk_buffer_free(e->vk, &e->marks_buf);
+	if (e->marks_mem)
+		munmap(e->marks_mem, e->marks_map_bytes);
+	e->marks_mem = NULL;
+}
+
+/* Table memory: device-local host-visible where there is room, else host. */
+static int alloc_table_mem(struct hm_engine *e, size_t bytes, struct hm_vk_buffer *ret,
+			   bool *ret_device_local)
+{
+	uint32_t type;
+
+	if (!(e->p.flags & HM_ENGINE_TABLE_HOST) &&
+	    !hm_vk_memory_type(e->vk, ~0u, HM_VK_MEM_DEVICE_HOST, &type) &&
+	    hm_vk_heap_size(e->vk, type) >= 4 * (uint64_t)bytes &&
+	    !hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_DEVICE_HOST, ret)) {
+		*ret_device_local = true;
+		return 0;
+	}
+	*ret_device_local = false;
+	return hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_HOST, ret);
+}
+
+static int alloc_marks(struct hm_engine *e, uint32_t nr_slots, struct hm_vk_buffer *ret,
+		       void **ret_mem, size_t *ret_map, bool *ret_imported)
+{
+	/* 64 KiB granules: some drivers round imported buffers up to that */
+	uint64_t align = e->vk->min_import_align > 65536 ? e->vk->min_import_align : 65536;
+	size_t bytes = hm_marks_bytes_for(nr_slots);
+	size_t map = (bytes + align - 1) / align * align;
+	uint8_t *raw, *mem;
+	int err;
+
+	*ret_mem = NULL;
+	*ret_imported = false;
+	raw = mmap(NULL, map + align, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw != MAP_FAILED) {
+		/* keep the aligned part only */
+		mem = (uint8_t *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+		if (mem > raw)
+			munmap(raw, mem - raw);
+		munmap(mem + map, raw + align - mem);
+		memset(mem, 0, map);
+		if (e->vk->has_host_import && !hm_vk_import_host(e->vk, mem, map, ret)) {
+			*ret_mem = mem;
+			*ret_map = map;
+			*ret_imported = true;
+			return 0;
+		}
+		munmap(mem, map);
+	}
+	err = hm_vk_buffer_new(e->vk, bytes, HM_VK_MEM_HOST, ret);
+	if (!err)
+		memset(ret->map, 0, bytes);
+	return err;
+}
+
+/* A table for nr_chunks (at least), holding every space's chunks. */
+int hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks)
+{
+	uint32_t nr_home = hm_table_nr_home_for(nr_chunks ? nr_chunks : 1);
+	struct hm_vk_buffer tb, mb;
+	struct hm_table *t = NULL;
+	bool dl, imported;
+	void *mmem;
+	size_t mmap_bytes = 0;
+	int err;
+
+	for (int tries = 0; tries < 8; tries++) {
+		memset(&tb, 0, sizeof(tb));
+		memset(&mb, 0, sizeof(mb));
+		err = alloc_table_mem(e, hm_table_bytes_for(nr_home), &tb, &dl);
+		if (err)
+			return err;
+		err = hm_table_new(tb.map, tb.size, nr_home, e->shift, &t);
+		if (err) {
+			hm_vk_buffer_free(e->vk, &tb);
+			return err;
+		}
+		for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES && !err; i++)
+			if (e->spaces[i].used && e->spaces[i].pieces)
+				err = insert_space(e, t, i);
+		if (!err)
+			break;
+		hm_table_free(t);
+		t = NULL;
+		hm_vk_buffer_free(e->vk, &tb);
+		if (err != -ENOSPC)
+			return err;
+		nr_home = hm_table_grow_nr_home(nr_home);
+	}
+	if (!t)
+		return -ENOSPC;
+	err = alloc_marks(e, hm_table_nr_slots(t), &mb, &mmem, &mmap_bytes, &imported);
+	if (err) {
+		hm_table_free(t);
+		hm_vk_buffer_free(e->vk, &tb);
+		return err;
+	}
+	hm_engine_table_free(e);
+	e->table = t;
+	e->table_buf = tb;
+	e->table_device_local = dl;
+	e->marks_buf = mb;
+	e->marks_mem = mmem;
+	e->marks_map_bytes = mmap_bytes;
+	e->marks_imported = imported;
+	e->st.table_nr_home = nr_home;
+	e->st.table_device_local = dl;
+	e->st.marks_imported = imported;
+	return 0;
+}
+
+/* Insert a new space's chunks; grow the table where it is too small. */
+int hm_engine_table_add(struct hm_engine *e, uint32_t id)
+{
+	int err;
+
+	if (e->table && hm_table_nr_home(e->table) >= hm_table_nr_home_for(e->total_chunks)) {
+		err = insert_space(e, e->table, id);
+		if (!err)
+			return 0;
+		/* undo the partial insert, then rebuild bigger */
+		for (uint64_t i = 0; i < e->spaces[id].nr_chunks; i++)
+			hm_table_remove(e->table, e->spaces[id].first_chunk + i);
+		if (err != -ENOSPC)
+			return err;
+		return hm_engine_table_rebuild(e, 2 * e->total_chunks);
+	}
+	return hm_engine_table_rebuild(e, e->total_chunks);
+}
