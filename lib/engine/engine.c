@@ -1,15 +1,19 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
- * The engine: spaces, advice, pipelines, the dispatch sequence and its
- * statistics.  See lib/include/hmirror/engine.h and Documentation/engine.rst.
+ * The engine: adding and removing spaces, pipelines, the dispatch sequence
+ * and its statistics.  See lib/include/hmirror/engine.h and
+ * Documentation/engine.rst.
  *
- * hm_engine_dispatch():
+ * hm_engine_dispatch() visits each file of lib/engine in turn:
+ *   0 tier two if ready                                    (tier.c)
  *   1 harvest CPU writes; drop the mirrors they hit        (harvest.c, rule 2)
- *   2 upload wanted clean chunks, publish if generation held (upload.c, rule 3)
- *   3 dispatch with the push block                          (here)
+ *   2 upload wanted clean chunks, publish if generation held (upload.c, rule 3;
+ *     the slots and table entries it takes: mirror.c; the copies: twin.c)
+ *   3 the window made to agree with the table; the dispatch (window.c, here)
  *   4 scan marks, copy changed mirror bytes home            (copyback.c, rule 4)
  * A dispatch flagged HM_DISPATCH_SHARED_WITH_CPU skips 2, repoints every
- * mirror home for its duration and drops the mirrors it stored into (rule 5).
+ * mirror home for its duration (mirror.c) and drops the mirrors it stored
+ * into (rule 5).
  */
 #include <errno.h>
 #include <stdlib.h>

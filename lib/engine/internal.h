@@ -312,8 +312,9 @@ int  hm_engine_record_copy_back(struct hm_engine *e, VkCommandBuffer cb);
 uint64_t hm_engine_copied_bytes(struct hm_engine *e, size_t n);
 int  hm_engine_diff_init(struct hm_engine *e);
 
-/* window.c: the mirror window; upload.c notes every chunk whose table
- * entry it changes, engine.c calls the rest around the dispatch */
+/* window.c: the mirror window; mirror.c and upload.c note every chunk
+ * whose table entry they change, engine.c calls the rest around the
+ * dispatch */
 int  hm_window_init(struct hm_engine *e);
 void hm_window_finish(struct hm_engine *e);
 void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx);

@@ -4,9 +4,9 @@
  * history) and the want list; the pool slot it takes (evicting a lower
  * class when the budget is full); its table entry (published: the table
  * names the mirror; home again when dropped, stale or unpublished for a
- * dispatch shared with the CPU, rule 5).  upload.c copies it and decides
- * whether it may be published (rule 3); the harvest drops what the CPU wrote
- * (rule 2).
+ * dispatch shared with the CPU, rule 5).  upload.c decides whether it may
+ * be published (rule 3), twin.c fills it and its twin from home, harvest.c
+ * drops what the CPU wrote (rule 2).
  *
  * The pool: device-local slabs carved into slots of two chunks (a mirror
  * in the slab's first half, its twin at the same place in the second

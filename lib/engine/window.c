@@ -22,17 +22,18 @@
  * lives in the window: the table names its window bytes, so that the
  * device's loads (speculative or through the helper) and its stores see
  * one copy.  The pool slot keeps the copy the engine uploads into, diffs
- * and copies home from (upload.c, copyback.c, unchanged): sync copies it
+ * and copies home from (twin.c, copyback.c, unchanged): sync copies it
  * into the window when the chunk is published, and after a dispatch the
  * chunks the device wrote are copied back out of the window into it.
  *
  * The window changes only at dispatch boundaries, with the table (rule 1):
- * upload.c notes each chunk whose table entry changed (hm_window_note());
- * hm_window_sync(), just before the dispatch, makes the window agree with
- * the table for exactly those chunks: a published mirror copied in (and
- * the table repointed at it), anything else filled with the sentinel.  A
- * dispatch shared with the CPU (rule 5) is given the guard alone as its
- * window, so that every speculative load misses and reads home.
+ * mirror.c and upload.c note each chunk whose table entry changed
+ * (hm_window_note()); hm_window_sync(), just before the dispatch, makes
+ * the window agree with the table for exactly those chunks: a published
+ * mirror copied in (and the table repointed at it), anything else filled
+ * with the sentinel.  A dispatch shared with the CPU (rule 5) is given the
+ * guard alone as its window, so that every speculative load misses and
+ * reads home.
  */
 #include <errno.h>
 #include <stdlib.h>
