@@ -1425,10 +1425,11 @@ static int proc_fds(pid_t pid)
 	return n;
 }
 
-static long proc_rss_kib(pid_t pid)
+/* one number of /proc/PID/status: fmt is its line's sscanf format */
+static long proc_status(pid_t pid, const char *fmt)
 {
 	char path[64], line[256];
-	long kib = -1;
+	long v = -1;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
@@ -1436,10 +1437,15 @@ static long proc_rss_kib(pid_t pid)
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+		if (sscanf(line, fmt, &v) == 1)
 			break;
 	fclose(f);
-	return kib;
+	return v;
+}
+
+static long proc_rss_kib(pid_t pid)
+{
+	return proc_status(pid, "VmRSS: %ld kB");
 }
 
 static bool daemon_alive(pid_t pid)
@@ -1737,7 +1743,8 @@ TEST_F(daemon, shrinkable_memfd_refused)
 
 /* ---- load and fault injection (issue 18's suite) ----------------------- */
 
-static uint64_t load_rnd(uint64_t *x)
+/* xorshift64: the tests' one generator (rnd() draws 32 bits of it) */
+static uint64_t xorshift64(uint64_t *x)
 {
 	*x ^= *x << 13;
 	*x ^= *x >> 7;
@@ -1745,22 +1752,6 @@ static uint64_t load_rnd(uint64_t *x)
 	return *x;
 }
 
-static long proc_threads(pid_t pid)
-{
-	char path[64], line[256];
-	long n = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %ld", &n) == 1)
-			break;
-	fclose(f);
-	return n;
-}
 
 /*
  * One client of the load run: its own connection and space (256 KiB to
@@ -1789,7 +1780,7 @@ static void *load_client(void *p)
 	uint64_t x = a->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
 	struct hm_client *c = NULL;
 	struct hm_space *s = NULL;
-	uint32_t size = sizes[load_rnd(&x) % 3], nw = size / 4, id, pl, *model = NULL;
+	uint32_t size = sizes[xorshift64(&x) % 3], nw = size / 4, id, pl, *model = NULL;
 	volatile uint32_t *mem;
 	int r;
 
@@ -1800,7 +1791,7 @@ static void *load_client(void *p)
 	mem = hm_space_addr(s);
 	model = malloc(size);
 	for (uint32_t i = 0; i < nw; i++)
-		mem[i] = model[i] = (uint32_t)load_rnd(&x);
+		mem[i] = model[i] = (uint32_t)xorshift64(&x);
 	if ((r = hm_client_connect(a->sock, &c)) || (r = hm_client_space_add(c, s, G, &id)) ||
 	    (a->seed % 3 && (r = hm_client_advise(c, G, size / (a->seed % 3),
 						  a->seed % 3 == 1 ? HM_ADVICE_PREFER_DEVICE :
@@ -1810,28 +1801,28 @@ static void *load_client(void *p)
 		goto out;
 	}
 	for (int d = 0; d < a->dispatches; d++) {
-		uint32_t groups = 1 + load_rnd(&x) % 4, n = 64 * groups;
-		uint32_t src = (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+		uint32_t groups = 1 + xorshift64(&x) % 4, n = 64 * groups;
+		uint32_t src = (uint32_t)(xorshift64(&x) % (nw / 2 - n));
 		/* src in the lower half, dst in the upper (the module adds a
 		 * 32-bit offset): the lanes never overlap */
-		uint32_t dst = (uint32_t)(nw / 2 + load_rnd(&x) % (nw / 2 - n));
-		uint32_t push[4], k = load_rnd(&x) % 48;
+		uint32_t dst = (uint32_t)(nw / 2 + xorshift64(&x) % (nw / 2 - n));
+		uint32_t push[4], k = xorshift64(&x) % 48;
 		struct hm_client_dispatch dd = { .pipeline = pl, .groups = { groups, 1, 1 },
 						 .nr_push = 4, .push = push };
 		struct hm_client_result res;
 
 		for (uint32_t i = 0; i < k; i++) {	/* the CPU writes, some in src */
-			uint32_t w = (uint32_t)(load_rnd(&x) % nw), v = (uint32_t)load_rnd(&x);
+			uint32_t w = (uint32_t)(xorshift64(&x) % nw), v = (uint32_t)xorshift64(&x);
 
 			if (i < k / 4)
-				w = src + (uint32_t)(load_rnd(&x) % n);
+				w = src + (uint32_t)(xorshift64(&x) % n);
 			mem[w] = model[w] = v;
 		}
 		a->cpu_writes += k;
 		push[0] = (uint32_t)(G + 4ull * src);
 		push[1] = (uint32_t)((G + 4ull * src) >> 32);
 		push[2] = 4 * (dst - src);
-		push[3] = (uint32_t)load_rnd(&x);
+		push[3] = (uint32_t)xorshift64(&x);
 		r = hm_client_dispatch(c, &dd, 60000, &res);
 		if (r || res.status) {
 			snprintf(a->why, sizeof(a->why), "dispatch %d: %s", d,
@@ -1929,13 +1920,13 @@ TEST_F(daemon, sixteen_clients_under_load)
 		usleep(100000);
 		rss = proc_rss_kib(self->pid);
 		TH_LOG("wave %d: fds %d threads %ld RSS %ld KiB", wave, proc_fds(self->pid),
-		       proc_threads(self->pid), rss);
+		       proc_status(self->pid, "Threads: %ld"), rss);
 		if (wave == 0) {
 			fds0 = proc_fds(self->pid);
-			thr0 = proc_threads(self->pid);
+			thr0 = proc_status(self->pid, "Threads: %ld");
 		} else {
 			EXPECT_EQ(fds0, proc_fds(self->pid));
-			EXPECT_EQ(thr0, proc_threads(self->pid));
+			EXPECT_EQ(thr0, proc_status(self->pid, "Threads: %ld"));
 		}
 		/* the allocators' high water settles over the first two waves
 		 * (7 waves: +18, +4, +9, +2, +1, -4 MiB): from the second on,
@@ -1981,7 +1972,7 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 	model = malloc(size);
 	ASSERT_NE(NULL, model);
 	for (uint32_t i = 0; i < nw; i++)
-		mem[i] = model[i] = (uint32_t)load_rnd(&x);
+		mem[i] = model[i] = (uint32_t)xorshift64(&x);
 	for (int round = 0; round < 4; round++) {
 		struct hm_client_dispatch d = { .groups = { 16, 1, 1 }, .nr_push = 4, .push = push };
 		struct hm_client_result res;
@@ -1997,16 +1988,16 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 		killer = fork();
 		ASSERT_LE(0, killer);
 		if (killer == 0) {
-			usleep(20000 + (unsigned int)(load_rnd(&x) % 130000) + round * 7000);
+			usleep(20000 + (unsigned int)(xorshift64(&x) % 130000) + round * 7000);
 			kill(self->pid, SIGKILL);
 			_exit(0);
 		}
 		while (r == 0) {
-			uint32_t src = (uint32_t)(load_rnd(&x) % (nw / 2 - n));
-			uint32_t dst = nw / 2 + (uint32_t)(load_rnd(&x) % (nw / 2 - n));
+			uint32_t src = (uint32_t)(xorshift64(&x) % (nw / 2 - n));
+			uint32_t dst = nw / 2 + (uint32_t)(xorshift64(&x) % (nw / 2 - n));
 
 			for (int i = 0; i < 32; i++) {
-				uint32_t k = (uint32_t)(load_rnd(&x) % nw), v = (uint32_t)load_rnd(&x);
+				uint32_t k = (uint32_t)(xorshift64(&x) % nw), v = (uint32_t)xorshift64(&x);
 
 				/* not in the words the next dispatch writes */
 				if (k >= dst && k < dst + n)
@@ -2016,7 +2007,7 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 			push[0] = (uint32_t)(G + 4ull * src);
 			push[1] = (uint32_t)((G + 4ull * src) >> 32);
 			push[2] = 4 * (dst - src);
-			push[3] = (uint32_t)load_rnd(&x);
+			push[3] = (uint32_t)xorshift64(&x);
 			r = hm_client_dispatch(c, &d, 20000, &res);
 			if (r == 0 && res.status == 0) {
 				for (uint32_t i = 0; i < n; i++)
@@ -2736,30 +2727,30 @@ out:
 /* one mutation of a SPIR-V module in place; returns its new length */
 static size_t spirv_mutate(uint32_t *w, size_t n, size_t cap, uint64_t *x)
 {
-	size_t at = 5 + load_rnd(x) % (n > 5 ? n - 5 : 1), len;
+	size_t at = 5 + xorshift64(x) % (n > 5 ? n - 5 : 1), len;
 
-	switch (load_rnd(x) % 8) {
+	switch (xorshift64(x) % 8) {
 	case 0: case 1:		/* a bit */
-		w[at] ^= 1u << (load_rnd(x) % 32);
+		w[at] ^= 1u << (xorshift64(x) % 32);
 		break;
 	case 2:			/* a small value: an id, a count, an enum */
-		w[at] = (uint32_t)(load_rnd(x) % 64);
+		w[at] = (uint32_t)(xorshift64(x) % 64);
 		break;
 	case 3:			/* a word from elsewhere in the module */
-		w[at] = w[5 + load_rnd(x) % (n - 5)];
+		w[at] = w[5 + xorshift64(x) % (n - 5)];
 		break;
 	case 4:			/* an instruction's word count */
-		w[at] = (w[at] & 0xffff) | (uint32_t)(load_rnd(x) % 12) << 16;
+		w[at] = (w[at] & 0xffff) | (uint32_t)(xorshift64(x) % 12) << 16;
 		break;
 	case 5:			/* words deleted */
-		len = 1 + load_rnd(x) % 8;
+		len = 1 + xorshift64(x) % 8;
 		if (at + len < n) {
 			memmove(w + at, w + at + len, (n - at - len) * 4);
 			n -= len;
 		}
 		break;
 	case 6:			/* words duplicated */
-		len = 1 + load_rnd(x) % 8;
+		len = 1 + xorshift64(x) % 8;
 		if (at + len <= n && n + len <= cap) {
 			memmove(w + at + len, w + at, (n - at) * 4);
 			n += len;
@@ -2826,8 +2817,8 @@ TEST_F(daemon, spirv_mutation_fuzz)
 	x = seed;
 	for (uint64_t t0 = now_ms(); now_ms() - t0 < (uint64_t)secs * 1000 && daemon_alive(self->pid);
 	     tries++) {
-		unsigned k = (unsigned)(load_rnd(&x) % 4), muts = 1 + (unsigned)(load_rnd(&x) % 4);
-		uint32_t nr_push = 2 + (uint32_t)(load_rnd(&x) % 3), p;
+		unsigned k = (unsigned)(xorshift64(&x) % 4), muts = 1 + (unsigned)(xorshift64(&x) % 4);
+		uint32_t nr_push = 2 + (uint32_t)(xorshift64(&x) % 3), p;
 		size_t n = corpus_n[k];
 		int r;
 
@@ -2870,8 +2861,8 @@ TEST_F(daemon, spirv_mutation_fuzz)
 
 			taken++;
 			for (int i = 0; i < 4; i++)
-				push[i] = (uint32_t)load_rnd(&x);
-			if (load_rnd(&x) & 1)
+				push[i] = (uint32_t)xorshift64(&x);
+			if (xorshift64(&x) & 1)
 				push[1] = 1;	/* at the client's space now and then */
 			if (hm_client_dispatch(c, &d, 5000, &res) == 0)
 				dispatched++;
@@ -2907,10 +2898,7 @@ TEST_F(daemon, spirv_mutation_fuzz)
 
 static uint32_t rnd(uint64_t *x)
 {
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return (uint32_t)(*x >> 11);
+	return (uint32_t)(xorshift64(x) >> 11);
 }
 
 /* a real space's handoff blob, for SPACE_ADDs that reach the import */
