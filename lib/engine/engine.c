@@ -425,6 +425,20 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	return err;
 }
 
+/* may pipeline pp be dispatched now (engine lock held)?  -EINVAL not a
+ * live pipeline or another push size, -ENODEV device lost, -EBUSY a
+ * recorded or submitted work in flight */
+static int dispatch_allowed(struct hm_engine *e, const struct hm_pipe *pp, uint32_t nr_push)
+{
+	if (!pp->used || nr_push != pp->user_words)
+		return -EINVAL;
+	if (e->vk->lost)
+		return -ENODEV;
+	if (e->work.mode)
+		return -EBUSY;
+	return 0;
+}
+
 /* Arguments every dispatch path checks; the pipeline under e->lock. */
 static int check_args(struct hm_engine *e, uint32_t pipeline, const uint32_t groups[3],
 		      const uint32_t *push, uint32_t nr_push, uint32_t flags)
@@ -484,14 +498,8 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
 	pp = &e->pipes[pipeline];
-	err = -EINVAL;
-	if (!pp->used || nr_push != pp->user_words)
-		goto out_unlock;
-	err = -ENODEV;
-	if (e->vk->lost)
-		goto out_unlock;
-	err = -EBUSY;
-	if (e->work.mode)
+	err = dispatch_allowed(e, pp, nr_push);
+	if (err)
 		goto out_unlock;
 	err = prepare(e, pp, shared, t);
 	if (err)
@@ -577,14 +585,8 @@ static int start_work(struct hm_engine *e, VkCommandBuffer cb, const struct hm_e
 	shared = d->flags & HM_DISPATCH_SHARED_WITH_CPU;
 	pthread_mutex_lock(&e->lock);
 	pp = &e->pipes[d->pipeline];
-	err = -EINVAL;
-	if (!pp->used || d->nr_push != pp->user_words)
-		goto out_unlock;
-	err = -ENODEV;
-	if (e->vk->lost)
-		goto out_unlock;
-	err = -EBUSY;
-	if (e->work.mode)
+	err = dispatch_allowed(e, pp, d->nr_push);
+	if (err)
 		goto out_unlock;
 	err = hm_vk_errno(vkResetEvent(e->vk->dev, e->work_done));
 	if (!err)
