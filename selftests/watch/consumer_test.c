@@ -16,6 +16,7 @@
 #include <hmirror/watch.h>
 
 #include "kselftest_harness.h"
+#include "backend_test.h"
 
 #undef TEST_TIMEOUT_DEFAULT
 #define TEST_TIMEOUT_DEFAULT 120
@@ -48,14 +49,7 @@ FIXTURE_SETUP(cons)
 		.size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT, .backend = variant->backend,
 	};
 	const char *why = NULL;
-	int err = hm_backend_probe(variant->backend, &why);
-
-	if (err == -ENODEV && variant->backend == HM_BACKEND_KMOD && !getuid() &&
-	    !system("modprobe -q hmirror 2>/dev/null")) {
-		for (int i = 0; i < 200 && access("/dev/hmirror", F_OK); i++)
-			usleep(10000);
-		err = hm_backend_probe(variant->backend, &why);
-	}
+	int err = hm_test_backend_probe(variant->backend, &why);
 	if (err)
 		SKIP(return, "%s unavailable: %s (%s)", hm_backend_name(variant->backend),
 		     why, strerror(-err));

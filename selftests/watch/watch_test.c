@@ -25,6 +25,7 @@
 #include <hmirror/watch.h>
 
 #include "kselftest_harness.h"
+#include "backend_test.h"
 
 /* QEMU TCG on a loaded 2-core host: give each test room (they take
    milliseconds natively) */
@@ -97,16 +98,7 @@ FIXTURE_SETUP(watch)
 		.size = SPACE_BYTES, .chunk_shift = CHUNK_SHIFT, .backend = variant->backend,
 	};
 	const char *why = NULL;
-	int err = hm_backend_probe(variant->backend, &why);
-
-	/* in the VM the module is there to load (natively this fails) */
-	if (err == -ENODEV && variant->backend == HM_BACKEND_KMOD && !getuid() &&
-	    !system("modprobe -q hmirror 2>/dev/null")) {
-		/* devtmpfs creates the node right after the module registers it */
-		for (int i = 0; i < 200 && access("/dev/hmirror", F_OK); i++)
-			usleep(10000);
-		err = hm_backend_probe(variant->backend, &why);
-	}
+	int err = hm_test_backend_probe(variant->backend, &why);
 	if (err)
 		SKIP(return, "%s unavailable: %s (%s)", hm_backend_name(variant->backend),
 		     why, strerror(-err));
