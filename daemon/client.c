@@ -121,8 +121,8 @@ int hmd_client_accept(int lfd, hm_loop_cb readable)
 	return 0;
 }
 
-int hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
-			int status, const void *payload, size_t len)
+int hmd_client_send_raw_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
+			   int status, const void *payload, size_t len, int fd)
 {
 	struct hm_msg_hdr h = {
 		.magic = hm_le32(HM_PROTO_MAGIC),
@@ -136,11 +136,33 @@ int hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
 		{ .iov_base = &h, .iov_len = sizeof(h) },
 		{ .iov_base = (void *)payload, .iov_len = len },
 	};
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} cbuf;
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
 	ssize_t n;
 
 	if (c->dead || c->fd < 0)
 		return -ENOTCONN;
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.buf;
+		mh.msg_controllen = sizeof(cbuf.buf);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
 	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 	return n < 0 ? -errno : 0;
+}
+
+int hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
+			int status, const void *payload, size_t len)
+{
+	return hmd_client_send_raw_fd(c, type, seq, status, payload, len, -1);
 }

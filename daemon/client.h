@@ -104,6 +104,9 @@ int  hmd_client_accept(int lfd, hm_loop_cb readable);
 /* send one reply; any thread; never disconnects (-ENOTCONN once dead) */
 int  hmd_client_send_raw(struct hmd_client *c, uint16_t type, uint32_t seq,
 			 int status, const void *payload, size_t len);
+/* the same with fd passed along (SCM_RIGHTS); fd < 0: none */
+int  hmd_client_send_raw_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
+			    int status, const void *payload, size_t len, int fd);
 
 /* the client a job of a client was queued for */
 static inline struct hmd_client *hmd_job_client(const struct hmd_job *j)

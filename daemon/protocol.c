@@ -37,51 +37,12 @@
 
 /* ---- the connection: replies, disconnect, teardown ---- */
 
+/* a reply, with fd passed along when fd >= 0; a client that cannot take
+ * it is disconnected */
 static int hmd_client_send_fd(struct hmd_client *c, uint16_t type, uint32_t seq,
 			      int status, const void *payload, size_t len, int fd)
 {
-	struct hm_msg_hdr h = {
-		.magic = hm_le32(HM_PROTO_MAGIC),
-		.type = hm_le16(type),
-		.flags = hm_le16(HM_MSGF_REPLY),
-		.seq = hm_le32(seq),
-		.len = hm_le32((uint32_t)(sizeof(h) + len)),
-		.status = (int32_t)hm_le32((uint32_t)status),
-	};
-	struct iovec iov[2] = {
-		{ .iov_base = &h, .iov_len = sizeof(h) },
-		{ .iov_base = (void *)payload, .iov_len = len },
-	};
-	union {
-		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cbuf;
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1,
-			     .msg_control = cbuf.buf, .msg_controllen = sizeof(cbuf.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	ssize_t n;
-
-	if (c->dead || c->fd < 0)
-		return -ENOTCONN;
-	memset(&cbuf, 0, sizeof(cbuf));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n < 0) {
-		int r = -errno;
-
-		hmd_client_disconnect(c, r == -EAGAIN ? "not reading replies" : "send failed");
-		return r;
-	}
-	return 0;
-}
-
-static int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
-			   int status, const void *payload, size_t len)
-{
-	int r = hmd_client_send_raw(c, type, seq, status, payload, len);
+	int r = hmd_client_send_raw_fd(c, type, seq, status, payload, len, fd);
 
 	if (r < 0 && r != -ENOTCONN) {
 
@@ -94,6 +55,12 @@ static int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
 				      "send failed");
 	}
 	return r;
+}
+
+static int hmd_client_send(struct hmd_client *c, uint16_t type, uint32_t seq,
+			   int status, const void *payload, size_t len)
+{
+	return hmd_client_send_fd(c, type, seq, status, payload, len, -1);
 }
 
 /* device thread */
