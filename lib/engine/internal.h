@@ -288,6 +288,8 @@ int  hm_pool_take_slot(struct hm_engine *e, uint8_t prio, uint32_t *ret_id,
 uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c);
 void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta);
+/* the window's list of changed table entries (read by window.c) */
+void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx);
 void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 void hm_engine_stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_republish(struct hm_engine *e);
@@ -313,11 +315,10 @@ uint64_t hm_engine_copied_bytes(struct hm_engine *e, size_t n);
 int  hm_engine_diff_init(struct hm_engine *e);
 
 /* window.c: the mirror window; mirror.c and upload.c note every chunk
- * whose table entry they change, engine.c calls the rest around the
- * dispatch */
+ * whose table entry they change (hm_window_note(), in mirror.c),
+ * engine.c calls the rest around the dispatch */
 int  hm_window_init(struct hm_engine *e);
 void hm_window_finish(struct hm_engine *e);
-void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx);
 void hm_window_spaces_changed(struct hm_engine *e);
 int  hm_window_sync(struct hm_engine *e, bool shared);
 void hm_window_push(const struct hm_engine *e, bool shared, uint32_t *words);

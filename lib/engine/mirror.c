@@ -247,6 +247,24 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx)
 }
 
 /*
+ * The window's list of chunks whose table entry changed since its last
+ * hm_window_sync() (window.c reads it): noted here, where the entries
+ * change, so that the window depends on the mirrors and not back.
+ */
+void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_window *w = &e->win;
+
+	if (!w->buf.buf || w->rebuild)
+		return;         /* nothing in it yet, or rebuilt whole anyway */
+	if (hm_grow((void **)&w->dirty, &w->cap_dirty, w->nr_dirty + 1, sizeof(*w->dirty))) {
+		w->rebuild = true;      /* cannot remember it: redo them all */
+		return;
+	}
+	w->dirty[w->nr_dirty++] = hm_ref(space, idx);
+}
+
+/*
  * The table's device slots are written at the dispatch boundary
  * (hm_table_flush() before the dispatch): a mirror dropped by the harvest
  * and refreshed in place by the upload names the same slot again, so its

@@ -244,6 +244,40 @@ static int build(struct hm_engine *e, const uint32_t *w, size_t n, const char *e
 	return err;
 }
 
+/* A built pipeline takes a free slot of the engine's (either tier, or a
+ * module with one form; the daemon's prebuilt ones too). */
+int hm_engine_pipeline_adopt(struct hm_engine *e, struct hm_vk_pipeline *p,
+			     uint32_t user_push_words, uint32_t *ret_id)
+{
+	int err = -EMFILE;
+
+	if (user_push_words > HM_ENGINE_MAX_USER_PUSH_WORDS)
+		return -E2BIG;
+	if (!e || !p || !p->pipe || !ret_id ||
+	    p->push_bytes != 4 * (HM_DEVICE_TABLE_PUSH_WORDS + user_push_words))
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (uint32_t i = 0; i < HM_ENGINE_MAX_PIPELINES; i++) {
+		struct hm_pipe *pp = &e->pipes[i];
+
+		if (!pp->used) {
+			pp->p = *p;
+			pp->used = true;
+			pp->user_words = user_push_words;
+			pp->tier = HM_TIER_NONE;
+			pp->skipped = false;
+			pp->next_err = 0;
+			memset(pp->ns_compile, 0, sizeof(pp->ns_compile));
+			memset(p, 0, sizeof(*p));
+			*ret_id = i;
+			err = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+	return err;
+}
+
 int hm_engine_pipeline_new_tiered(struct hm_engine *e, const uint32_t *spirv, size_t nr_words,
 				  const char *entry, uint32_t user_push_words, uint32_t flags,
 				  uint32_t *ret_id)

@@ -28,7 +28,8 @@
  *
  * The window changes only at dispatch boundaries, with the table (rule 1):
  * mirror.c and upload.c note each chunk whose table entry changed
- * (hm_window_note()); hm_window_sync(), just before the dispatch, makes
+ * (hm_window_note(), kept in mirror.c so that the window reads the
+ * mirrors and not the other way round); hm_window_sync(), just before the dispatch, makes
  * the window agree with the table for exactly those chunks: a published
  * mirror copied in (and the table repointed at it), anything else filled
  * with the sentinel.  A dispatch shared with the CPU (rule 5) is given the
@@ -218,19 +219,6 @@ void hm_window_finish(struct hm_engine *e)
 	free(w->ops);
 	free(w->binds);
 	memset(w, 0, sizeof(*w));
-}
-
-void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx)
-{
-	struct hm_window *w = &e->win;
-
-	if (!w->buf.buf || w->rebuild)
-		return;         /* nothing in it yet, or rebuilt whole anyway */
-	if (hm_grow((void **)&w->dirty, &w->cap_dirty, w->nr_dirty + 1, sizeof(*w->dirty))) {
-		w->rebuild = true;      /* cannot remember it: redo them all */
-		return;
-	}
-	w->dirty[w->nr_dirty++] = hm_ref(space, idx);
 }
 
 void hm_window_spaces_changed(struct hm_engine *e)
