@@ -3,7 +3,7 @@
 # module, userfaultfd async WP + PAGEMAP_SCAN, synchronous userfaultfd and
 # mprotect.  Documentation/watch.rst.
 
-WATCH_OBJS := $(O)/lib/watch.o $(O)/lib/watch_kmod.o $(O)/lib/watch_uffd.o \
+WATCH_OBJS := $(O)/lib/watch.o $(O)/lib/watch_internal.o $(O)/lib/watch_kmod.o $(O)/lib/watch_uffd.o \
 	$(O)/lib/watch_uffd_sync.o $(O)/lib/watch_mprotect.o \
 	$(O)/lib/watch_consumer.o
 LIB_OBJS += $(WATCH_OBJS)
