@@ -11,8 +11,8 @@
 #      (tools/pkg/check-install.sh, make check-install);
 #   4. static checks, one test each: checkpatch.pl --strict over kmod/ and
 #      uapi/, sparse (make C=2) for each test kernel, and no cycle in the
-#      call and include graph among kmod/ files, nor among daemon/ files
-#      (tools/kmod-graph.sh).
+#      call and include graph among kmod/ files, nor among the files of
+#      daemon/, lib/ or lib/engine/ (tools/kmod-graph.sh).
 #
 # Test programs speak TAP (kselftest harness): "ok", "not ok" and
 # "ok ... # SKIP" lines are counted.  A program that crashes, times out or
@@ -258,13 +258,15 @@ if want static; then
 			one "kmod call graph without cycles ($kver)" $grc "$glog"
 		fi
 	done
-	# the call and include graph among daemon/ files, from the objects
-	# the build left in build/obj/daemon
-	glog=$out/static/daemon-graph.log
-	tools/kmod-graph.sh build/obj daemon >"$glog" 2>&1
-	grc=$?
-	[ $grc = 0 ] || grep '^cycle:' "$glog" | sed 's/^/error: /' >>"$glog"
-	one "daemon call and include graph without cycles" $grc "$glog"
+	# the call and include graph among the files of each userspace
+	# directory, from the objects the build left in build/obj
+	for d in daemon lib lib/engine; do
+		glog=$out/static/$(echo "$d" | tr / -)-graph.log
+		tools/kmod-graph.sh build/obj "$d" >"$glog" 2>&1
+		grc=$?
+		[ $grc = 0 ] || grep '^cycle:' "$glog" | sed 's/^/error: /' >>"$glog"
+		one "$d call and include graph without cycles" $grc "$glog"
+	done
 fi
 
 if [ ${#failures[@]} -gt 0 ]; then

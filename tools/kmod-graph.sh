@@ -4,7 +4,8 @@
 # tools/kmod-graph.sh OBJDIR [DIR]: the call and include graph among the
 # files of one directory of the tree, DIR (default kmod): its objects are
 # OBJDIR/DIR/*.o (hmirror.ko's as tools/build-kmod.sh leaves them in
-# build/kmod/KVER/src; the daemon's in build/obj, DIR daemon), its sources
+# build/kmod/KVER/src; the daemon's in build/obj, DIR daemon; the
+# library's DIR lib and lib/engine), its sources
 # OBJDIR/DIR/*.[ch] where the objects' build copied them, else DIR/*.[ch].
 # A file is its name without .c or .h (foo.c and foo.h are one file).  An
 # edge a -> b for each symbol a.o needs and b.o defines (a function called
