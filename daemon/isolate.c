@@ -52,7 +52,7 @@
 #define HM_ISOLATE_MAX_ACCESS HM_MARKS_SLACK
 
 enum {
-	OP_Nop = 0, OP_Undef = 1, OP_Line = 8, OP_Extension = 10, OP_ExtInstImport = 11,
+	OP_Nop = 0, OP_Undef = 1, OP_EntryPoint = 15, OP_Line = 8, OP_Extension = 10, OP_ExtInstImport = 11,
 	OP_ExtInst = 12, OP_TypeVoid = 19, OP_TypeBool = 20, OP_TypeInt = 21,
 	OP_TypeFloat = 22, OP_TypeVector = 23, OP_TypeMatrix = 24, OP_TypeArray = 28,
 	OP_TypeRuntimeArray = 29, OP_TypeStruct = 30, OP_TypePointer = 32,
@@ -447,7 +447,9 @@ static void canon_init(void)
 
 struct chk {
 	const struct mod *m;
-	uint8_t *helper;	/* function id -> 1: the canonical helper */
+	uint8_t *helper;	/* function id -> 1: a helper the check trusts */
+	uint8_t *load;		/* function id -> N: the daemon's N-word load function */
+	uint8_t *live;		/* function id -> 1: an entry point may call it */
 	bool cpu;
 	char *msg;
 	size_t cap;
@@ -642,10 +644,38 @@ static int check_convert(struct chk *k, size_t at)
 	return 0;
 }
 
+/*
+ * A call of one of the daemon's load functions (either form): its table,
+ * marks and window bounds the daemon's push words, the guest address
+ * 4-byte aligned.  The window delta may be anything: the address it gives
+ * is clamped into [first, last], and last is the window's last 64 bytes.
+ */
+static int check_load_call(struct chk *k, size_t at)
+{
+	const uint32_t *w = k->m->w + at;
+
+	if ((w[0] >> 16) != 12)
+		return refuse(k, at, "a load function called with the wrong arguments");
+	if (align_bits(k->m, w[4], 0) < 2)
+		return refuse(k, at, "a load function called for a guest address not "
+			      "known to be 4-byte aligned");
+	if (!push_u64(k->m, w[5], HM_PUSH_TABLE_ADDR_LO) ||
+	    !push_word(k->m, w[6], HM_PUSH_TABLE_NR_HOME) ||
+	    !push_word(k->m, w[7], HM_PUSH_CHUNK_SHIFT) ||
+	    !push_u64(k->m, w[8], HM_PUSH_MARKS_ADDR_LO) ||
+	    !push_u64(k->m, w[10], HM_PUSH_WINDOW_FIRST_LO) ||
+	    !push_u64(k->m, w[11], HM_PUSH_WINDOW_LAST_LO))
+		return refuse(k, at, "a load function called with a table, shift, marks or "
+			      "window other than the daemon's push words");
+	return 0;
+}
+
 static int check_call(struct chk *k, size_t at)
 {
 	const uint32_t *w = k->m->w + at;
 
+	if (w[3] < k->m->bound && k->load[w[3]])
+		return check_load_call(k, at);
 	if (w[3] >= k->m->bound || !k->helper[w[3]])
 		return 0;	/* another function of the module's: checked itself */
 	if ((w[0] >> 16) != 9)
@@ -764,8 +794,54 @@ static int check_body(struct chk *k, size_t from, size_t to)
 	return 0;
 }
 
+/*
+ * The functions an entry point reaches through calls: only they can run
+ * (a linked module keeps the GLSL stand-ins and the functions spirv-opt
+ * inlined, called by nobody).  The speculative tier calls the load
+ * functions' other form, which the daemon wrote: no new caller.
+ */
+static int mark_live(struct chk *k)
+{
+	const struct mod *m = k->m;
+	uint32_t *stack;
+	size_t sp = 0;
+
+	k->live = calloc(m->bound, 1);
+	stack = calloc(m->bound, sizeof(*stack));
+	if (!k->live || !stack) {
+		free(stack);
+		return -ENOMEM;
+	}
+	for (size_t n = 0; n < m->nr_ins; n++) {
+		const uint32_t *w = m->w + m->ins[n].at;
+
+		if ((w[0] & 0xffff) == OP_EntryPoint && (w[0] >> 16) >= 3 && w[2] < m->bound &&
+		    !k->live[w[2]]) {
+			k->live[w[2]] = 1;
+			stack[sp++] = w[2];
+		}
+	}
+	while (sp) {
+		const uint32_t *d = ins_of(m, stack[--sp]);
+
+		if (!d || (d[0] & 0xffff) != OP_Function)
+			continue;
+		for (const uint32_t *w = d; w < m->w + m->n && (w[0] >> 16); w += w[0] >> 16) {
+			if ((w[0] & 0xffff) == OP_FunctionEnd)
+				break;
+			if ((w[0] & 0xffff) == OP_FunctionCall && (w[0] >> 16) >= 4 &&
+			    w[3] < m->bound && !k->live[w[3]]) {
+				k->live[w[3]] = 1;
+				stack[sp++] = w[3];
+			}
+		}
+	}
+	free(stack);
+	return 0;
+}
+
 int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
-			char *msg, size_t cap)
+			const struct hm_spirv_relinked *own, char *msg, size_t cap)
 {
 	struct mod m;
 	struct chk k = { .m = &m, .cpu = cpu_device, .msg = msg, .cap = cap };
@@ -783,10 +859,20 @@ int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
 		return r == -ENOMEM ? r : -EACCES;
 	}
 	k.helper = calloc(m.bound, 1);
-	if (!k.helper) {
+	k.load = calloc(m.bound, 1);
+	if (!k.helper || !k.load) {
+		free(k.helper);
+		free(k.load);
 		mod_free(&m);
 		return -ENOMEM;
 	}
+	/* what the daemon wrote itself (the re-link): trusted whole */
+	if (own && own->helper < m.bound)
+		k.helper[own->helper] = 1;
+	for (unsigned f = 0; own && f < 2; f++)
+		for (unsigned n = 0; n < HM_ACCESS_MAX_BYTES / 4; n++)
+			if (own->load[f][n] && own->load[f][n] < m.bound)
+				k.load[own->load[f][n]] = (uint8_t)(n + 1);
 	/* module-wide: capabilities, storage, types, global values */
 	for (size_t n = 0; n < m.nr_ins && !r; n++) {
 		const struct insn *in = &m.ins[n];
@@ -819,16 +905,23 @@ int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
 				}
 		}
 	}
-	/* every function but the helpers, which were compared whole */
+	/* every function an entry point reaches but the helpers, compared
+	 * whole or the daemon's, and the daemon's load functions */
+	if (!r)
+		r = mark_live(&k);
 	for (size_t n = 0, fn_at = 0; n < m.nr_ins && !r; n++) {
-		uint32_t op = m.w[m.ins[n].at] & 0xffff;
+		uint32_t op = m.w[m.ins[n].at] & 0xffff, fn;
 
 		if (op == OP_Function)
 			fn_at = n;
-		if (op == OP_FunctionEnd && !k.helper[m.w[m.ins[fn_at].at + 2]])
+		fn = m.w[m.ins[fn_at].at + 2];
+		if (op == OP_FunctionEnd && fn < m.bound && k.live[fn] && !k.helper[fn] &&
+		    !k.load[fn])
 			r = check_body(&k, fn_at, n);
 	}
+	free(k.live);
 	free(k.helper);
+	free(k.load);
 	mod_free(&m);
 	return r;
 }

@@ -19,6 +19,8 @@
 
 #include <spirv-tools/libspirv.h>
 
+#include <hmirror/lookup.h>
+
 #include "isolate.h"
 #include "state.h"
 #include "validate.h"
@@ -42,8 +44,15 @@ int hmd_validate_init(void)
 
 static void module_free(struct hmd_module *m)
 {
+	if (m->src != m->words)
+		free(m->src);
 	free(m->words);
 	free(m);
+}
+
+static size_t module_words(const struct hmd_module *m)
+{
+	return m->nr_words + (m->src != m->words ? m->nr_src : 0);
 }
 
 void hmd_validate_finish(void)
@@ -293,12 +302,25 @@ static int limits_check(const uint32_t *w, size_t n, char *msg, size_t cap)
 	return r;
 }
 
+static int spirv_val(const uint32_t *words, size_t nr_words, char *msg, size_t cap)
+{
+	spv_diagnostic diag = NULL;
+	spv_context ctx = ((words[1] >> 16) & 0xff) == 1 && ((words[1] >> 8) & 0xff) >= 6 ?
+			  ctx13 : ctx12;
+
+	if (spvValidateBinary(ctx, words, nr_words, &diag) != SPV_SUCCESS) {
+		snprintf(msg, cap, "spirv-val: %s",
+			 diag && diag->error ? diag->error : "invalid");
+		spvDiagnosticDestroy(diag);
+		return -EINVAL;
+	}
+	spvDiagnosticDestroy(diag);
+	return 0;
+}
+
 int hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 		    char *msg, size_t cap)
 {
-	spv_diagnostic diag = NULL;
-	spv_result_t res;
-	spv_context ctx;
 	int r;
 
 	if (!cap)
@@ -320,17 +342,42 @@ int hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 	r = walk(words, nr_words, entry, msg, cap);
 	if (r < 0)
 		return r;
-	ctx = ((words[1] >> 16) & 0xff) == 1 && ((words[1] >> 8) & 0xff) >= 6 ?
-		ctx13 : ctx12;
-	res = spvValidateBinary(ctx, words, nr_words, &diag);
-	if (res != SPV_SUCCESS) {
-		snprintf(msg, cap, "spirv-val: %s",
-			 diag && diag->error ? diag->error : "invalid");
-		spvDiagnosticDestroy(diag);
-		return -EINVAL;
-	}
-	spvDiagnosticDestroy(diag);
+	r = spirv_val(words, nr_words, msg, cap);
+	if (r < 0)
+		return r;
 	return limits_check(words, nr_words, msg, cap);
+}
+
+/*
+ * The daemon's own copies of the library's functions in a validated
+ * module (hm_spirv_relink_lookup()): the helper and the load functions a
+ * client linked in lose their bodies for the library's, which the
+ * isolation check then trusts (isolate.c); a client's function of such a
+ * name never runs.  The result is validated again (the replaced
+ * functions' types were checked, but not every decoration a body's ids
+ * had).  *ret_words NULL: nothing to replace, the words are built as
+ * they are.
+ */
+static int relink(const uint32_t *words, size_t nr_words, uint32_t **ret_words,
+		  size_t *ret_nr, struct hm_spirv_relinked *ret_fns, char *msg, size_t cap)
+{
+	int r = hm_spirv_relink_lookup(words, nr_words, HM_LOOKUP_DEFAULT_VARIANT,
+				       ret_words, ret_nr, ret_fns);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r == 0 && *ret_nr > HMD_MAX_SPIRV_WORDS)
+		r = -E2BIG;
+	if (r == 0)
+		r = spirv_val(*ret_words, *ret_nr, msg, cap);
+	if (r < 0) {
+		if (!msg[0])
+			snprintf(msg, cap, "the lookup helper or a load function of the module "
+				 "is not of the library's form (%s)", strerror(-r));
+		free(*ret_words);
+		*ret_words = NULL;
+	}
+	return r;
 }
 
 static void cache_evict(void)
@@ -348,7 +395,7 @@ static void cache_evict(void)
 
 		*victim = m->next;
 		cache_nr--;
-		cache_words -= m->nr_words;
+		cache_words -= module_words(m);
 		module_free(m);
 	}
 }
@@ -363,8 +410,11 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 		   uint32_t user_push_words, struct hmd_module **ret,
 		   bool *ret_cached, char *msg, size_t cap)
 {
+	struct hm_spirv_relinked own;
 	struct hmd_module *m;
 	uint64_t h = 0xcbf29ce484222325ull;
+	uint32_t *relinked = NULL;
+	size_t nr_relinked = 0;
 	int r;
 
 	h = fnv1a(h, words, nr_words * 4);
@@ -372,10 +422,10 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	h = fnv1a(h, &user_push_words, sizeof(user_push_words));
 	pthread_mutex_lock(&cache_lock);
 	for (m = cache; m; m = m->next) {
-		if (m->hash == h && m->nr_words == nr_words &&
+		if (m->hash == h && m->nr_src == nr_words &&
 		    m->user_push_words == user_push_words &&
 		    !strcmp(m->entry, entry) &&
-		    !memcmp(m->words, words, nr_words * 4)) {
+		    !memcmp(m->src, words, nr_words * 4)) {
 			m->refs++;
 			pthread_mutex_unlock(&cache_lock);
 			*ret = m;
@@ -391,25 +441,37 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 		stat_inc(HM_DSTAT_VALIDATION_FAILS);
 		return r;
 	}
+	r = relink(words, nr_words, &relinked, &nr_relinked, &own, msg, cap);
+	if (r < 0) {
+		stat_inc(HM_DSTAT_VALIDATION_FAILS);
+		return r;
+	}
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		free(relinked);
 		return -ENOMEM;
-	m->words = malloc(nr_words * 4);
-	if (!m->words) {
+	}
+	m->src = malloc(nr_words * 4);
+	if (!m->src) {
+		free(relinked);
 		free(m);
 		return -ENOMEM;
 	}
-	memcpy(m->words, words, nr_words * 4);
-	m->nr_words = nr_words;
+	memcpy(m->src, words, nr_words * 4);
+	m->nr_src = nr_words;
+	m->words = relinked ? relinked : m->src;
+	m->nr_words = relinked ? nr_relinked : nr_words;
 	m->hash = h;
 	snprintf(m->entry, sizeof(m->entry), "%s", entry);
 	m->user_push_words = user_push_words;
-	/* isolate.c; whether it matters depends on the client (protocol.c) */
-	m->isolated = hmd_isolation_check(words, nr_words, hmd.dev.is_cpu, msg, cap) == 0;
+	/* isolate.c, of what is built; whether it matters depends on the
+	 * client (protocol.c) */
+	m->isolated = hmd_isolation_check(m->words, m->nr_words, hmd.dev.is_cpu,
+					  relinked ? &own : NULL, msg, cap) == 0;
 	m->refs = 1;
 	pthread_mutex_lock(&cache_lock);
 	while ((cache_nr >= CACHE_MAX_MODULES ||
-		cache_words + nr_words > CACHE_MAX_WORDS) && cache_nr) {
+		cache_words + module_words(m) > CACHE_MAX_WORDS) && cache_nr) {
 		unsigned before = cache_nr;
 
 		cache_evict();
@@ -419,7 +481,7 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	m->next = cache;
 	cache = m;
 	cache_nr++;
-	cache_words += nr_words;
+	cache_words += module_words(m);
 	pthread_mutex_unlock(&cache_lock);
 	*ret = m;
 	*ret_cached = false;
