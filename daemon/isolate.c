@@ -9,10 +9,15 @@
  * taken only where every PhysicalStorageBuffer pointer it can form comes
  * from the lookup helper's answer, within the access's bounds:
  *
- *  - a function that forms pointers must be the lookup helper exactly as
+ *  - a function that forms pointers must be one the daemon wrote into the
+ *    module itself (the re-link of validate.c: the helper and the load
+ *    functions, their ids in @own), or the lookup helper exactly as
  *    lib/lookup_spirv.c writes it (one of its non-reference variants),
  *    compared instruction by instruction up to the renaming of ids, with
  *    its types, constants and member offsets;
+ *  - a load function is called with the daemon's table, marks and window
+ *    bounds (its address is clamped into the window) and a 4-byte aligned
+ *    guest address; only functions an entry point reaches are checked;
  *  - the helper is called with the daemon's own push words (table, home
  *    slots, chunk shift, marks) and a 4-byte aligned guest address;
  *  - anywhere else, a pointer is made only by OpConvertUToPtr of: the
