@@ -11,11 +11,11 @@ LIB_OBJS += $(CLIENT_OBJS)
 
 # layers, each calling only those below it (tools/kmod-graph.sh checks):
 # main, protocol, engine_host, client, worker, validate, state, and the
-# leaves loop, device, netlink, isolate
+# leaves loop, device, netlink, isolate, spirv (the parse isolate and validate read)
 DAEMON_OBJS := $(O)/daemon/main.o $(O)/daemon/protocol.o $(O)/daemon/engine_host.o \
 	$(O)/daemon/client.o $(O)/daemon/worker.o $(O)/daemon/validate.o \
 	$(O)/daemon/state.o $(O)/daemon/loop.o $(O)/daemon/device.o \
-	$(O)/daemon/netlink.o $(O)/daemon/isolate.o
+	$(O)/daemon/netlink.o $(O)/daemon/isolate.o $(O)/daemon/spirv.o
 # isolate.c compares client helpers with lib/lookup_spirv.c's own
 DAEMON_DEP_OBJS := $(O)/lib/lookup_spirv.o $(ENGINE_OBJS) $(TABLE_OBJS) $(VKCTX_OBJS) \
 	$(WATCH_OBJS)

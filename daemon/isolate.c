@@ -9,10 +9,15 @@
  * taken only where every PhysicalStorageBuffer pointer it can form comes
  * from the lookup helper's answer, within the access's bounds:
  *
- *  - a function that forms pointers must be the lookup helper exactly as
+ *  - a function that forms pointers must be one the daemon wrote into the
+ *    module itself (the re-link of validate.c: the helper and the load
+ *    functions, their ids in @own), or the lookup helper exactly as
  *    lib/lookup_spirv.c writes it (one of its non-reference variants),
  *    compared instruction by instruction up to the renaming of ids, with
  *    its types, constants and member offsets;
+ *  - a load function is called with the daemon's table, marks and window
+ *    bounds (its address is clamped into the window) and a 4-byte aligned
+ *    guest address; only functions an entry point reaches are checked;
  *  - the helper is called with the daemon's own push words (table, home
  *    slots, chunk shift, marks) and a 4-byte aligned guest address;
  *  - anywhere else, a pointer is made only by OpConvertUToPtr of: the
@@ -41,160 +46,14 @@
 
 #include <hmirror/lookup.h>
 #include <hmirror/table.h>
-/* libspirv.h defines (not declares) this constant in C; validate.c has it */
-#define kDefaultMaxIdBound hmd_isolate_default_max_id_bound
-#include <spirv-tools/libspirv.h>
-
 #include "isolate.h"
+#include "spirv.h"
 
 /* the widest access through one pointer: a mark address + this stays in
  * the marks (hmirror/table.h) */
 #define HM_ISOLATE_MAX_ACCESS HM_MARKS_SLACK
 
-enum {
-	OP_Nop = 0, OP_Undef = 1, OP_Line = 8, OP_Extension = 10, OP_ExtInstImport = 11,
-	OP_ExtInst = 12, OP_TypeVoid = 19, OP_TypeBool = 20, OP_TypeInt = 21,
-	OP_TypeFloat = 22, OP_TypeVector = 23, OP_TypeMatrix = 24, OP_TypeArray = 28,
-	OP_TypeRuntimeArray = 29, OP_TypeStruct = 30, OP_TypePointer = 32,
-	OP_TypeFunction = 33, OP_TypeForwardPointer = 39, OP_Constant = 43,
-	OP_ConstantComposite = 44, OP_ConstantNull = 46, OP_SpecConstant = 50,
-	OP_Function = 54, OP_FunctionParameter = 55, OP_FunctionEnd = 56,
-	OP_FunctionCall = 57, OP_Variable = 59, OP_Load = 61, OP_CopyMemory = 63,
-	OP_CopyMemorySized = 64, OP_AccessChain = 65, OP_InBoundsAccessChain = 66,
-	OP_PtrAccessChain = 67, OP_InBoundsPtrAccessChain = 70, OP_Decorate = 71,
-	OP_MemberDecorate = 72, OP_CompositeExtract = 81, OP_UConvert = 113,
-	OP_ConvertUToPtr = 120, OP_Bitcast = 124, OP_IAdd = 128, OP_IMul = 132,
-	OP_UMod = 137, OP_Select = 169, OP_INotEqual = 171, OP_ShiftLeftLogical = 196,
-	OP_BitwiseOr = 197, OP_BitwiseAnd = 199, OP_NoLine = 317, OP_Capability = 17,
-};
-enum {
-	SC_UniformConstant = 0, SC_Input = 1, SC_Uniform = 2, SC_Output = 3,
-	SC_Workgroup = 4, SC_CrossWorkgroup = 5, SC_Private = 6, SC_Function = 7,
-	SC_PushConstant = 9, SC_StorageBuffer = 12, SC_PSB = 5349,
-	DEC_ArrayStride = 6, DEC_Offset = 35,
-};
-
-struct moff { uint32_t id, member, offset; };
-
-/* one instruction, as SPIRV-Tools parsed it */
-struct insn {
-	uint32_t at;		/* word index in the module */
-	uint32_t type, result;	/* 0 where it has none */
-	uint64_t idmask;	/* bit k: word k is an id (k < 64) */
-};
-
-struct mod {
-	const uint32_t *w;
-	size_t n;
-	uint32_t bound;
-	struct insn *ins;
-	size_t nr_ins, cap_ins;
-	uint32_t *def;		/* id -> word index of its defining instruction */
-	uint32_t *fn_of;	/* id -> the function (its id) defining it, 0: global */
-	uint32_t cur_fn;
-	struct moff *moff;
-	size_t nr_moff;
-	uint32_t pc_var;	/* the PushConstant variable, 0 if none */
-};
-
-static spv_context spv_ctx;	/* compile thread */
-
-static void mod_free(struct mod *m)
-{
-	free(m->ins);
-	free(m->def);
-	free(m->fn_of);
-	free(m->moff);
-	memset(m, 0, sizeof(*m));
-}
-
-static spv_result_t on_header(void *data, spv_endianness_t e, uint32_t magic,
-			      uint32_t version, uint32_t generator, uint32_t bound,
-			      uint32_t schema)
-{
-	struct mod *m = data;
-
-	if (bound == 0 || bound > (1u << 24))
-		return SPV_ERROR_INVALID_BINARY;
-	m->bound = bound;
-	m->def = calloc(bound, sizeof(*m->def));
-	m->fn_of = calloc(bound, sizeof(*m->fn_of));
-	return m->def && m->fn_of ? SPV_SUCCESS : SPV_ERROR_OUT_OF_MEMORY;
-}
-
-static spv_result_t on_insn(void *data, const spv_parsed_instruction_t *pi)
-{
-	struct mod *m = data;
-	const uint32_t *w = pi->words;
-	struct insn in = { .type = pi->type_id, .result = pi->result_id };
-
-	if (w < m->w || w >= m->w + m->n)
-		return SPV_ERROR_INTERNAL;	/* a copy: another endianness */
-	in.at = (uint32_t)(w - m->w);
-	for (uint16_t o = 0; o < pi->num_operands; o++) {
-		const spv_parsed_operand_t *po = &pi->operands[o];
-
-		switch (po->type) {
-		case SPV_OPERAND_TYPE_ID: case SPV_OPERAND_TYPE_TYPE_ID:
-		case SPV_OPERAND_TYPE_RESULT_ID: case SPV_OPERAND_TYPE_MEMORY_SEMANTICS_ID:
-		case SPV_OPERAND_TYPE_SCOPE_ID:
-			if (po->offset < 64)
-				in.idmask |= 1ull << po->offset;
-			break;
-		default:
-			break;
-		}
-	}
-	if (pi->opcode == OP_Function)
-		m->cur_fn = pi->result_id;
-	if (in.result && in.result < m->bound && !m->def[in.result]) {
-		m->def[in.result] = in.at;
-		m->fn_of[in.result] = m->cur_fn;
-	}
-	if (pi->opcode == OP_FunctionEnd)
-		m->cur_fn = 0;
-	if (pi->opcode == OP_MemberDecorate && pi->num_words >= 5 && w[3] == DEC_Offset) {
-		struct moff *nm = realloc(m->moff, (m->nr_moff + 1) * sizeof(*nm));
-
-		if (!nm)
-			return SPV_ERROR_OUT_OF_MEMORY;
-		m->moff = nm;
-		m->moff[m->nr_moff++] = (struct moff){ w[1], w[2], w[4] };
-	}
-	if (pi->opcode == OP_Variable && pi->num_words >= 4 && w[3] == SC_PushConstant)
-		m->pc_var = w[2];
-	if (m->nr_ins == m->cap_ins) {
-		size_t cap = m->cap_ins ? 2 * m->cap_ins : 1024;
-		struct insn *ni = realloc(m->ins, cap * sizeof(*ni));
-
-		if (!ni)
-			return SPV_ERROR_OUT_OF_MEMORY;
-		m->ins = ni;
-		m->cap_ins = cap;
-	}
-	m->ins[m->nr_ins++] = in;
-	return SPV_SUCCESS;
-}
-
-static int mod_parse(struct mod *m, const uint32_t *w, size_t n)
-{
-	spv_result_t r;
-
-	memset(m, 0, sizeof(*m));
-	m->w = w;
-	m->n = n;
-	r = spvBinaryParse(spv_ctx, m, w, n, on_header, on_insn, NULL);
-	if (r == SPV_ERROR_OUT_OF_MEMORY)
-		return -ENOMEM;
-	return r == SPV_SUCCESS && m->bound ? 0 : -EINVAL;
-}
-
-static const uint32_t *ins_of(const struct mod *m, uint32_t id)
-{
-	return id && id < m->bound && m->def[id] ? m->w + m->def[id] : NULL;
-}
-
-static int64_t member_offset(const struct mod *m, uint32_t st, uint32_t member)
+static int64_t member_offset(const struct hmd_spv *m, uint32_t st, uint32_t member)
 {
 	for (size_t i = 0; i < m->nr_moff; i++)
 		if (m->moff[i].id == st && m->moff[i].member == member)
@@ -202,7 +61,7 @@ static int64_t member_offset(const struct mod *m, uint32_t st, uint32_t member)
 	return -1;
 }
 
-static uint32_t array_stride(const struct mod *m, uint32_t ty)
+static uint32_t array_stride(const struct hmd_spv *m, uint32_t ty)
 {
 	for (size_t i = 5; i < m->n;) {
 		uint32_t wc = m->w[i] >> 16;
@@ -217,31 +76,18 @@ static uint32_t array_stride(const struct mod *m, uint32_t ty)
 	return 0;
 }
 
-/* the value of an integer constant (either width), false if id is none */
-static bool const_val(const struct mod *m, uint32_t id, uint64_t *ret)
+static bool is_psb_ptr(const struct hmd_spv *m, uint32_t ty)
 {
-	const uint32_t *d = ins_of(m, id);
-	uint32_t wc;
-
-	if (!d || (d[0] & 0xffff) != OP_Constant)
-		return false;
-	wc = d[0] >> 16;
-	*ret = d[3] | (wc >= 5 ? (uint64_t)d[4] << 32 : 0);
-	return true;
-}
-
-static bool is_psb_ptr(const struct mod *m, uint32_t ty)
-{
-	const uint32_t *d = ins_of(m, ty);
+	const uint32_t *d = hmd_spv_def(m, ty);
 
 	return d && (d[0] & 0xffff) == OP_TypePointer && d[2] == SC_PSB;
 }
 
 /* does type ty hold a PhysicalStorageBuffer pointer anywhere (a pointer to
  * one included)?  depth-bounded */
-static bool holds_psb_ptr(const struct mod *m, uint32_t ty, int depth)
+static bool holds_psb_ptr(const struct hmd_spv *m, uint32_t ty, int depth)
 {
-	const uint32_t *d = ins_of(m, ty);
+	const uint32_t *d = hmd_spv_def(m, ty);
 	uint32_t wc;
 
 	if (!d || depth > 16)
@@ -269,9 +115,9 @@ static bool holds_psb_ptr(const struct mod *m, uint32_t ty, int depth)
 
 /* bytes a pointer to ty may reach: scalars, vectors of them, structs of
  * those with explicit offsets; -1 for anything else (arrays: no bound) */
-static int64_t extent(const struct mod *m, uint32_t ty, int depth)
+static int64_t extent(const struct hmd_spv *m, uint32_t ty, int depth)
 {
-	const uint32_t *d = ins_of(m, ty);
+	const uint32_t *d = hmd_spv_def(m, ty);
 	int64_t e = 0, x;
 
 	if (!d || depth > 8)
@@ -301,7 +147,7 @@ static int64_t extent(const struct mod *m, uint32_t ty, int depth)
 /* ---- the canonical helper ------------------------------------------------ */
 
 struct cmp {
-	const struct mod *a, *b;	/* canonical, client */
+	const struct hmd_spv *a, *b;	/* canonical, client */
 	uint32_t *map;			/* a's id -> b's id */
 };
 
@@ -310,7 +156,7 @@ static bool same_id(struct cmp *c, uint32_t ia, uint32_t ib, int depth);
 /* two global definitions (types, constants) alike */
 static bool same_global(struct cmp *c, uint32_t ia, uint32_t ib, int depth)
 {
-	const uint32_t *da = ins_of(c->a, ia), *db = ins_of(c->b, ib);
+	const uint32_t *da = hmd_spv_def(c->a, ia), *db = hmd_spv_def(c->b, ib);
 	uint32_t op, wc;
 
 	if (!da || !db || depth > 16 || da[0] != db[0])
@@ -366,7 +212,7 @@ static bool skip_ins(uint32_t op)
 }
 
 /* is the client's function at instruction j the canonical one at i? */
-static bool same_function(const struct mod *a, size_t i, const struct mod *b, size_t j)
+static bool same_function(const struct hmd_spv *a, size_t i, const struct hmd_spv *b, size_t j)
 {
 	struct cmp c = { a, b, calloc(a->bound, sizeof(uint32_t)) };
 	bool ok = false;
@@ -380,7 +226,7 @@ static bool same_function(const struct mod *a, size_t i, const struct mod *b, si
 			j++;
 		if (i >= a->nr_ins || j >= b->nr_ins)
 			break;
-		const struct insn *ia = &a->ins[i], *ib = &b->ins[j];
+		const struct hmd_spv_insn *ia = &a->ins[i], *ib = &b->ins[j];
 		const uint32_t *x = a->w + ia->at, *y = b->w + ib->at;
 		uint32_t wc = x[0] >> 16;
 		bool bad = x[0] != y[0] || wc > 64 || ia->idmask != ib->idmask;
@@ -411,7 +257,7 @@ static bool same_function(const struct mod *a, size_t i, const struct mod *b, si
 	return ok;
 }
 
-static struct mod canon[16];
+static struct hmd_spv canon[16];
 static unsigned nr_canon;
 static uint32_t *canon_words[16];
 static size_t canon_fn[16];
@@ -419,9 +265,6 @@ static pthread_once_t canon_once = PTHREAD_ONCE_INIT;
 
 static void canon_init(void)
 {
-	spv_ctx = spvContextCreate(SPV_ENV_VULKAN_1_2);
-	if (!spv_ctx)
-		return;
 	for (unsigned v = 0; v < hm_lookup_nr_variants && nr_canon < 16; v++) {
 		uint32_t *w;
 		size_t n;
@@ -429,8 +272,8 @@ static void canon_init(void)
 		if (hm_lookup_variants[v].reference ||
 		    hm_spirv_lookup_library_variant(hm_lookup_variants[v].flags, &w, &n) < 0)
 			continue;
-		if (mod_parse(&canon[nr_canon], w, n) < 0) {
-			mod_free(&canon[nr_canon]);
+		if (hmd_spv_parse(&canon[nr_canon], w, n) < 0) {
+			hmd_spv_free(&canon[nr_canon]);
 			free(w);
 			continue;
 		}
@@ -446,8 +289,10 @@ static void canon_init(void)
 /* ---- the client's functions ---------------------------------------------- */
 
 struct chk {
-	const struct mod *m;
-	uint8_t *helper;	/* function id -> 1: the canonical helper */
+	const struct hmd_spv *m;
+	uint8_t *helper;	/* function id -> 1: a helper the check trusts */
+	uint8_t *load;		/* function id -> N: the daemon's N-word load function */
+	uint8_t *live;		/* function id -> 1: an entry point may call it */
 	bool cpu;
 	char *msg;
 	size_t cap;
@@ -460,24 +305,24 @@ static int refuse(struct chk *k, size_t at, const char *why)
 }
 
 /* u32 push word k: OpLoad of an OpAccessChain into the push block at byte 4k */
-static bool push_word(const struct mod *m, uint32_t id, uint32_t k)
+static bool push_word(const struct hmd_spv *m, uint32_t id, uint32_t k)
 {
-	const uint32_t *ld = ins_of(m, id), *ac, *var;
+	const uint32_t *ld = hmd_spv_def(m, id), *ac, *var;
 	uint64_t off = 0, idx;
 	uint32_t ty;
 
 	if (!ld || (ld[0] & 0xffff) != OP_Load || !m->pc_var)
 		return false;
-	ac = ins_of(m, ld[3]);
+	ac = hmd_spv_def(m, ld[3]);
 	if (!ac || ((ac[0] & 0xffff) != OP_AccessChain &&
 		    (ac[0] & 0xffff) != OP_InBoundsAccessChain) || ac[3] != m->pc_var)
 		return false;
-	var = ins_of(m, m->pc_var);
-	ty = ins_of(m, var[1])[3];	/* the block's type */
+	var = hmd_spv_def(m, m->pc_var);
+	ty = hmd_spv_def(m, var[1])[3];	/* the block's type */
 	for (uint32_t a = 4; a < (ac[0] >> 16); a++) {
-		const uint32_t *t = ins_of(m, ty);
+		const uint32_t *t = hmd_spv_def(m, ty);
 
-		if (!t || !const_val(m, ac[a], &idx))
+		if (!t || !hmd_spv_const(m, ac[a], &idx))
 			return false;
 		if ((t[0] & 0xffff) == OP_TypeStruct) {
 			int64_t mo = member_offset(m, ty, (uint32_t)idx);
@@ -501,23 +346,23 @@ static bool push_word(const struct mod *m, uint32_t id, uint32_t k)
 }
 
 /* lo | (hi << 32) of two u32 values; their ids in *lo, *hi */
-static bool join64(const struct mod *m, uint32_t id, uint32_t *lo, uint32_t *hi)
+static bool join64(const struct hmd_spv *m, uint32_t id, uint32_t *lo, uint32_t *hi)
 {
-	const uint32_t *o = ins_of(m, id), *a, *b, *s, *ua, *ub;
+	const uint32_t *o = hmd_spv_def(m, id), *a, *b, *s, *ua, *ub;
 	uint64_t k;
 
 	if (!o || (o[0] & 0xffff) != OP_BitwiseOr)
 		return false;
 	for (int sw = 0; sw < 2; sw++) {
-		a = ins_of(m, o[3 + sw]);
-		b = ins_of(m, o[4 - sw]);
+		a = hmd_spv_def(m, o[3 + sw]);
+		b = hmd_spv_def(m, o[4 - sw]);
 		if (!a || !b || (a[0] & 0xffff) != OP_UConvert || (b[0] & 0xffff) != OP_ShiftLeftLogical)
 			continue;
 		s = b;
-		if (!const_val(m, s[4], &k) || k != 32)
+		if (!hmd_spv_const(m, s[4], &k) || k != 32)
 			continue;
 		ua = a;
-		ub = ins_of(m, s[3]);
+		ub = hmd_spv_def(m, s[3]);
 		if (!ub || (ub[0] & 0xffff) != OP_UConvert)
 			continue;
 		*lo = ua[3];
@@ -527,7 +372,7 @@ static bool join64(const struct mod *m, uint32_t id, uint32_t *lo, uint32_t *hi)
 	return false;
 }
 
-static bool push_u64(const struct mod *m, uint32_t id, uint32_t k)
+static bool push_u64(const struct hmd_spv *m, uint32_t id, uint32_t k)
 {
 	uint32_t lo, hi;
 
@@ -537,11 +382,11 @@ static bool push_u64(const struct mod *m, uint32_t id, uint32_t k)
 /* half h of the helper call's answer: OpCompositeExtract of the call */
 static uint32_t call_half(struct chk *k, uint32_t id, uint32_t h)
 {
-	const uint32_t *x = ins_of(k->m, id), *c;
+	const uint32_t *x = hmd_spv_def(k->m, id), *c;
 
 	if (!x || (x[0] & 0xffff) != OP_CompositeExtract || (x[0] >> 16) != 5 || x[4] != h)
 		return 0;
-	c = ins_of(k->m, x[3]);
+	c = hmd_spv_def(k->m, x[3]);
 	if (!c || (c[0] & 0xffff) != OP_FunctionCall || c[3] >= k->m->bound || !k->helper[c[3]])
 		return 0;
 	return x[3];
@@ -564,9 +409,9 @@ static uint32_t helper_pair(struct chk *k, uint32_t id, uint32_t h)
  * and selects of such values.
  */
 #define ALIGN_BITS_MAX 12
-static unsigned int align_bits(const struct mod *m, uint32_t id, int depth)
+static unsigned int align_bits(const struct hmd_spv *m, uint32_t id, int depth)
 {
-	const uint32_t *d = ins_of(m, id);
+	const uint32_t *d = hmd_spv_def(m, id);
 	unsigned int a, b;
 	uint64_t v;
 
@@ -574,7 +419,7 @@ static unsigned int align_bits(const struct mod *m, uint32_t id, int depth)
 		return 0;
 	switch (d[0] & 0xffff) {
 	case OP_Constant:
-		if (!const_val(m, id, &v))
+		if (!hmd_spv_const(m, id, &v))
 			return 0;
 		return v ? (unsigned int)__builtin_ctzll(v) < ALIGN_BITS_MAX ?
 			   (unsigned int)__builtin_ctzll(v) : ALIGN_BITS_MAX : ALIGN_BITS_MAX;
@@ -590,7 +435,7 @@ static unsigned int align_bits(const struct mod *m, uint32_t id, int depth)
 		return a < b ? a : b;
 	case OP_ShiftLeftLogical:
 		a = align_bits(m, d[3], depth + 1);
-		if (const_val(m, d[4], &v) && v < 64)
+		if (hmd_spv_const(m, d[4], &v) && v < 64)
 			a += (unsigned int)v;
 		return a < ALIGN_BITS_MAX ? a : ALIGN_BITS_MAX;
 	case OP_IMul:
@@ -617,24 +462,24 @@ static int check_convert(struct chk *k, size_t at)
 	unsigned int bits;
 	int64_t e;
 
-	pt = ins_of(k->m, w[1]);
+	pt = hmd_spv_def(k->m, w[1]);
 	e = pt ? extent(k->m, pt[3], 0) : -1;
 	if (e < 0 || e > HM_ISOLATE_MAX_ACCESS)
 		return refuse(k, at, "a pointer to an array, or to more than 64 bytes");
 	if (mark_addr(k, w[3]))
 		return 0;	/* the marks have HM_MARKS_SLACK bytes past their last word */
-	sel = ins_of(k->m, w[3]);
+	sel = hmd_spv_def(k->m, w[3]);
 	if (!sel || (sel[0] & 0xffff) != OP_Select || !helper_pair(k, sel[4], 0) ||
 	    !mark_addr(k, sel[5]))
 		return refuse(k, at, "a pointer not made from the lookup helper's answer "
 			      "(dev != 0 ? dev : mark, or a mark)");
-	cond = ins_of(k->m, sel[3]);
+	cond = hmd_spv_def(k->m, sel[3]);
 	if (!cond || (cond[0] & 0xffff) != OP_INotEqual ||
-	    !((cond[3] == sel[4] && const_val(k->m, cond[4], &zero) && !zero) ||
-	      (cond[4] == sel[4] && const_val(k->m, cond[3], &zero) && !zero)))
+	    !((cond[3] == sel[4] && hmd_spv_const(k->m, cond[4], &zero) && !zero) ||
+	      (cond[4] == sel[4] && hmd_spv_const(k->m, cond[3], &zero) && !zero)))
 		return refuse(k, at, "a device address used without its dev != 0 test");
 	/* e bytes from dev stay in the chunk where the guest address is e-aligned */
-	call = ins_of(k->m, helper_pair(k, sel[4], 0));
+	call = hmd_spv_def(k->m, helper_pair(k, sel[4], 0));
 	bits = align_bits(k->m, call[4], 0);
 	if (e > (1ll << bits))
 		return refuse(k, at, "an access wider than the guest address is known to "
@@ -642,10 +487,38 @@ static int check_convert(struct chk *k, size_t at)
 	return 0;
 }
 
+/*
+ * A call of one of the daemon's load functions (either form): its table,
+ * marks and window bounds the daemon's push words, the guest address
+ * 4-byte aligned.  The window delta may be anything: the address it gives
+ * is clamped into [first, last], and last is the window's last 64 bytes.
+ */
+static int check_load_call(struct chk *k, size_t at)
+{
+	const uint32_t *w = k->m->w + at;
+
+	if ((w[0] >> 16) != 12)
+		return refuse(k, at, "a load function called with the wrong arguments");
+	if (align_bits(k->m, w[4], 0) < 2)
+		return refuse(k, at, "a load function called for a guest address not "
+			      "known to be 4-byte aligned");
+	if (!push_u64(k->m, w[5], HM_PUSH_TABLE_ADDR_LO) ||
+	    !push_word(k->m, w[6], HM_PUSH_TABLE_NR_HOME) ||
+	    !push_word(k->m, w[7], HM_PUSH_CHUNK_SHIFT) ||
+	    !push_u64(k->m, w[8], HM_PUSH_MARKS_ADDR_LO) ||
+	    !push_u64(k->m, w[10], HM_PUSH_WINDOW_FIRST_LO) ||
+	    !push_u64(k->m, w[11], HM_PUSH_WINDOW_LAST_LO))
+		return refuse(k, at, "a load function called with a table, shift, marks or "
+			      "window other than the daemon's push words");
+	return 0;
+}
+
 static int check_call(struct chk *k, size_t at)
 {
 	const uint32_t *w = k->m->w + at;
 
+	if (w[3] < k->m->bound && k->load[w[3]])
+		return check_load_call(k, at);
 	if (w[3] >= k->m->bound || !k->helper[w[3]])
 		return 0;	/* another function of the module's: checked itself */
 	if ((w[0] >> 16) != 9)
@@ -663,19 +536,19 @@ static int check_call(struct chk *k, size_t at)
 }
 
 /* an index into an array of Workgroup, Private or Function memory */
-static bool index_in_range(const struct mod *m, uint32_t id, uint64_t len)
+static bool index_in_range(const struct hmd_spv *m, uint32_t id, uint64_t len)
 {
-	const uint32_t *d = ins_of(m, id);
+	const uint32_t *d = hmd_spv_def(m, id);
 	uint64_t v;
 
-	if (const_val(m, id, &v))
+	if (hmd_spv_const(m, id, &v))
 		return v < len;
 	if (!d)
 		return false;
 	if ((d[0] & 0xffff) == OP_BitwiseAnd)
-		return (const_val(m, d[3], &v) && v < len) || (const_val(m, d[4], &v) && v < len);
+		return (hmd_spv_const(m, d[3], &v) && v < len) || (hmd_spv_const(m, d[4], &v) && v < len);
 	if ((d[0] & 0xffff) == OP_UMod)
-		return const_val(m, d[4], &v) && v && v <= len;
+		return hmd_spv_const(m, d[4], &v) && v && v <= len;
 	return false;
 }
 
@@ -685,28 +558,28 @@ static int check_local_chain(struct chk *k, size_t at)
 	uint32_t ty;
 	uint64_t len;
 
-	bp = ins_of(k->m, w[3]);
+	bp = hmd_spv_def(k->m, w[3]);
 	if (!bp)
 		return refuse(k, at, "an access chain of an unknown base");
-	bt = ins_of(k->m, bp[1]);	/* the base's pointer type */
+	bt = hmd_spv_def(k->m, bp[1]);	/* the base's pointer type */
 	if (!bt || (bt[0] & 0xffff) != OP_TypePointer)
 		return refuse(k, at, "an access chain of a non-pointer");
 	if (bt[2] != SC_Workgroup && bt[2] != SC_Private && bt[2] != SC_Function)
 		return 0;
 	ty = bt[3];
 	for (uint32_t a = 4; a < (w[0] >> 16); a++) {
-		const uint32_t *t = ins_of(k->m, ty);
+		const uint32_t *t = hmd_spv_def(k->m, ty);
 
 		if (!t)
 			return refuse(k, at, "an access chain through an unknown type");
 		switch (t[0] & 0xffff) {
 		case OP_TypeStruct:
-			if (!const_val(k->m, w[a], &len) || 2 + len >= (t[0] >> 16))
+			if (!hmd_spv_const(k->m, w[a], &len) || 2 + len >= (t[0] >> 16))
 				return refuse(k, at, "a struct member out of range");
 			ty = t[2 + len];
 			break;
 		case OP_TypeArray:
-			if (!const_val(k->m, t[3], &len) || !index_in_range(k->m, w[a], len))
+			if (!hmd_spv_const(k->m, t[3], &len) || !index_in_range(k->m, w[a], len))
 				return refuse(k, at, "an index into local memory not known to be "
 					      "in range (mask it, x & K, or x % K)");
 			ty = t[2];
@@ -725,7 +598,7 @@ static int check_local_chain(struct chk *k, size_t at)
 
 static int check_body(struct chk *k, size_t from, size_t to)
 {
-	const struct mod *m = k->m;
+	const struct hmd_spv *m = k->m;
 
 	for (size_t n = from; n <= to; n++) {
 		size_t i = m->ins[n].at;
@@ -740,13 +613,13 @@ static int check_body(struct chk *k, size_t from, size_t to)
 			r = check_call(k, i);
 		if (r == 0 && (op == OP_AccessChain || op == OP_InBoundsAccessChain)) {
 			if (is_psb_ptr(m, ty)) {
-				const uint32_t *b = ins_of(m, w[3]);
+				const uint32_t *b = hmd_spv_def(m, w[3]);
 				uint64_t v;
 
 				if (!b || !is_psb_ptr(m, b[1]))
 					return refuse(k, i, "a device pointer from a logical one");
 				for (uint32_t a = 4; a < (w[0] >> 16); a++)
-					if (!const_val(m, w[a], &v))
+					if (!hmd_spv_const(m, w[a], &v))
 						return refuse(k, i, "a device access chain with a "
 							      "variable index");
 			} else if (k->cpu) {
@@ -764,10 +637,56 @@ static int check_body(struct chk *k, size_t from, size_t to)
 	return 0;
 }
 
-int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
-			char *msg, size_t cap)
+/*
+ * The functions an entry point reaches through calls: only they can run
+ * (a linked module keeps the GLSL stand-ins and the functions spirv-opt
+ * inlined, called by nobody).  The speculative tier calls the load
+ * functions' other form, which the daemon wrote: no new caller.
+ */
+static int mark_live(struct chk *k)
 {
-	struct mod m;
+	const struct hmd_spv *m = k->m;
+	uint32_t *stack;
+	size_t sp = 0;
+
+	k->live = calloc(m->bound, 1);
+	stack = calloc(m->bound, sizeof(*stack));
+	if (!k->live || !stack) {
+		free(stack);
+		return -ENOMEM;
+	}
+	for (size_t n = 0; n < m->nr_ins; n++) {
+		const uint32_t *w = m->w + m->ins[n].at;
+
+		if ((w[0] & 0xffff) == OP_EntryPoint && (w[0] >> 16) >= 3 && w[2] < m->bound &&
+		    !k->live[w[2]]) {
+			k->live[w[2]] = 1;
+			stack[sp++] = w[2];
+		}
+	}
+	while (sp) {
+		const uint32_t *d = hmd_spv_def(m, stack[--sp]);
+
+		if (!d || (d[0] & 0xffff) != OP_Function)
+			continue;
+		for (const uint32_t *w = d; w < m->w + m->n && (w[0] >> 16); w += w[0] >> 16) {
+			if ((w[0] & 0xffff) == OP_FunctionEnd)
+				break;
+			if ((w[0] & 0xffff) == OP_FunctionCall && (w[0] >> 16) >= 4 &&
+			    w[3] < m->bound && !k->live[w[3]]) {
+				k->live[w[3]] = 1;
+				stack[sp++] = w[3];
+			}
+		}
+	}
+	free(stack);
+	return 0;
+}
+
+int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
+			const struct hm_spirv_relinked *own, char *msg, size_t cap)
+{
+	struct hmd_spv m;
 	struct chk k = { .m = &m, .cpu = cpu_device, .msg = msg, .cap = cap };
 	int r;
 
@@ -776,20 +695,30 @@ int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
 		snprintf(msg, cap, "isolation: no canonical lookup helper");
 		return -ENOMEM;
 	}
-	r = mod_parse(&m, words, nr_words);
+	r = hmd_spv_parse(&m, words, nr_words);
 	if (r < 0) {
-		mod_free(&m);
+		hmd_spv_free(&m);
 		snprintf(msg, cap, "isolation: cannot parse the module");
 		return r == -ENOMEM ? r : -EACCES;
 	}
 	k.helper = calloc(m.bound, 1);
-	if (!k.helper) {
-		mod_free(&m);
+	k.load = calloc(m.bound, 1);
+	if (!k.helper || !k.load) {
+		free(k.helper);
+		free(k.load);
+		hmd_spv_free(&m);
 		return -ENOMEM;
 	}
+	/* what the daemon wrote itself (the re-link): trusted whole */
+	if (own && own->helper < m.bound)
+		k.helper[own->helper] = 1;
+	for (unsigned f = 0; own && f < 2; f++)
+		for (unsigned n = 0; n < HM_ACCESS_MAX_BYTES / 4; n++)
+			if (own->load[f][n] && own->load[f][n] < m.bound)
+				k.load[own->load[f][n]] = (uint8_t)(n + 1);
 	/* module-wide: capabilities, storage, types, global values */
 	for (size_t n = 0; n < m.nr_ins && !r; n++) {
-		const struct insn *in = &m.ins[n];
+		const struct hmd_spv_insn *in = &m.ins[n];
 		const uint32_t *w = m.w + in->at;
 		uint32_t op = w[0] & 0xffff, wc = w[0] >> 16;
 
@@ -819,16 +748,23 @@ int hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
 				}
 		}
 	}
-	/* every function but the helpers, which were compared whole */
+	/* every function an entry point reaches but the helpers, compared
+	 * whole or the daemon's, and the daemon's load functions */
+	if (!r)
+		r = mark_live(&k);
 	for (size_t n = 0, fn_at = 0; n < m.nr_ins && !r; n++) {
-		uint32_t op = m.w[m.ins[n].at] & 0xffff;
+		uint32_t op = m.w[m.ins[n].at] & 0xffff, fn;
 
 		if (op == OP_Function)
 			fn_at = n;
-		if (op == OP_FunctionEnd && !k.helper[m.w[m.ins[fn_at].at + 2]])
+		fn = m.w[m.ins[fn_at].at + 2];
+		if (op == OP_FunctionEnd && fn < m.bound && k.live[fn] && !k.helper[fn] &&
+		    !k.load[fn])
 			r = check_body(&k, fn_at, n);
 	}
+	free(k.live);
 	free(k.helper);
-	mod_free(&m);
+	free(k.load);
+	hmd_spv_free(&m);
 	return r;
 }

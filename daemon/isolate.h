@@ -9,9 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <hmirror/lookup.h>
+
 /* every device pointer a module forms comes from the lookup helper
- * (compile thread); 0 or -EACCES with the reason in ret_msg */
+ * (compile thread); 0 or -EACCES with the reason in ret_msg.  own: the
+ * functions the daemon wrote into the module (hm_spirv_relink_lookup()),
+ * trusted whole; NULL: none */
 int  hmd_isolation_check(const uint32_t *words, size_t nr_words, bool cpu_device,
-			 char *ret_msg, size_t msg_cap);
+			 const struct hm_spirv_relinked *own, char *ret_msg, size_t msg_cap);
 
 #endif

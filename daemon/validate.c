@@ -19,7 +19,10 @@
 
 #include <spirv-tools/libspirv.h>
 
+#include <hmirror/lookup.h>
+
 #include "isolate.h"
+#include "spirv.h"
 #include "state.h"
 #include "validate.h"
 
@@ -42,8 +45,15 @@ int hmd_validate_init(void)
 
 static void module_free(struct hmd_module *m)
 {
+	if (m->src != m->words)
+		free(m->src);
 	free(m->words);
 	free(m);
+}
+
+static size_t module_words(const struct hmd_module *m)
+{
+	return m->nr_words + (m->src != m->words ? m->nr_src : 0);
 }
 
 void hmd_validate_finish(void)
@@ -75,11 +85,6 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 }
 
 #define SPV_MAGIC		0x07230203u
-#define OP_CAPABILITY		17
-#define OP_ENTRY_POINT		15
-#define OP_FUNCTION		54
-#define CAP_LINKAGE		5
-#define EXEC_GLCOMPUTE		5
 
 /* a structural walk: every instruction's word count in range, the entry
  * point present, no Linkage; spvValidate does the rest */
@@ -96,19 +101,19 @@ static int walk(const uint32_t *w, size_t n, const char *entry, char *msg,
 			snprintf(msg, cap, "instruction at word %zu overruns the module", i);
 			return -EINVAL;
 		}
-		if (op == OP_CAPABILITY && wc >= 2 && w[i + 1] == CAP_LINKAGE) {
+		if (op == OP_Capability && wc >= 2 && w[i + 1] == CAP_Linkage) {
 			snprintf(msg, cap, "module is not fully linked (Linkage capability)");
 			return -EINVAL;
 		}
-		if (op == OP_ENTRY_POINT && wc >= 4) {
+		if (op == OP_EntryPoint && wc >= 4) {
 			size_t maxlen = (wc - 3) * 4;
 			const char *name = (const char *)&w[i + 3];
 
-			if (w[i + 1] == EXEC_GLCOMPUTE &&
+			if (w[i + 1] == EXEC_GLCompute &&
 			    strnlen(name, maxlen) < maxlen && !strcmp(name, entry))
 				found = true;
 		}
-		if (op == OP_FUNCTION)
+		if (op == OP_Function)
 			break;		/* entry points come before functions */
 		i += wc;
 	}
@@ -127,47 +132,14 @@ static int walk(const uint32_t *w, size_t n, const char *entry, char *msg,
  * SPIR-V fuzzer's 513 x 513 x 513 workgroup overflowed lavapipe's compile
  * stack and killed hmirrord.  No limits known (0): nothing is checked.
  */
-#define OP_TYPE_BOOL		20
-#define OP_TYPE_INT		21
-#define OP_TYPE_FLOAT		22
-#define OP_TYPE_VECTOR		23
-#define OP_TYPE_MATRIX		24
-#define OP_TYPE_ARRAY		28
-#define OP_TYPE_STRUCT		30
-#define OP_TYPE_POINTER		32
-#define OP_CONSTANT		43
-#define OP_CONSTANT_COMPOSITE	44
-#define OP_SPEC_CONSTANT	50
-#define OP_SPEC_CONSTANT_COMPOSITE 51
-#define OP_VARIABLE		59
-#define OP_DECORATE		71
-#define OP_EXECUTION_MODE	16
-#define OP_EXECUTION_MODE_ID	331
-#define MODE_LOCAL_SIZE		17
-#define MODE_LOCAL_SIZE_ID	38
-#define DEC_BUILTIN		11
-#define BUILTIN_WORKGROUP_SIZE	25
-#define SC_WORKGROUP		4
 #define BYTES_MAX		(1ull << 40)
 
-struct lim {
-	const uint32_t *w;
-	size_t n;
-	uint32_t bound;
-	uint32_t *def;		/* id -> word index of its definition, 0 none */
-};
-
-static const uint32_t *lim_def(const struct lim *l, uint32_t id)
+/* a constant's value: OpConstant or OpSpecConstant (its default) */
+static bool lim_const(const struct hmd_spv *m, uint32_t id, uint64_t *v)
 {
-	return id && id < l->bound && l->def[id] ? l->w + l->def[id] : NULL;
-}
+	const uint32_t *d = hmd_spv_def(m, id);
 
-/* a 32-bit constant's value */
-static bool lim_const(const struct lim *l, uint32_t id, uint64_t *v)
-{
-	const uint32_t *d = lim_def(l, id);
-
-	if (!d || ((d[0] & 0xffff) != OP_CONSTANT && (d[0] & 0xffff) != OP_SPEC_CONSTANT) ||
+	if (!d || ((d[0] & 0xffff) != OP_Constant && (d[0] & 0xffff) != OP_SpecConstant) ||
 	    (d[0] >> 16) < 4)
 		return false;
 	*v = d[3];
@@ -177,29 +149,29 @@ static bool lim_const(const struct lim *l, uint32_t id, uint64_t *v)
 }
 
 /* bytes of a type (an upper bound: no padding is subtracted), saturated */
-static uint64_t lim_bytes(const struct lim *l, uint32_t ty, int depth)
+static uint64_t lim_bytes(const struct hmd_spv *m, uint32_t ty, int depth)
 {
-	const uint32_t *d = lim_def(l, ty);
+	const uint32_t *d = hmd_spv_def(m, ty);
 	uint64_t e = 0, k;
 
 	if (!d || depth > 16)
 		return BYTES_MAX;
 	switch (d[0] & 0xffff) {
-	case OP_TYPE_BOOL:
+	case OP_TypeBool:
 		return 4;
-	case OP_TYPE_INT: case OP_TYPE_FLOAT:
+	case OP_TypeInt: case OP_TypeFloat:
 		return (d[0] >> 16) >= 3 ? (d[2] + 7) / 8 : BYTES_MAX;
-	case OP_TYPE_VECTOR: case OP_TYPE_MATRIX:
-		e = lim_bytes(l, d[2], depth + 1);
+	case OP_TypeVector: case OP_TypeMatrix:
+		e = lim_bytes(m, d[2], depth + 1);
 		return e * d[3] < BYTES_MAX ? e * d[3] : BYTES_MAX;
-	case OP_TYPE_ARRAY:
-		if (!lim_const(l, d[3], &k))
+	case OP_TypeArray:
+		if (!lim_const(m, d[3], &k))
 			return BYTES_MAX;
-		e = lim_bytes(l, d[2], depth + 1);
+		e = lim_bytes(m, d[2], depth + 1);
 		return k && e > BYTES_MAX / k ? BYTES_MAX : e * k;
-	case OP_TYPE_STRUCT:
-		for (uint32_t m = 2; m < (d[0] >> 16); m++) {
-			e += lim_bytes(l, d[m], depth + 1);
+	case OP_TypeStruct:
+		for (uint32_t i = 2; i < (d[0] >> 16); i++) {
+			e += lim_bytes(m, d[i], depth + 1);
 			if (e >= BYTES_MAX)
 				return BYTES_MAX;
 		}
@@ -212,7 +184,7 @@ static uint64_t lim_bytes(const struct lim *l, uint32_t ty, int depth)
 static int limits_check(const uint32_t *w, size_t n, char *msg, size_t cap)
 {
 	const struct hmd_device_choice *dv = &hmd.dev;
-	struct lim l = { .w = w, .n = n, .bound = w[3] };
+	struct hmd_spv m;
 	uint64_t size[3][3], shared = 0, v;	/* LocalSize, LocalSizeId, the built-in */
 	bool have[3] = { false, false, false };
 	uint32_t wg_builtin = 0;
@@ -220,48 +192,40 @@ static int limits_check(const uint32_t *w, size_t n, char *msg, size_t cap)
 
 	if (!dv->max_wg_invocations)
 		return 0;
-	l.def = calloc(l.bound, sizeof(*l.def));
-	if (!l.def)
-		return -ENOMEM;
-	for (size_t i = 5; i < n; i += w[i] >> 16) {
-		uint32_t op = w[i] & 0xffff, wc = w[i] >> 16;
-
-		if (op == OP_DECORATE && wc >= 4 && w[i + 2] == DEC_BUILTIN &&
-		    w[i + 3] == BUILTIN_WORKGROUP_SIZE)
-			wg_builtin = w[i + 1];
-		/* result ids: types at word 1, values at word 2 */
-		if ((op >= OP_TYPE_BOOL && op <= OP_TYPE_POINTER) && wc >= 2 && w[i + 1] < l.bound)
-			l.def[w[i + 1]] = (uint32_t)i;
-		if ((op == OP_CONSTANT || op == OP_SPEC_CONSTANT || op == OP_CONSTANT_COMPOSITE ||
-		     op == OP_SPEC_CONSTANT_COMPOSITE || op == OP_VARIABLE) && wc >= 3 &&
-		    w[i + 2] < l.bound)
-			l.def[w[i + 2]] = (uint32_t)i;
+	r = hmd_spv_parse(&m, w, n);
+	if (r < 0) {
+		hmd_spv_free(&m);
+		snprintf(msg, cap, "cannot parse the module");
+		return r;
 	}
 	for (size_t i = 5; i < n; i += w[i] >> 16) {
 		uint32_t op = w[i] & 0xffff, wc = w[i] >> 16;
 
-		if (op == OP_EXECUTION_MODE && wc >= 6 && w[i + 2] == MODE_LOCAL_SIZE) {
+		if (op == OP_Decorate && wc >= 4 && w[i + 2] == DEC_BuiltIn &&
+		    w[i + 3] == BUILTIN_WorkgroupSize)
+			wg_builtin = w[i + 1];
+		else if (op == OP_ExecutionMode && wc >= 6 && w[i + 2] == MODE_LocalSize) {
 			for (int k = 0; k < 3; k++)
 				size[0][k] = w[i + 3 + k];
 			have[0] = true;
-		} else if (op == OP_EXECUTION_MODE_ID && wc >= 6 && w[i + 2] == MODE_LOCAL_SIZE_ID) {
+		} else if (op == OP_ExecutionModeId && wc >= 6 && w[i + 2] == MODE_LocalSizeId) {
 			for (int k = 0; k < 3; k++)
-				size[1][k] = lim_const(&l, w[i + 3 + k], &v) ? v : UINT64_MAX;
+				size[1][k] = lim_const(&m, w[i + 3 + k], &v) ? v : UINT64_MAX;
 			have[1] = true;
-		} else if (op == OP_VARIABLE && wc >= 4 && w[i + 3] == SC_WORKGROUP) {
-			const uint32_t *pt = lim_def(&l, w[i + 1]);
+		} else if (op == OP_Variable && wc >= 4 && w[i + 3] == SC_Workgroup) {
+			const uint32_t *pt = hmd_spv_def(&m, w[i + 1]);
 
-			shared += pt && (pt[0] & 0xffff) == OP_TYPE_POINTER ?
-				lim_bytes(&l, pt[3], 0) : BYTES_MAX;
+			shared += pt && (pt[0] & 0xffff) == OP_TypePointer ?
+				lim_bytes(&m, pt[3], 0) : BYTES_MAX;
 		}
 	}
 	if (wg_builtin) {
-		const uint32_t *d = lim_def(&l, wg_builtin);
+		const uint32_t *d = hmd_spv_def(&m, wg_builtin);
 
-		if (d && (d[0] >> 16) == 6 && ((d[0] & 0xffff) == OP_CONSTANT_COMPOSITE ||
-					       (d[0] & 0xffff) == OP_SPEC_CONSTANT_COMPOSITE)) {
+		if (d && (d[0] >> 16) == 6 && ((d[0] & 0xffff) == OP_ConstantComposite ||
+					       (d[0] & 0xffff) == OP_SpecConstantComposite)) {
 			for (int k = 0; k < 3; k++)
-				size[2][k] = lim_const(&l, d[3 + k], &v) ? v : UINT64_MAX;
+				size[2][k] = lim_const(&m, d[3 + k], &v) ? v : UINT64_MAX;
 			have[2] = true;
 		}
 	}
@@ -289,16 +253,29 @@ static int limits_check(const uint32_t *w, size_t n, char *msg, size_t cap)
 			 (unsigned long long)shared, dv->max_shared_bytes);
 		r = -E2BIG;
 	}
-	free(l.def);
+	hmd_spv_free(&m);
 	return r;
+}
+
+static int spirv_val(const uint32_t *words, size_t nr_words, char *msg, size_t cap)
+{
+	spv_diagnostic diag = NULL;
+	spv_context ctx = ((words[1] >> 16) & 0xff) == 1 && ((words[1] >> 8) & 0xff) >= 6 ?
+			  ctx13 : ctx12;
+
+	if (spvValidateBinary(ctx, words, nr_words, &diag) != SPV_SUCCESS) {
+		snprintf(msg, cap, "spirv-val: %s",
+			 diag && diag->error ? diag->error : "invalid");
+		spvDiagnosticDestroy(diag);
+		return -EINVAL;
+	}
+	spvDiagnosticDestroy(diag);
+	return 0;
 }
 
 int hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 		    char *msg, size_t cap)
 {
-	spv_diagnostic diag = NULL;
-	spv_result_t res;
-	spv_context ctx;
 	int r;
 
 	if (!cap)
@@ -320,17 +297,42 @@ int hmd_spirv_check(const uint32_t *words, size_t nr_words, const char *entry,
 	r = walk(words, nr_words, entry, msg, cap);
 	if (r < 0)
 		return r;
-	ctx = ((words[1] >> 16) & 0xff) == 1 && ((words[1] >> 8) & 0xff) >= 6 ?
-		ctx13 : ctx12;
-	res = spvValidateBinary(ctx, words, nr_words, &diag);
-	if (res != SPV_SUCCESS) {
-		snprintf(msg, cap, "spirv-val: %s",
-			 diag && diag->error ? diag->error : "invalid");
-		spvDiagnosticDestroy(diag);
-		return -EINVAL;
-	}
-	spvDiagnosticDestroy(diag);
+	r = spirv_val(words, nr_words, msg, cap);
+	if (r < 0)
+		return r;
 	return limits_check(words, nr_words, msg, cap);
+}
+
+/*
+ * The daemon's own copies of the library's functions in a validated
+ * module (hm_spirv_relink_lookup()): the helper and the load functions a
+ * client linked in lose their bodies for the library's, which the
+ * isolation check then trusts (isolate.c); a client's function of such a
+ * name never runs.  The result is validated again (the replaced
+ * functions' types were checked, but not every decoration a body's ids
+ * had).  *ret_words NULL: nothing to replace, the words are built as
+ * they are.
+ */
+static int relink(const uint32_t *words, size_t nr_words, uint32_t **ret_words,
+		  size_t *ret_nr, struct hm_spirv_relinked *ret_fns, char *msg, size_t cap)
+{
+	int r = hm_spirv_relink_lookup(words, nr_words, HM_LOOKUP_DEFAULT_VARIANT,
+				       ret_words, ret_nr, ret_fns);
+
+	if (r == -ENOENT)
+		return 0;
+	if (r == 0 && *ret_nr > HMD_MAX_SPIRV_WORDS)
+		r = -E2BIG;
+	if (r == 0)
+		r = spirv_val(*ret_words, *ret_nr, msg, cap);
+	if (r < 0) {
+		if (!msg[0])
+			snprintf(msg, cap, "the lookup helper or a load function of the module "
+				 "is not of the library's form (%s)", strerror(-r));
+		free(*ret_words);
+		*ret_words = NULL;
+	}
+	return r;
 }
 
 static void cache_evict(void)
@@ -348,7 +350,7 @@ static void cache_evict(void)
 
 		*victim = m->next;
 		cache_nr--;
-		cache_words -= m->nr_words;
+		cache_words -= module_words(m);
 		module_free(m);
 	}
 }
@@ -363,8 +365,11 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 		   uint32_t user_push_words, struct hmd_module **ret,
 		   bool *ret_cached, char *msg, size_t cap)
 {
+	struct hm_spirv_relinked own;
 	struct hmd_module *m;
 	uint64_t h = 0xcbf29ce484222325ull;
+	uint32_t *relinked = NULL;
+	size_t nr_relinked = 0;
 	int r;
 
 	h = fnv1a(h, words, nr_words * 4);
@@ -372,10 +377,10 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	h = fnv1a(h, &user_push_words, sizeof(user_push_words));
 	pthread_mutex_lock(&cache_lock);
 	for (m = cache; m; m = m->next) {
-		if (m->hash == h && m->nr_words == nr_words &&
+		if (m->hash == h && m->nr_src == nr_words &&
 		    m->user_push_words == user_push_words &&
 		    !strcmp(m->entry, entry) &&
-		    !memcmp(m->words, words, nr_words * 4)) {
+		    !memcmp(m->src, words, nr_words * 4)) {
 			m->refs++;
 			pthread_mutex_unlock(&cache_lock);
 			*ret = m;
@@ -391,25 +396,37 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 		stat_inc(HM_DSTAT_VALIDATION_FAILS);
 		return r;
 	}
+	r = relink(words, nr_words, &relinked, &nr_relinked, &own, msg, cap);
+	if (r < 0) {
+		stat_inc(HM_DSTAT_VALIDATION_FAILS);
+		return r;
+	}
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		free(relinked);
 		return -ENOMEM;
-	m->words = malloc(nr_words * 4);
-	if (!m->words) {
+	}
+	m->src = malloc(nr_words * 4);
+	if (!m->src) {
+		free(relinked);
 		free(m);
 		return -ENOMEM;
 	}
-	memcpy(m->words, words, nr_words * 4);
-	m->nr_words = nr_words;
+	memcpy(m->src, words, nr_words * 4);
+	m->nr_src = nr_words;
+	m->words = relinked ? relinked : m->src;
+	m->nr_words = relinked ? nr_relinked : nr_words;
 	m->hash = h;
 	snprintf(m->entry, sizeof(m->entry), "%s", entry);
 	m->user_push_words = user_push_words;
-	/* isolate.c; whether it matters depends on the client (protocol.c) */
-	m->isolated = hmd_isolation_check(words, nr_words, hmd.dev.is_cpu, msg, cap) == 0;
+	/* isolate.c, of what is built; whether it matters depends on the
+	 * client (protocol.c) */
+	m->isolated = hmd_isolation_check(m->words, m->nr_words, hmd.dev.is_cpu,
+					  relinked ? &own : NULL, msg, cap) == 0;
 	m->refs = 1;
 	pthread_mutex_lock(&cache_lock);
 	while ((cache_nr >= CACHE_MAX_MODULES ||
-		cache_words + nr_words > CACHE_MAX_WORDS) && cache_nr) {
+		cache_words + module_words(m) > CACHE_MAX_WORDS) && cache_nr) {
 		unsigned before = cache_nr;
 
 		cache_evict();
@@ -419,7 +436,7 @@ int hmd_module_get(const uint32_t *words, size_t nr_words, const char *entry,
 	m->next = cache;
 	cache = m;
 	cache_nr++;
-	cache_words += nr_words;
+	cache_words += module_words(m);
 	pthread_mutex_unlock(&cache_lock);
 	*ret = m;
 	*ret_cached = false;

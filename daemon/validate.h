@@ -16,8 +16,11 @@
 #define HMD_MAX_SPIRV_WORDS	(4u << 20)
 
 struct hmd_module {
-	uint64_t hash;
-	uint32_t *words;
+	uint64_t hash;		/* of src, the entry point and the push size */
+	uint32_t *src;		/* the client's words: the cache's key */
+	size_t nr_src;
+	uint32_t *words;	/* what pipelines are built from: src re-linked with
+				 * the daemon's helper and load functions, or src */
 	size_t nr_words;
 	char entry[HM_PROTO_ENTRY_MAX];
 	uint32_t user_push_words;

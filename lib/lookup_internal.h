@@ -37,6 +37,7 @@ struct hm_spirv_module {
 	int err;
 	uint32_t lookup_fn;
 	uint32_t load_fn[HM_ACCESS_MAX_BYTES / 4];     /* compact form, by width */
+	uint32_t load_spec_fn[HM_ACCESS_MAX_BYTES / 4]; /* speculative form */
 	uint32_t variant;       /* HM_LOOKUP_V_* of the helper */
 	size_t total;
 };
@@ -47,5 +48,9 @@ struct hm_spirv_module {
 bool hm_spirv_known(const struct hm_spirv_module *m, uint16_t op, const uint32_t *w, size_t n);
 int  hm_spirv_adopt_key(struct hm_spirv_module *m, uint16_t op, const uint32_t *w, size_t n,
 			uint32_t id);
+
+/* Does the OpName string at w (n words) name a load function
+ * (hm_load.compact.N, hm_load.spec.N)?  Its form (0 compact, 1 spec) and N. */
+bool hm_spirv_load_name(const uint32_t *w, size_t n, int *ret_form, uint32_t *ret_words);
 
 #endif /* HMIRROR_LOOKUP_INTERNAL_H */

@@ -41,6 +41,7 @@ enum {
 #define LINKAGE_IMPORT			1
 #define ADDRESSING_LOGICAL		0
 #define SPIRV_MAGIC			0x07230203u
+#define HM_RELINK_MAX_HELPERS		8
 
 struct ptr_type {
 	uint32_t id, storage, pointee;
@@ -65,6 +66,11 @@ struct link {
 	size_t nr_decorated, cap_decorated;
 	struct ptr_type *ptrs;
 	size_t nr_ptrs, cap_ptrs;
+	/* the re-link: the library's functions the module holds, by form
+	 * (compact, speculative) and width, and its helpers */
+	uint32_t rl_load[2][HM_ACCESS_MAX_BYTES / 4];
+	uint32_t rl_helper[HM_RELINK_MAX_HELPERS];
+	unsigned nr_rl_helper;
 };
 
 static int push_id(uint32_t **a, size_t *n, size_t *cap, uint32_t id)
@@ -122,6 +128,19 @@ static bool is_annotation(uint16_t op)
 	       op == OP_GROUP_DECORATE || op == OP_GROUP_MEMBER_DECORATE ||
 	       op == OP_DECORATE_ID || op == OP_DECORATE_STRING ||
 	       op == OP_MEMBER_DECORATE_STRING;
+}
+
+/* Is the OpName string at w (n words) one of the library's functions:
+ * the helper (HM_LOOKUP_EXPORT_NAME) or a load function? */
+static bool library_name(const uint32_t *w, size_t n)
+{
+	int form;
+	uint32_t words;
+
+	if (hm_spirv_load_name(w, n, &form, &words))
+		return true;
+	return n * 4 > strlen(HM_LOOKUP_EXPORT_NAME) &&
+	       !memcmp(w, HM_LOOKUP_EXPORT_NAME, strlen(HM_LOOKUP_EXPORT_NAME) + 1);
 }
 
 /* Result id of an instruction of a function body, 0 for none: a label's
@@ -429,14 +448,16 @@ static void write_load_stub_body(struct hm_spirv_module *m, const struct link *l
 	HM_SPV(m, F, OP_RETURN_VALUE, r);
 }
 
-static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t variant)
+/* Everything before the first function, in its section; the memory model
+ * made PhysicalStorageBuffer64 (the helper needs 64-bit physical pointers;
+ * a logical module gets them).  relink: every name of the library's
+ * functions goes (the builder writes its own). */
+static int copy_globals(struct hm_spirv_module *m, struct link *l, bool relink)
 {
 	const uint32_t *w = l->w;
 	uint32_t addressing = ADDRESSING_LOGICAL, model = HM_SpvMemoryModelGLSL450;
-	uint32_t fn, res, u32;
 	int r;
 
-	/* everything before the first function, in its section */
 	for (size_t i = 5; i < l->first_fn; i += w[i] >> 16) {
 		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
 		enum hm_spv_section sec;
@@ -481,6 +502,8 @@ static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t varia
 			if (op == OP_DECORATE && nr >= 3 &&
 			    w[i + 2] == DECORATION_LINKAGE_ATTRIBUTES && w[i + 1] == l->import_id)
 				continue;
+			if (relink && op == OP_NAME && nr >= 3 && library_name(w + i + 2, nr - 2))
+				continue;
 		}
 		if (sec == HM_SPV_SEC_GLOBAL) {
 			r = adopt(m, l, w + i, op, nr);
@@ -489,14 +512,24 @@ static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t varia
 		}
 		hm_spirv_inst(m, sec, op, w + i + 1, nr - 1);
 	}
-	/* the helper needs 64-bit physical pointers; a logical module gets them */
 	if (addressing != ADDRESSING_LOGICAL &&
 	    addressing != HM_SpvAddressingPhysicalStorageBuffer64)
 		return -ENOTSUP;
 	m->sec[HM_SPV_SEC_MEMORY_MODEL].n = 0;
 	HM_SPV(m, HM_SPV_SEC_MEMORY_MODEL, OP_MEMORY_MODEL,
 	       HM_SpvAddressingPhysicalStorageBuffer64, model);
+	return m->err;
+}
 
+static int copy_module(struct hm_spirv_module *m, struct link *l, uint32_t variant)
+{
+	const uint32_t *w = l->w;
+	uint32_t fn, res, u32;
+	int r;
+
+	r = copy_globals(m, l, false);
+	if (r)
+		return r;
 	r = hm_spirv_set_lookup_variant(m, variant);
 	if (r)
 		return r;
@@ -623,6 +656,224 @@ int hm_spirv_link_lookup(const uint32_t *words, size_t nr_words, uint32_t varian
 	if (!r)
 		r = hm_spirv_module_finish(m, ret_words, ret_nr);
 out:
+	hm_spirv_module_free(m);
+	free(l.gone);
+	free(l.decorated);
+	free(l.ptrs);
+	return r;
+}
+
+/* ---- the re-link ---------------------------------------------------------- */
+
+/* Which of the library's functions id is: 1 a helper, 2 + 16 form + (N - 1)
+ * a load function, 0 none. */
+static unsigned relink_kind(const struct link *l, uint32_t id)
+{
+	for (unsigned i = 0; id && i < l->nr_rl_helper; i++)
+		if (l->rl_helper[i] == id)
+			return 1;
+	for (unsigned f = 0; id && f < 2; f++)
+		for (unsigned k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+			if (l->rl_load[f][k] == id)
+				return 2 + 16 * f + k;
+	return 0;
+}
+
+static int add_helper(struct link *l, uint32_t id)
+{
+	if (relink_kind(l, id))
+		return relink_kind(l, id) == 1 ? 0 : -EINVAL;
+	if (l->nr_rl_helper == HM_RELINK_MAX_HELPERS)
+		return -EINVAL;
+	l->rl_helper[l->nr_rl_helper++] = id;
+	return 0;
+}
+
+/*
+ * Pass 1 of the re-link: the library's functions by their names (a load
+ * function's, the helper's), the functions the load functions call (the
+ * helper they were linked with), the ids of their bodies (which go), and
+ * what adopt() needs.
+ */
+static int relink_scan(struct link *l)
+{
+	const uint32_t *w = l->w;
+	int r;
+
+	for (size_t i = 5; i < l->nr; i += w[i] >> 16) {
+		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
+		int form;
+		uint32_t words;
+
+		if (!nr || i + nr > l->nr)
+			return -EBADMSG;
+		if (op == OP_FUNCTION) {
+			l->first_fn = i;
+			break;
+		}
+		if (op == OP_NAME && nr >= 3 && hm_spirv_load_name(w + i + 2, nr - 2, &form, &words)) {
+			if (l->rl_load[form][words - 1] || relink_kind(l, w[i + 1]))
+				return -EINVAL;		/* two functions of one name */
+			l->rl_load[form][words - 1] = w[i + 1];
+		} else if (op == OP_NAME && nr >= 3 && library_name(w + i + 2, nr - 2)) {
+			r = add_helper(l, w[i + 1]);
+			if (r)
+				return r;
+		}
+		if (is_annotation(op) && nr >= 2 && op != OP_DECORATION_GROUP) {
+			r = push_id(&l->decorated, &l->nr_decorated, &l->cap_decorated, w[i + 1]);
+			if (r)
+				return r;
+		}
+	}
+	if (!l->first_fn)
+		l->first_fn = l->nr;
+	for (size_t i = 5; i < l->first_fn; i += w[i] >> 16)
+		if ((w[i] & 0xffff) == OP_ENTRY_POINT && (w[i] >> 16) >= 3 &&
+		    relink_kind(l, w[i + 2]))
+			return -EINVAL;			/* an entry point of that name */
+	/* what the load functions call is their helper */
+	for (size_t i = l->first_fn, cur = 0; i < l->nr; i += w[i] >> 16) {
+		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
+
+		if (!nr || i + nr > l->nr)
+			return -EBADMSG;
+		if (op == OP_FUNCTION && nr >= 3)
+			cur = relink_kind(l, w[i + 2]) >= 2;
+		else if (op == OP_FUNCTION_END)
+			cur = 0;
+		else if (cur && op == OP_FUNCTION_CALL && nr >= 4) {
+			r = add_helper(l, w[i + 3]);
+			if (r)
+				return r;
+		}
+	}
+	/* the replaced functions' ids go, with their names and decorations */
+	for (size_t i = l->first_fn, cur = 0; i < l->nr; i += w[i] >> 16) {
+		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
+		uint32_t id = 0;
+
+		if (op == OP_FUNCTION && nr >= 3) {
+			cur = relink_kind(l, w[i + 2]) != 0;
+			id = cur ? w[i + 2] : 0;
+		} else if (op == OP_FUNCTION_END) {
+			cur = 0;
+		} else if (cur) {
+			id = body_result(w, i, op, nr);
+		}
+		if (id) {
+			r = push_id(&l->gone, &l->nr_gone, &l->cap_gone, id);
+			if (r)
+				return r;
+		}
+	}
+	return 0;
+}
+
+/* A replaced function's type must be the library's: the module's calls of
+ * it were validated against that type, and now call the library's. */
+static bool relink_type_ok(struct hm_spirv_module *m, unsigned kind, const uint32_t *fw)
+{
+	uint32_t u32 = hm_spirv_type_int(m, 32, false), u64 = hm_spirv_type_int(m, 64, false);
+	uint32_t params[8] = { u64, u64, u32, u32, u64, u64, u64, u64 };
+	uint32_t words = (kind - 2) % 16 + 1, res;
+
+	if (kind == 1)
+		return fw[1] == hm_spirv_lookup_result_type(m) &&
+		       fw[4] == hm_spirv_lookup_fn_type(m);
+	res = hm_spirv_load_result_type(m, words);
+	return fw[1] == res && fw[4] == hm_spirv_type_function(m, res, params, 8);
+}
+
+int hm_spirv_relink_lookup(const uint32_t *words, size_t nr_words, uint32_t variant,
+			   uint32_t **ret_words, size_t *ret_nr, struct hm_spirv_relinked *ret_fns)
+{
+	struct link l = { .w = words, .nr = nr_words };
+	struct hm_spirv_module *m = NULL;
+	const uint32_t *w = words;
+	bool skipping = false;
+	int r;
+
+	if (!ret_words || !ret_nr || !ret_fns)
+		return -EINVAL;
+	*ret_words = NULL;
+	*ret_nr = 0;
+	memset(ret_fns, 0, sizeof(*ret_fns));
+	if (!words || nr_words < 5 || nr_words > HM_SPV_MAX_WORDS || words[0] != SPIRV_MAGIC)
+		return -EBADMSG;
+	if (words[3] == 0 || words[3] > HM_SPV_MAX_WORDS)
+		return -EBADMSG;
+	if (words[1] < HM_SPIRV_VERSION_1_3 || words[1] > HM_SPIRV_VERSION_1_6)
+		return -ENOTSUP;
+	r = relink_scan(&l);
+	if (r)
+		goto out;
+	{
+		bool any = l.nr_rl_helper != 0;
+
+		for (unsigned f = 0; f < 2; f++)
+			for (unsigned k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+				any |= l.rl_load[f][k] != 0;
+		if (!any) {
+			r = -ENOENT;
+			goto out;
+		}
+	}
+	r = hm_spirv_module_new(&m);
+	if (r)
+		goto out;
+	m->bound = words[3];
+	m->version = words[1];
+	r = copy_globals(m, &l, true);
+	if (!r)
+		r = hm_spirv_set_lookup_variant(m, variant);
+	if (r)
+		goto out;
+	ret_fns->helper = hm_spirv_lookup_fn(m);
+	for (unsigned k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
+		if (l.rl_load[0][k] || l.rl_load[1][k]) {
+			ret_fns->load[0][k] = hm_spirv_load_fn(m, k + 1);
+			ret_fns->load[1][k] = m->load_spec_fn[k];
+		}
+	if (m->err) {
+		r = m->err;
+		goto out;
+	}
+	/* the module's functions but the replaced ones; calls of those call
+	 * the library's */
+	for (size_t i = l.first_fn; i < l.nr; i += w[i] >> 16) {
+		uint16_t op = w[i] & 0xffff, nr = w[i] >> 16;
+		unsigned kind;
+
+		if (op == OP_FUNCTION && (kind = relink_kind(&l, w[i + 2]))) {
+			if (!relink_type_ok(m, kind, w + i)) {
+				r = -EINVAL;
+				goto out;
+			}
+			skipping = true;
+			continue;
+		}
+		if (skipping) {
+			skipping = op != OP_FUNCTION_END;
+			continue;
+		}
+		if (op == OP_FUNCTION_CALL && nr >= 4 && (kind = relink_kind(&l, w[i + 3]))) {
+			uint32_t o[nr - 1];
+
+			memcpy(o, w + i + 1, (nr - 1) * sizeof(*o));
+			o[2] = kind == 1 ? ret_fns->helper :
+				ret_fns->load[(kind - 2) / 16][(kind - 2) % 16];
+			hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, op, o, nr - 1);
+			continue;
+		}
+		hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, op, w + i + 1, nr - 1);
+	}
+	r = m->err;
+	if (!r)
+		r = hm_spirv_module_finish(m, ret_words, ret_nr);
+out:
+	if (r)
+		memset(ret_fns, 0, sizeof(*ret_fns));
 	hm_spirv_module_free(m);
 	free(l.gone);
 	free(l.decorated);

@@ -1036,7 +1036,7 @@ static uint32_t write_load_fns(struct hm_spirv_module *m, uint32_t nr_words)
 	 * loads at home.  One test for the whole access: a window holds
 	 * whole chunks, so only an access that straddles into a chunk
 	 * without a mirror (or a guest word equal to SENTINEL) goes slow. */
-	load_fn_open(m, nr_words, true, p);
+	m->load_spec_fn[nr_words - 1] = load_fn_open(m, nr_words, true, p);
 	t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
 	entry = hm_spirv_id(m);
 	HM_SPV(m, H, HM_SpvOpLabel, entry);
@@ -1113,9 +1113,8 @@ int hm_spirv_emit_load(struct hm_spirv_module *m, const struct hm_spirv_table_id
 
 /* ---- the two tiers ------------------------------------------------------- */
 
-/* Does the OpName string at w (n words) name a load function?  Its form
- * (0 compact, 1 speculative) and width. */
-static bool load_name(const uint32_t *w, size_t n, int *ret_form, uint32_t *ret_words)
+/* lookup_internal.h */
+bool hm_spirv_load_name(const uint32_t *w, size_t n, int *ret_form, uint32_t *ret_words)
 {
 	char name[64];
 	unsigned words;
@@ -1160,7 +1159,7 @@ int hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
 
 		if (!wc || i + wc > nr)
 			return -EINVAL;
-		if (op == HM_SpvOpName && wc >= 3 && load_name(words + i + 2, wc - 2, &f, &k)) {
+		if (op == HM_SpvOpName && wc >= 3 && hm_spirv_load_name(words + i + 2, wc - 2, &f, &k)) {
 			if (fn_of[f][k - 1])
 				return -EINVAL;
 			fn_of[f][k - 1] = words[i + 1];

@@ -2480,6 +2480,150 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 }
 
 /*
+ * A module whose load function (named hm_load.compact.1 / hm_load.spec.1,
+ * the library's type) is the client's own: it looks up guest + 64 and
+ * writes 0xbad there, and answers 7.  main loads the word at the guest
+ * address of user words 0, 1 through it and stores the answer at guest +
+ * 128 (through the helper, with its mark).
+ */
+static int smuggled_load_module(uint32_t **ret, size_t *ret_n)
+{
+	const enum hm_spv_section F = HM_SPV_SEC_FUNCTION;
+	struct hm_spirv_module *m;
+	uint32_t push[HM_DEVICE_TABLE_PUSH_WORDS + 3], u32, u64, bl, pu32, res, fnty, fn[2];
+	uint32_t guest, g, v, dev, mark, addr, p[8];
+	struct hm_spirv_table_ids t;
+	int r;
+
+	if (hm_spirv_module_new(&m) < 0)
+		return -ENOMEM;
+	u32 = hm_spirv_type_int(m, 32, false);
+	u64 = hm_spirv_type_int(m, 64, false);
+	bl = hm_spirv_type_bool(m);
+	pu32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	res = hm_spirv_load_result_type(m, 1);
+	fnty = hm_spirv_type_function(m, res, (const uint32_t[]){ u64, u64, u32, u32, u64, u64,
+								  u64, u64 }, 8);
+	fn[0] = hm_spirv_id(m);
+	fn[1] = hm_spirv_id(m);
+	hm_spirv_name(m, fn[0], "hm_load.compact.1");
+	hm_spirv_name(m, fn[1], "hm_load.spec.1");
+	if (!hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + 3, 1, push, NULL)) {
+		hm_spirv_module_free(m);
+		return -EINVAL;
+	}
+	t.table = spv_join(m, push[0], push[1]);
+	t.nr_home = push[2];
+	t.chunk_shift = push[3];
+	t.marks = spv_join(m, push[4], push[5]);
+	guest = spv_join(m, push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
+	g = HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
+	v = HM_SPV_OP(m, F, HM_SpvOpFunctionCall, res, fn[0], g, t.table, t.nr_home,
+		      t.chunk_shift, t.marks, spv_join(m, push[6], push[7]),
+		      spv_join(m, push[8], push[9]), spv_join(m, push[10], push[11]));
+	v = HM_SPV_OP(m, F, HM_SpvOpCompositeExtract, u32, v, 0);
+	r = hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, g,
+						  hm_spirv_const_u64(m, 128)), &dev, &mark);
+	if (r) {
+		hm_spirv_module_free(m);
+		return r;
+	}
+	addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64,
+			 HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0)),
+			 dev, mark);
+	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr), v,
+	       HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark),
+	       hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(m, F, HM_SpvOpReturn);
+	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	/* both forms: write 0xbad at guest + 64, answer 7 */
+	for (int f = 0; f < 2; f++) {
+		HM_SPV(m, F, HM_SpvOpFunction, res, fn[f], HM_SpvFunctionControlDontInline, fnty);
+		for (int i = 0; i < 8; i++)
+			p[i] = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter,
+					 i == 2 || i == 3 ? u32 : u64);
+		HM_SPV(m, F, HM_SpvOpLabel, hm_spirv_id(m));
+		t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
+		r = hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, p[0],
+							  hm_spirv_const_u64(m, 64)), &dev, &mark);
+		if (r) {
+			hm_spirv_module_free(m);
+			return r;
+		}
+		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64,
+				 HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev,
+					   hm_spirv_const_u64(m, 0)), dev, mark);
+		HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr),
+		       hm_spirv_const_u32(m, 0xbad), HM_SpvMemoryAccessAligned, 4);
+		HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark),
+		       hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+		HM_SPV(m, F, HM_SpvOpReturnValue,
+		       HM_SPV_OP(m, F, HM_SpvOpCompositeConstruct, res, hm_spirv_const_u32(m, 7)));
+		hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	}
+	r = hm_spirv_module_finish(m, ret, ret_n);
+	hm_spirv_module_free(m);
+	return r;
+}
+
+/*
+ * The daemon writes the library's functions into a module itself (the
+ * re-link, validate.c) and trusts exactly those: a load function of the
+ * library's name and type but the client's body is replaced, so its body
+ * never runs.  Through an --isolate-all daemon, the module is taken, its
+ * load reads the guest word, and the word its own body would have written
+ * outside the access keeps its value, in both tiers.  Trusting the
+ * function by its name alone lets it write 0xbad there.
+ */
+TEST_F(daemon, a_load_function_of_the_clients_own_never_runs)
+{
+	const uint64_t G = 1ull << 32;
+	volatile uint32_t *h;
+	struct hm_client *c;
+	struct hm_space *s;
+	uint32_t id, p, *w;
+	char sock2[160];
+	size_t n;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, 1 << 20);
+	stop_daemon(self->pid, 5000);
+	snprintf(sock2, sizeof(sock2), "%s/relink", self->dir);
+	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	ASSERT_GT(self->pid, 0);
+	ASSERT_EQ(0, hm_client_connect(sock2, &c));
+	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
+	ASSERT_EQ(0, smuggled_load_module(&w, &n));
+	h = hm_space_addr(s);
+	for (int tier = 0; tier < 2; tier++) {
+		uint64_t g = G + 0x1000 + 0x400 * tier;
+		size_t i = (g - G) / 4;
+
+		ASSERT_EQ(0, hm_client_pipeline_new_tiered(c, w, n, "main", 3,
+							   tier ? HM_PIPEF_SPECULATIVE_ONLY :
+							   HM_PIPEF_COMPACT_ONLY, &p));
+		h[i] = 0x5eed0 + tier;
+		h[i + 16] = 0x600d;
+		h[i + 32] = 0;
+		ASSERT_EQ(0, run_store(c, p, g, 0));
+		EXPECT_EQ(0x5eed0 + tier, h[i + 32]) TH_LOG("%s tier: the load answered %#x",
+							    tier ? "speculative" : "compact",
+							    h[i + 32]);
+		EXPECT_EQ(0x600d, h[i + 16]) TH_LOG("%s tier: the client's load function wrote "
+						    "%#x outside the access",
+						    tier ? "speculative" : "compact", h[i + 16]);
+		hm_client_pipeline_free(c, p);
+	}
+	free(w);
+	EXPECT_TRUE(daemon_alive(self->pid));
+	hm_client_free(c);
+	hm_space_free(s);
+	unlink(sock2);
+}
+
+/*
  * Who is held to the isolation check by default: every client but root
  * and the daemon's own uid (who could ptrace the daemon anyway).  A module
  * root had taken (from the cache) is still refused to uid 65534.

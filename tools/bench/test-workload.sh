@@ -3,18 +3,32 @@
 # test-workload: hmirror-bench workload, every mode but the CUDA ones, at a
 # small size on the device at hand (lavapipe in make check), with the
 # validation layer (TAP).  A mode passes when it ran every dispatch and every
-# hit and every CPU write came out as the CPU reference says.
+# hit and every CPU write came out as the CPU reference says.  hmirror-daemon
+# runs through a daemon started here with --isolate-all: the traversal's
+# window loads pass the isolation check (the daemon re-links the load
+# functions), or the mode fails.
 set -u
 bin=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-test-workload.XXXXXX")
-trap 'rm -rf "$dir"' EXIT INT TERM
+dpid=
+trap '[ -n "$dpid" ] && kill $dpid 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
 modes="ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper"
 echo "TAP version 13"
 echo "1..7"
+HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} \
+	"$bin/hmirrord" --socket "$dir/sock" --no-netlink --isolate-all 2>"$dir/hmirrord.log" &
+dpid=$!
+i=0
+while [ ! -S "$dir/sock" ] && [ $i -lt 400 ] && kill -0 $dpid 2>/dev/null; do
+	sleep 0.05
+	i=$((i + 1))
+done
 HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} "$bin/hmirror-bench" workload \
 	--modes "$(echo $modes | tr ' ' ,)" --size 4 --rays 2048 --dispatches 4 \
-	--rounds 1 --json ${HMIRROR_WORKLOAD_ARGS:-} >"$dir/out" 2>"$dir/err"
+	--rounds 1 --json --socket "$dir/sock" ${HMIRROR_WORKLOAD_ARGS:-} \
+	>"$dir/out" 2>"$dir/err"
 rc=$?
+grep -i 'refused' "$dir/hmirrord.log" | sed 's/^/# hmirrord: /'
 sed 's/^/# /' "$dir/err" | tail -n 12
 fail=0
 i=0

@@ -250,6 +250,27 @@ int  hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_
 int  hm_spirv_link_lookup(const uint32_t *words, size_t nr_words, uint32_t variant,
 			  uint32_t **ret_words, size_t *ret_nr);
 
+/* ---- (d) re-linking a linked module ------------------------------------
+ * hm_spirv_relink_lookup() gives a linked module the library's own copies
+ * of its functions (what hmirrord does with a client's module before it
+ * checks it, Documentation/daemon.rst, "Isolation"): every function named
+ * as a load function (hm_load.compact.N, hm_load.spec.N) or as the helper
+ * (OpName HM_LOOKUP_EXPORT_NAME), and every function a load function
+ * calls, loses its body and is replaced by the library's function of that
+ * role; calls of them call the library's.  The replaced functions must
+ * have the library's function types (-EINVAL), none an entry point.  The
+ * ids of what the library wrote are answered in *ret_fns (0: none), both
+ * forms of every load width the module named.  -ENOENT: nothing to
+ * replace.  Other errors as hm_spirv_link_lookup().  Run spirv-val on the
+ * result. */
+struct hm_spirv_relinked {
+	uint32_t helper;                                /* the helper's id */
+	uint32_t load[2][HM_ACCESS_MAX_BYTES / 4];      /* [compact, spec][N - 1] */
+};
+int  hm_spirv_relink_lookup(const uint32_t *words, size_t nr_words, uint32_t variant,
+			    uint32_t **ret_words, size_t *ret_nr,
+			    struct hm_spirv_relinked *ret_fns);
+
 /* ---- shared lookups ------------------------------------------------------
  * An access of nr_bytes (4..64, a multiple of 4) at guest address g calls
  * the helper twice at most: for its first word (g) and its last word
