@@ -149,7 +149,7 @@ int  hm_engine_populate_view(void *view, uint64_t size);
 int  hm_engine_remove_space(struct hm_engine *e, uint32_t id);
 
 /*
- * The guest GPU address space (Documentation/engine.rst, "Guest address
+ * The guest GPU address space (Documentation/userspace-api.rst, "Guest address
  * space").  Map bytes [offset, offset + size) of space id at guest
  * [guest_addr, guest_addr + size): the table names them for the device at
  * once, and the next dispatch sees them.  offset, size and guest_addr
