@@ -418,19 +418,28 @@ int hm_engine_translate(struct hm_engine *e, uint64_t guest_addr, uint32_t *ret_
 	return err;
 }
 
-/* Under the lock: every mapping of space id goes. */
+/* Under the lock: every mapping of space id goes, in one pass over
+ * e->maps (its counts are not kept: the space goes next). */
 int hm_engine_unmap_space(struct hm_engine *e, uint32_t id)
 {
-	size_t i = 0;
+	struct hm_espace *sp = &e->spaces[id];
+	size_t keep = 0;
 
-	while (i < e->nr_maps) {
-		if (e->maps[i].space != id) {
-			i++;
+	for (size_t k = 0; k < e->nr_maps; k++) {
+		const struct hm_emap m = e->maps[k];
+
+		if (m.space != id) {
+			e->maps[keep++] = m;
 			continue;
 		}
-		/* a whole mapping: never a split */
-		unmap_range(e, e->maps[i].gchunk, e->maps[i].nr);
+		for (uint64_t i = 0; i < m.nr; i++) {
+			if (sp->nmap[m.idx + i] == 1)
+				hm_engine_drop_mirror(e, id, m.idx + i);
+			hm_table_remove(e->table, m.gchunk + i);
+		}
+		e->mapped_chunks -= m.nr;
 	}
+	e->nr_maps = keep;
 	return 0;
 }
 
