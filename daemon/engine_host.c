@@ -130,6 +130,10 @@ int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 	return r == -ENOENT ? -EFAULT : r;      /* nothing mapped there */
 }
 
+/* the protocol states the engine's limit and chunk */
+_Static_assert(HM_PROTO_MAX_MAPPINGS == HM_ENGINE_MAX_MAPPINGS, "HM_PROTO_MAX_MAPPINGS");
+_Static_assert(HM_PROTO_MAP_ALIGN == 1ull << HM_CHUNK_SHIFT_DEFAULT, "HM_PROTO_MAP_ALIGN");
+
 int hmd_eng_map(struct hmd_client *c, struct hmd_space *sp, uint64_t offset, uint64_t size,
 		uint64_t guest_addr, uint32_t flags)
 {
