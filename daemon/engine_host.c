@@ -70,6 +70,9 @@ static int client_engine(struct hmd_client *c, struct hm_engine **ret)
 	 * and they doubled an empty dispatch on lavapipe (daemon.rst) */
 	struct hm_engine_params p = {
 		.timeout_ns = hmd.dispatch_timeout_ns,
+		.chunk_shift = __builtin_ctzll(HM_PROTO_MAP_ALIGN),
+		/* mapped chunks, aliases counted (the table costs ~150 B each) */
+		.max_chunks = HM_PROTO_MAX_MAPPED_BYTES / HM_PROTO_MAP_ALIGN,
 #ifdef HM_ENGINE_NO_TIMESTAMPS
 		.flags = HM_ENGINE_NO_TIMESTAMPS,
 #endif
@@ -97,7 +100,8 @@ int hmd_eng_space_add(struct hmd_client *c, struct hmd_space *sp)
 
 	if (r < 0)
 		return r;
-	r = hm_engine_add_space(e, sp->space, sp->guest_addr, &sp->engine_id);
+	r = hm_engine_add_space(e, sp->space, sp->guest_addr == HM_PROTO_UNMAPPED ?
+				HM_ENGINE_UNMAPPED : sp->guest_addr, &sp->engine_id);
 	sp->in_engine = r == 0;
 	return r;
 }
@@ -122,7 +126,28 @@ int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 
 	if (r < 0)
 		return r;
-	return hm_engine_advise(e, addr, size, (enum hm_advice)advice);
+	r = hm_engine_advise(e, addr, size, (enum hm_advice)advice);
+	return r == -ENOENT ? -EFAULT : r;      /* nothing mapped there */
+}
+
+/* the protocol states the engine's limit and chunk */
+_Static_assert(HM_PROTO_MAX_MAPPINGS == HM_ENGINE_MAX_MAPPINGS, "HM_PROTO_MAX_MAPPINGS");
+_Static_assert(HM_PROTO_MAP_ALIGN == 1ull << HM_CHUNK_SHIFT_DEFAULT, "HM_PROTO_MAP_ALIGN");
+
+int hmd_eng_map(struct hmd_client *c, struct hmd_space *sp, uint64_t offset, uint64_t size,
+		uint64_t guest_addr, uint32_t flags)
+{
+	if (!c->engine || !sp->in_engine)
+		return -ENOENT;
+	return hm_engine_map(c->engine, sp->engine_id, offset, size, guest_addr,
+			     flags & HM_MAPF_REPLACE ? HM_MAP_REPLACE : 0);
+}
+
+int hmd_eng_unmap(struct hmd_client *c, uint64_t guest_addr, uint64_t size)
+{
+	if (!c->engine)
+		return -ENOENT;
+	return hm_engine_unmap(c->engine, guest_addr, size);
 }
 
 /* what the compile thread builds: the pipeline first (the engine adopts

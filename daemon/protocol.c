@@ -154,6 +154,10 @@ struct hmd_req {
 			uint32_t advice;
 		} adv;
 		struct hm_msg_dispatch disp;
+		struct {		/* MAP, UNMAP */
+			uint64_t offset, size, guest_addr;
+			uint32_t flags;
+		} map;
 		struct {		/* PIPELINE_NEW on the compile thread */
 			uint32_t *words;
 			size_t nr;
@@ -264,7 +268,8 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 	r.client_id = hm_le32(c->id);
 	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_CONSUMER |
 			     HM_FEAT_COMPLETION_FD |
-			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS : 0) |
+			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS |
+			      HM_FEAT_GUEST_MAP : 0) |
 			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
 	r.max_msg = hm_le32(HM_PROTO_MAX_MSG);
 	r.max_spaces = hm_le32(HMD_MAX_SPACES);
@@ -422,7 +427,8 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 		hm_space_free(s);
 		return -EINVAL;
 	}
-	if (__builtin_add_overflow(gaddr, size, &end) || size == 0) {
+	if ((gaddr != HM_PROTO_UNMAPPED && __builtin_add_overflow(gaddr, size, &end)) ||
+	    size == 0) {
 		hm_space_free(s);
 		return -EOVERFLOW;
 	}
@@ -430,15 +436,7 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 		hm_space_free(s);
 		return -ENOSPC;
 	}
-	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
-		struct hmd_space *o = &c->spaces[i];
-
-		if (o->used && gaddr < o->guest_addr + o->size &&
-		    o->guest_addr < end) {
-			hm_space_free(s);
-			return -EEXIST;
-		}
-	}
+	/* a range mapped already: the engine's -EEXIST, in the reply */
 	for (unsigned i = 0; i < HMD_MAX_SPACES; i++)
 		if (!c->spaces[i].used) {
 			sp = &c->spaces[i];
@@ -565,13 +563,9 @@ static int on_advise(struct hmd_client *c, uint32_t seq, const void *p,
 	if (m.pad || advice > 3 || size == 0 ||
 	    __builtin_add_overflow(addr, size, &end))
 		return -EINVAL;
-	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
-		struct hmd_space *s = &c->spaces[i];
-
-		if (s->used && addr >= s->guest_addr &&
-		    end <= s->guest_addr + s->size)
-			inside = true;
-	}
+	/* what is mapped is the engine's: nothing there -> -EFAULT from it */
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++)
+		inside |= c->spaces[i].used;
 	if (!inside)
 		return -EFAULT;
 	r = req_new(c, HM_MSG_ADVISE, seq, advise_run, simple_done);
@@ -580,6 +574,80 @@ static int on_advise(struct hmd_client *c, uint32_t seq, const void *p,
 	r->adv.addr = addr;
 	r->adv.size = size;
 	r->adv.advice = advice;
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- MAP, UNMAP ---- */
+
+static void map_run(struct hmd_job *j)
+{
+	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = hmd_job_client(j);
+
+	if (r->type == HM_MSG_MAP)
+		j->status = hmd_eng_map(c, r->space, r->map.offset, r->map.size,
+					r->map.guest_addr, r->map.flags);
+	else
+		j->status = hmd_eng_unmap(c, r->map.guest_addr, r->map.size);
+}
+
+static bool map_range_ok(uint64_t guest_addr, uint64_t size)
+{
+	uint64_t end;
+
+	return size && !(guest_addr % HM_PROTO_MAP_ALIGN) && !(size % HM_PROTO_MAP_ALIGN) &&
+	       !__builtin_add_overflow(guest_addr, size, &end);
+}
+
+/* Validated here, on the loop thread; what is mapped is the engine's
+ * (-EEXIST, -ENOENT, the limits), on the worker, in order with the
+ * client's other jobs: a DISPATCH after a MAP sees it. */
+static int on_map(struct hmd_client *c, uint16_t type, uint32_t seq, const void *p,
+		  size_t len)
+{
+	struct hmd_space *sp = NULL;
+	struct hmd_req *r;
+	uint64_t offset = 0, size, gaddr;
+	uint32_t flags = 0;
+
+	if (type == HM_MSG_MAP) {
+		struct hm_msg_map m;
+
+		if (len != sizeof(m))
+			return -EBADMSG;
+		memcpy(&m, p, sizeof(m));
+		flags = hm_from_le32(m.flags);
+		offset = hm_from_le64(m.offset);
+		size = hm_from_le64(m.size);
+		gaddr = hm_from_le64(m.guest_addr);
+		if (flags & ~HM_MAPF_ALL || !map_range_ok(gaddr, size) ||
+		    offset % HM_PROTO_MAP_ALIGN)
+			return -EINVAL;
+		sp = space_by_handle(c, hm_from_le32(m.space));
+		if (!sp || !sp->space)
+			return -ENOENT;
+		if (offset >= sp->size || size > sp->size - offset)
+			return -EINVAL;
+	} else {
+		struct hm_msg_unmap m;
+
+		if (len != sizeof(m))
+			return -EBADMSG;
+		memcpy(&m, p, sizeof(m));
+		size = hm_from_le64(m.size);
+		gaddr = hm_from_le64(m.guest_addr);
+		if (!map_range_ok(gaddr, size))
+			return -EINVAL;
+	}
+	r = req_new(c, type, seq, map_run, simple_done);
+	if (!r)
+		return -ENOMEM;
+	r->space = sp;
+	r->map.offset = offset;
+	r->map.size = size;
+	r->map.guest_addr = gaddr;
+	r->map.flags = flags;
 	hmd_worker_queue(&r->job);
 	return 0;
 }
@@ -1189,6 +1257,10 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		break;
 	case HM_MSG_COMPLETION_FD:
 		r = on_completion_fd(c, seq, payload, plen);
+		break;
+	case HM_MSG_MAP:
+	case HM_MSG_UNMAP:
+		r = on_map(c, type, seq, payload, plen);
 		break;
 	default:
 		r = -EOPNOTSUPP;

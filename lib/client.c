@@ -453,6 +453,29 @@ int hm_client_space_remove(struct hm_client *c, uint32_t space)
 	return handle_call(c, HM_MSG_SPACE_REMOVE, space);
 }
 
+int hm_client_map(struct hm_client *c, uint32_t space, uint64_t offset, uint64_t size,
+		  uint64_t guest_addr, uint32_t flags)
+{
+	struct hm_msg_map m = {
+		.space = hm_le32(space), .flags = hm_le32(flags),
+		.offset = hm_le64(offset), .size = hm_le64(size),
+		.guest_addr = hm_le64(guest_addr),
+	};
+
+	if (!(c->info.features & HM_FEAT_GUEST_MAP))
+		return -EOPNOTSUPP;
+	return call(c, HM_MSG_MAP, &m, sizeof(m), NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
+int hm_client_unmap(struct hm_client *c, uint64_t guest_addr, uint64_t size)
+{
+	struct hm_msg_unmap m = { .guest_addr = hm_le64(guest_addr), .size = hm_le64(size) };
+
+	if (!(c->info.features & HM_FEAT_GUEST_MAP))
+		return -EOPNOTSUPP;
+	return call(c, HM_MSG_UNMAP, &m, sizeof(m), NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
 int hm_client_advise(struct hm_client *c, uint64_t guest_addr, uint64_t size,
 		     uint32_t advice)
 {

@@ -40,10 +40,9 @@ static void on_mark(uint32_t slot, void *arg)
 	e->st.marks_scanned++;
 	if (!hm_table_slot_get(e->table, slot, &chunk, &delta))
 		return;
-	sp = hm_engine_space_of_chunk(e, chunk, &id);
+	sp = hm_engine_space_of_chunk(e, chunk, &id, &idx);
 	if (!sp)
 		return;
-	idx = chunk - sp->first_chunk;
 	c = &sp->ch[idx];
 
 	/* hotness: one bit per dispatch, bit 0 = this one */
@@ -233,9 +232,10 @@ int hm_engine_record_copy_back(struct hm_engine *e, VkCommandBuffer cb)
 			continue;
 		sp = &e->spaces[mi->space];
 		c = &sp->ch[mi->idx];
-		chunk = sp->first_chunk + mi->idx;
-		if (c->mirror != m || !(c->flags & HM_CH_PUBLISHED) || (c->flags & HM_CH_STALE) ||
-		    hm_table_find(e->table, chunk, &slot) ||
+		if (c->mirror != m || !(c->flags & HM_CH_PUBLISHED) || (c->flags & HM_CH_STALE))
+			continue;
+		chunk = hm_espace_gchunk(sp, mi->idx);  /* a mirrored chunk is mapped once */
+		if (hm_table_find(e->table, chunk, &slot) ||
 		    hm_table_lookup(e->table, chunk << e->shift, &live, NULL))
 			continue;
 		pool = hm_pool_mirror_addr(e, m);

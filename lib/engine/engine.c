@@ -167,6 +167,7 @@ void hm_engine_free(struct hm_engine *e)
 			hm_espace_release(e, &e->spaces[i]);
 	hm_pool_finish(e);
 	hm_engine_table_free(e);
+	hm_gmap_finish(e);
 	hm_vk_buffer_free(e->vk, &e->descs);
 	hm_vk_buffer_free(e->vk, &e->counts);
 	hm_vk_buffer_free(e->vk, &e->descs_out);
@@ -215,9 +216,9 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	size = hm_space_size(s);
 	/* the space's watch unit: the engine's chunk or finer, at most 64 a chunk */
 	if (hm_space_chunk_shift(s) > e->shift || e->shift - hm_space_chunk_shift(s) > 6 ||
-	    guest_addr & (e->chunk - 1) || !size || size & (e->chunk - 1) ||
-	    guest_addr + size < guest_addr || (guest_addr >> e->shift) + (size >> e->shift) >=
-	    (1ull << (64 - e->shift)))
+	    !size || size & (e->chunk - 1) ||
+	    (guest_addr != HM_ENGINE_UNMAPPED &&
+	     (guest_addr & (e->chunk - 1) || guest_addr + size < guest_addr)))
 		return -EINVAL;
 	nr = size >> e->shift;
 	pthread_mutex_lock(&e->lock);
@@ -238,7 +239,7 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 				sp = o;
 			continue;
 		}
-		if (o->s == s || (guest_addr < o->guest + o->size && o->guest < guest_addr + size)) {
+		if (o->s == s) {
 			err = -EEXIST;
 			goto out_unlock;
 		}
@@ -249,34 +250,33 @@ int hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_
 	id = sp - e->spaces;
 	memset(sp, 0, sizeof(*sp));
 	sp->s = s;
-	sp->guest = guest_addr;
 	sp->size = size;
-	sp->first_chunk = guest_addr >> e->shift;
 	sp->nr_chunks = nr;
 	sp->wshift = e->shift - hm_space_chunk_shift(s);
 	sp->ch = malloc(nr * sizeof(*sp->ch));
 	sp->ugen = malloc((nr << sp->wshift) * sizeof(*sp->ugen));
+	/* calloc: untouched pages of a large space cost nothing */
+	sp->nmap = calloc(nr, sizeof(*sp->nmap));
+	sp->gchunk = calloc(nr, sizeof(*sp->gchunk));
 	err = -ENOMEM;
-	if (!sp->ch || !sp->ugen) {
-		free(sp->ch);
-		free(sp->ugen);
-		sp->ch = NULL;
-		sp->ugen = NULL;
-		goto out_unlock;
-	}
+	if (!sp->ch || !sp->ugen || !sp->nmap || !sp->gchunk)
+		goto out_release;
 	for (uint64_t i = 0; i < nr; i++)
-		sp->ch[i] = (struct hm_chunk){ .mirror = HM_NO_MIRROR };
+		sp->ch[i] = (struct hm_chunk){ .mirror = HM_NO_MIRROR, .flags = HM_CH_HOME_ONLY };
 	err = hm_espace_import(e, sp);
 	if (err)
 		goto out_release;
 	sp->used = true;
+	if (id >= e->spaces_end)
+		e->spaces_end = id + 1;
 	e->total_chunks += nr;
-	err = hm_engine_table_add(e, id);
-	if (err) {
-		e->total_chunks -= nr;
-		goto out_release;
+	if (guest_addr != HM_ENGINE_UNMAPPED) {
+		err = hm_engine_map_space(e, id, guest_addr);
+		if (err) {
+			e->total_chunks -= nr;
+			goto out_release;
+		}
 	}
-	hm_window_spaces_changed(e);
 	if (ret_id)
 		*ret_id = id;
 	pthread_mutex_unlock(&e->lock);
@@ -302,10 +302,8 @@ int hm_engine_remove_space(struct hm_engine *e, uint32_t id)
 		return e->work.mode ? -EBUSY : -ENOENT;
 	}
 	/* mirrors hold nothing that is not home: every dispatch copied back */
-	for (uint64_t i = 0; i < sp->nr_chunks; i++) {
-		hm_engine_drop_mirror(e, id, i);
-		hm_table_remove(e->table, sp->first_chunk + i);
-	}
+	hm_engine_unmap_space(e, id);
+	hm_window_maps_changed(e);
 	{
 		size_t keep = 0;
 
@@ -316,7 +314,8 @@ int hm_engine_remove_space(struct hm_engine *e, uint32_t id)
 	}
 	e->total_chunks -= sp->nr_chunks;
 	hm_espace_release(e, sp);
-	hm_window_spaces_changed(e);
+	while (e->spaces_end && !e->spaces[e->spaces_end - 1].used)
+		e->spaces_end--;
 	pthread_mutex_unlock(&e->lock);
 	return 0;
 }
@@ -720,16 +719,17 @@ int hm_engine_cancel(struct hm_engine_work *w)
 int hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret)
 {
 	struct hm_espace *sp;
+	uint64_t idx;
 	int err = 0;
 
 	if (!e || !ret)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
-	sp = hm_engine_space_of_chunk(e, guest_addr >> e->shift, NULL);
+	sp = hm_engine_space_of_chunk(e, guest_addr >> e->shift, NULL, &idx);
 	if (!sp) {
 		err = -ENOENT;
 	} else {
-		struct hm_chunk *c = &sp->ch[(guest_addr >> e->shift) - sp->first_chunk];
+		struct hm_chunk *c = &sp->ch[idx];
 
 		*ret = c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
 	}

@@ -49,7 +49,7 @@ int hm_engine_harvest(struct hm_engine *e)
 {
 	int err;
 
-	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
+	for (uint32_t id = 0; id < e->spaces_end; id++) {
 		struct hm_espace *sp = &e->spaces[id];
 		bool more = true;
 		bool take;

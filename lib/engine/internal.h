@@ -23,6 +23,9 @@
  * its slot kept off the LRU lists, refreshed in place by copying again only
  * the watch units whose generation moved since it was published */
 #define HM_CH_STALE		(1u << 3)
+/* mapped at no guest address or at several (aliases, gmap.c): never
+ * mirrored, so that every alias reads and writes the one copy, home */
+#define HM_CH_HOME_ONLY		(1u << 4)
 
 /* Mirror priority classes (eviction takes the lowest first). */
 enum hm_prio { HM_PRIO_NONE = 0, HM_PRIO_HOT = 1, HM_PRIO_READ_MOSTLY = 2, HM_PRIO_DEVICE = 3 };
@@ -51,10 +54,12 @@ struct hm_espace {
 	/* the engine's own consumer of the space's writes: an emulator's
 	   hm_space_harvest() (or another engine's) never takes its records */
 	struct hm_consumer *cons;
-	uint64_t guest;         /* guest address of byte 0 */
 	uint64_t size;
-	uint64_t first_chunk;   /* guest >> chunk_shift */
 	uint64_t nr_chunks;
+	/* guest mappings (gmap.c): nmap[i] mappings cover chunk i; where it is
+	 * one, gchunk[i] is the guest chunk it is mapped at */
+	uint32_t *nmap;
+	uint64_t *gchunk;
 	void *view;             /* device view (hm_space_device_view) */
 	struct hm_import_piece *pieces;
 	unsigned nr_pieces;
@@ -66,6 +71,15 @@ struct hm_espace {
 	 * when its chunk's mirror was last published (UINT64_MAX: unknown) */
 	unsigned wshift;
 	uint64_t *ugen;
+};
+
+/* A mapping (gmap.c): guest chunks [gchunk, gchunk + nr) name chunks
+ * [idx, idx + nr) of space `space` */
+struct hm_emap {
+	uint64_t gchunk;
+	uint64_t nr;
+	uint64_t idx;
+	uint32_t space;
 };
 
 /* One mirror slot of the pool: a mirror chunk and its twin. */
@@ -118,9 +132,10 @@ struct hm_window {
 	struct hm_vk_buffer old;        /* the buffer a rebuild replaces, freed after the sync */
 	struct hm_vk_buffer guard;      /* sentinel only: the window of rule 5 and of no window */
 	uint64_t guest_lo;
+	uint64_t span_lo, span_hi;      /* the mapped span the buffer was built for */
 	uint64_t covered;               /* guest bytes from guest_lo in the window */
 	uint64_t limit;                 /* largest window, bytes */
-	uint64_t *dirty;                /* chunks whose table entry changed since the last sync */
+	uint64_t *dirty;                /* guest chunks whose table entry changed since the last sync */
 	size_t nr_dirty, cap_dirty;
 	struct hm_window_op *ops;
 	size_t nr_ops, cap_ops;
@@ -175,7 +190,13 @@ struct hm_engine {
 	bool need_republish;    /* a shared dispatch repointed mirrors home */
 
 	struct hm_espace spaces[HM_ENGINE_MAX_SPACES];
-	uint64_t total_chunks;
+	uint32_t spaces_end;    /* highest used space id + 1 */
+	uint64_t total_chunks;  /* chunks of every space */
+	/* the guest address space (gmap.c): mappings sorted by guest chunk,
+	 * none overlapping; mapped_chunks of them, the table's entries */
+	struct hm_emap *maps;
+	size_t nr_maps, cap_maps;
+	uint64_t mapped_chunks;
 
 	/* device table and marks */
 	struct hm_table *table;
@@ -258,12 +279,29 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp);
 uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
 			VkBuffer *ret_buf, uint64_t *ret_off);
-struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id);
 int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
+
+/* gmap.c: the guest address space */
+const struct hm_emap *hm_engine_map_find(const struct hm_engine *e, uint64_t gchunk);
+/* the space and chunk a guest chunk is mapped to, NULL if none */
+struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t gchunk,
+					   uint32_t *ret_id, uint64_t *ret_idx);
+int  hm_engine_map_space(struct hm_engine *e, uint32_t id, uint64_t guest_addr);
+int  hm_engine_unmap_space(struct hm_engine *e, uint32_t id);
+void hm_gmap_finish(struct hm_engine *e);
+
+/* The guest chunk of a chunk mapped exactly once (every mirrored chunk). */
+static inline uint64_t hm_espace_gchunk(const struct hm_espace *sp, uint64_t idx)
+{
+	return sp->gchunk[idx];
+}
 
 /* table.c */
 int  hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks);
-int  hm_engine_table_add(struct hm_engine *e, uint32_t space);
+/* room for nr_chunks entries (a rebuild where there is none) */
+int  hm_engine_table_reserve(struct hm_engine *e, uint64_t nr_chunks);
+int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace *sp,
+			      uint64_t idx, uint64_t gchunk);
 void hm_engine_table_free(struct hm_engine *e);
 
 /* mirror.c */
@@ -320,6 +358,8 @@ int  hm_engine_diff_init(struct hm_engine *e);
 int  hm_window_init(struct hm_engine *e);
 void hm_window_finish(struct hm_engine *e);
 void hm_window_spaces_changed(struct hm_engine *e);
+/* the mapped span [lo, hi) may have grown: a new window if it did */
+void hm_window_maps_changed(struct hm_engine *e);
 int  hm_window_sync(struct hm_engine *e, bool shared);
 void hm_window_push(const struct hm_engine *e, bool shared, uint32_t *words);
 int  hm_window_after_dispatch(struct hm_engine *e, bool shared);

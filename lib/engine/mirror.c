@@ -218,6 +218,8 @@ static inline unsigned hist_now(const struct hm_engine *e, const struct hm_chunk
 /* The class a chunk is wanted in, HM_PRIO_NONE if it should stay home. */
 uint8_t hm_chunk_prio(const struct hm_engine *e, const struct hm_chunk *c)
 {
+	if (c->flags & HM_CH_HOME_ONLY)
+		return HM_PRIO_NONE;    /* unmapped or aliased (gmap.c) */
 	switch (c->advice) {
 	case HM_ADVICE_PREFER_DEVICE:
 		return HM_PRIO_DEVICE;
@@ -261,7 +263,9 @@ void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx)
 		w->rebuild = true;      /* cannot remember it: redo them all */
 		return;
 	}
-	w->dirty[w->nr_dirty++] = hm_ref(space, idx);
+	/* by guest chunk: the chunk may be unmapped before the sync, and its
+	 * window bytes at this address must still become sentinel */
+	w->dirty[w->nr_dirty++] = hm_espace_gchunk(&e->spaces[space], idx);
 }
 
 /*
@@ -280,11 +284,10 @@ int hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta)
 
 static int repoint_home(struct hm_engine *e, struct hm_espace *sp, uint64_t idx)
 {
-	uint64_t guest = sp->guest + (idx << e->shift);
+	uint64_t g = hm_espace_gchunk(sp, idx);
 
 	hm_window_note(e, sp - e->spaces, idx);
-	return hm_engine_repoint(e, sp->first_chunk + idx,
-				 (int64_t)(hm_espace_home_addr(e, sp, idx) - guest));
+	return hm_engine_repoint(e, g, (int64_t)(hm_espace_home_addr(e, sp, idx) - (g << e->shift)));
 }
 
 /* Forget a chunk's mirror: the table names home again. */
@@ -348,12 +351,12 @@ int hm_engine_republish(struct hm_engine *e)
 			struct hm_mirror *m = &e->pool.m[id];
 			struct hm_espace *sp = &e->spaces[m->space];
 			struct hm_chunk *c = &sp->ch[m->idx];
-			uint64_t guest = sp->guest + ((uint64_t)m->idx << e->shift);
+			uint64_t g = hm_espace_gchunk(sp, m->idx);
 
 			if (c->flags & HM_CH_PUBLISHED)
 				continue;
-			err = hm_engine_repoint(e, sp->first_chunk + m->idx,
-						(int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			err = hm_engine_repoint(e, g, (int64_t)(hm_pool_mirror_addr(e, id) -
+							       (g << e->shift)));
 			if (err)
 				return err;
 			c->flags |= HM_CH_PUBLISHED;
@@ -384,46 +387,59 @@ int hm_pool_take_slot(struct hm_engine *e, uint8_t prio, uint32_t *ret_id,
 	return hm_pool_alloc(e, ret_id);
 }
 
+/* Advice for chunks [lo, hi) of space id. */
+static void advise_chunks(struct hm_engine *e, uint32_t id, uint64_t lo, uint64_t hi,
+			  enum hm_advice a)
+{
+	struct hm_espace *sp = &e->spaces[id];
+
+	for (uint64_t i = lo; i < hi; i++) {
+		struct hm_chunk *c = &sp->ch[i];
+
+		c->advice = a;
+		if (a == HM_ADVICE_NEVER_MIRROR) {
+			hm_engine_drop_mirror(e, id, i);
+		} else if (c->flags & HM_CH_STALE) {
+			/* off the LRU lists: its class is read when published */
+		} else if (c->mirror != HM_NO_MIRROR) {
+			/* same mirror, new class */
+			uint8_t prio = hm_chunk_prio(e, c);
+
+			hm_pool_lru_del(e, c->mirror);
+			hm_pool_lru_add(e, c->mirror, id, i, prio ? prio : HM_PRIO_HOT);
+		} else if (hm_chunk_prio(e, c) != HM_PRIO_NONE) {
+			hm_engine_queue(e, id, i);
+		}
+	}
+}
+
 int hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, enum hm_advice a)
 {
-	uint64_t end = guest_addr + size;
+	uint64_t end = guest_addr + size, g0, g1;
 	bool hit = false;
 
 	if (!e || !size || end < guest_addr || (unsigned)a > HM_ADVICE_NEVER_MIRROR)
 		return -EINVAL;
+	g0 = guest_addr >> e->shift;
+	g1 = (end - 1) >> e->shift;     /* last chunk */
 	pthread_mutex_lock(&e->lock);
 	if (e->work.mode) {
 		pthread_mutex_unlock(&e->lock);
 		return -EBUSY;
 	}
-	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
-		struct hm_espace *sp = &e->spaces[id];
+	/* the mappings in order, from the one holding (or after) g0 */
+	for (size_t k = 0; k < e->nr_maps; k++) {
+		const struct hm_emap *m = &e->maps[k];
 		uint64_t lo, hi;
 
-		if (!sp->used || end <= sp->guest || guest_addr >= sp->guest + sp->size)
+		if (m->gchunk + m->nr <= g0)
 			continue;
+		if (m->gchunk > g1)
+			break;
 		hit = true;
-		lo = (guest_addr > sp->guest ? guest_addr - sp->guest : 0) >> e->shift;
-		hi = ((end < sp->guest + sp->size ? end : sp->guest + sp->size) - sp->guest +
-		      e->chunk - 1) >> e->shift;
-		for (uint64_t i = lo; i < hi; i++) {
-			struct hm_chunk *c = &sp->ch[i];
-
-			c->advice = a;
-			if (a == HM_ADVICE_NEVER_MIRROR) {
-				hm_engine_drop_mirror(e, id, i);
-			} else if (c->flags & HM_CH_STALE) {
-				/* off the LRU lists: its class is read when published */
-			} else if (c->mirror != HM_NO_MIRROR) {
-				/* same mirror, new class */
-				uint8_t prio = hm_chunk_prio(e, c);
-
-				hm_pool_lru_del(e, c->mirror);
-				hm_pool_lru_add(e, c->mirror, id, i, prio ? prio : HM_PRIO_HOT);
-			} else if (hm_chunk_prio(e, c) != HM_PRIO_NONE) {
-				hm_engine_queue(e, id, i);
-			}
-		}
+		lo = m->gchunk > g0 ? m->gchunk : g0;
+		hi = m->gchunk + m->nr - 1 < g1 ? m->gchunk + m->nr : g1 + 1;
+		advise_chunks(e, m->space, m->idx + (lo - m->gchunk), m->idx + (hi - m->gchunk), a);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return hit ? 0 : -ENOENT;

@@ -96,6 +96,25 @@ static int import_pieces(struct hm_engine *e, struct hm_espace *sp, uint64_t pie
 	return 0;
 }
 
+/* A driver may refuse one large import: halve, down to 256 MiB. */
+static int import_halving(struct hm_engine *e, struct hm_espace *sp, uint64_t piece,
+			  uint64_t align)
+{
+	int err;
+
+	for (;;) {
+		err = import_pieces(e, sp, piece);
+		if (!err)
+			return 0;
+		if (err == -EINVAL || err == -EOPNOTSUPP || piece <= HM_IMPORT_MIN_PIECE)
+			return err;
+		piece = (piece / 2) / e->chunk * e->chunk;
+		piece = piece / align * align;
+		if (!piece)
+			return err;
+	}
+}
+
 int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 {
 	uint64_t align = e->vk->min_import_align ? e->vk->min_import_align : 4096;
@@ -112,10 +131,6 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 		return -EOPNOTSUPP;
 	if ((uintptr_t)sp->view % align || sp->size % align)
 		return -EINVAL;
-	/* make every page exist before the import pins them: fails early */
-	err = hm_engine_populate_view(sp->view, sp->size);
-	if (err)
-		return err;
 	piece = e->vk->max_buffer;
 	if (e->p.max_import_bytes && e->p.max_import_bytes < piece)
 		piece = e->p.max_import_bytes;
@@ -125,18 +140,17 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 	piece = piece / align * align;
 	if (!piece)
 		return -EINVAL;
-	/* a driver may refuse one large import: halve, down to 256 MiB */
-	for (;;) {
-		err = import_pieces(e, sp, piece);
+	/* lazy residency: the view as it is, pages missing; a driver that
+	 * refuses that (NVIDIA 580: -ENOSPC for never-written pages) gets
+	 * it again with every page made to exist */
+	err = import_halving(e, sp, piece, align);
+	if (err && err != -EINVAL && err != -EOPNOTSUPP) {
+		err = hm_engine_populate_view(sp->view, sp->size);
 		if (!err)
-			break;
-		if (err == -EINVAL || err == -EOPNOTSUPP || piece <= HM_IMPORT_MIN_PIECE)
-			return err;
-		piece = (piece / 2) / e->chunk * e->chunk;
-		piece = piece / align * align;
-		if (!piece)
-			return err;
+			err = import_halving(e, sp, piece, align);
 	}
+	if (err)
+		return err;
 	e->st.import_pieces += sp->nr_pieces;
 	return 0;
 }
@@ -149,6 +163,8 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
 	hm_consumer_free(sp->cons);
 	free(sp->ch);
 	free(sp->ugen);
+	free(sp->nmap);
+	free(sp->gchunk);
 	memset(sp, 0, sizeof(*sp));
 }
 
@@ -171,18 +187,4 @@ uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *
 	unsigned i = off / sp->piece_bytes;
 
 	return sp->pieces[i].buf.addr + (off - (uint64_t)i * sp->piece_bytes);
-}
-
-struct hm_espace *hm_engine_space_of_chunk(struct hm_engine *e, uint64_t chunk, uint32_t *ret_id)
-{
-	for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES; i++) {
-		struct hm_espace *sp = &e->spaces[i];
-
-		if (sp->used && chunk >= sp->first_chunk && chunk - sp->first_chunk < sp->nr_chunks) {
-			if (ret_id)
-				*ret_id = i;
-			return sp;
-		}
-	}
-	return NULL;
 }

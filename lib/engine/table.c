@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 /*
  * Table placement: the engine's device table (lib/table.c: slots of
- * {chunk number, delta}) and the marks beside it, built for every space's
- * chunks and rebuilt bigger when a new space does not fit.  A chunk's
+ * {chunk number, delta}) and the marks beside it, built for every mapped
+ * guest chunk (gmap.c) and rebuilt bigger when a new mapping does not fit.  A chunk's
  * delta names its published mirror, else its home import (space.c).
  *
  * The table lies in device-local host-visible memory when the device has
@@ -17,29 +17,35 @@
 
 #include "internal.h"
 
-/* Current delta of a chunk: its published mirror, else home. */
-static int64_t chunk_delta(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+/* Current delta of chunk idx of sp, mapped at guest chunk g: its
+ * published mirror (mapped once), else home. */
+int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace *sp,
+			      uint64_t idx, uint64_t g)
 {
 	const struct hm_chunk *c = &sp->ch[idx];
-	uint64_t guest = sp->guest + (idx << e->shift);
 	uint64_t dev;
 
 	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
 		dev = hm_pool_mirror_addr(e, c->mirror);
 	else
 		dev = hm_espace_home_addr(e, sp, idx);
-	return (int64_t)(dev - guest);
+	return (int64_t)(dev - (g << e->shift));
 }
 
-static int insert_space(struct hm_engine *e, struct hm_table *t, uint32_t id)
+static int insert_maps(struct hm_engine *e, struct hm_table *t)
 {
-	struct hm_espace *sp = &e->spaces[id];
-	int err;
+	for (size_t k = 0; k < e->nr_maps; k++) {
+		const struct hm_emap *m = &e->maps[k];
+		const struct hm_espace *sp = &e->spaces[m->space];
 
-	for (uint64_t i = 0; i < sp->nr_chunks; i++) {
-		err = hm_table_set(t, sp->first_chunk + i, chunk_delta(e, sp, i), NULL);
-		if (err)
-			return err;
+		for (uint64_t i = 0; i < m->nr; i++) {
+			int err = hm_table_set(t, m->gchunk + i,
+					       hm_engine_chunk_delta(e, sp, m->idx + i,
+								     m->gchunk + i), NULL);
+
+			if (err)
+				return err;
+		}
 	}
 	return 0;
 }
@@ -106,7 +112,7 @@ static int alloc_marks(struct hm_engine *e, uint32_t nr_slots, struct hm_vk_buff
 	return err;
 }
 
-/* A table for nr_chunks (at least), holding every space's chunks. */
+/* A table for nr_chunks (at least), holding every mapped chunk. */
 int hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks)
 {
 	uint32_t nr_home = hm_table_nr_home_for(nr_chunks ? nr_chunks : 1);
@@ -128,9 +134,7 @@ int hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks)
 			hm_vk_buffer_free(e->vk, &tb);
 			return err;
 		}
-		for (uint32_t i = 0; i < HM_ENGINE_MAX_SPACES && !err; i++)
-			if (e->spaces[i].used && e->spaces[i].pieces)
-				err = insert_space(e, t, i);
+		err = insert_maps(e, t);
 		if (!err)
 			break;
 		hm_table_free(t);
@@ -162,21 +166,19 @@ int hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks)
 	return 0;
 }
 
-/* Insert a new space's chunks; grow the table where it is too small. */
-int hm_engine_table_add(struct hm_engine *e, uint32_t id)
+/* Room for nr_chunks entries: a bigger table (built from e->maps) where
+ * this one is too small; the window then follows the new table.  On error
+ * the table is as it was. */
+int hm_engine_table_reserve(struct hm_engine *e, uint64_t nr_chunks)
 {
 	int err;
 
-	if (e->table && hm_table_nr_home(e->table) >= hm_table_nr_home_for(e->total_chunks)) {
-		err = insert_space(e, e->table, id);
-		if (!err)
-			return 0;
-		/* undo the partial insert, then rebuild bigger */
-		for (uint64_t i = 0; i < e->spaces[id].nr_chunks; i++)
-			hm_table_remove(e->table, e->spaces[id].first_chunk + i);
-		if (err != -ENOSPC)
-			return err;
-		return hm_engine_table_rebuild(e, 2 * e->total_chunks);
-	}
-	return hm_engine_table_rebuild(e, e->total_chunks);
+	if (e->table && hm_table_nr_home(e->table) >= hm_table_nr_home_for(nr_chunks))
+		return 0;
+	/* at least twice what is mapped: a rebuild is O(entries), amortised */
+	err = hm_engine_table_rebuild(e, nr_chunks > 2 * e->mapped_chunks ? nr_chunks :
+					 2 * e->mapped_chunks);
+	if (!err)
+		hm_window_spaces_changed(e);
+	return err;
 }

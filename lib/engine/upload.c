@@ -374,7 +374,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		uint64_t idx = hm_ref_idx(e->cand[i]);
 		struct hm_espace *sp = &e->spaces[space];
 		struct hm_chunk *c = &sp->ch[idx];
-		uint64_t guest = sp->guest + (idx << e->shift);
+		uint64_t g = hm_espace_gchunk(sp, idx);
 		bool rearm;
 
 		if (!cand_clean(e, i, sp, &rearm)) {
@@ -392,8 +392,8 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			cand_unwind(e, i);
 			continue;
 		}
-		err = hm_engine_repoint(e, sp->first_chunk + idx,
-					(int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) - guest));
+		err = hm_engine_repoint(e, g, (int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) -
+						       (g << e->shift)));
 		if (err) {
 			cand_unwind(e, i);
 			continue;

@@ -5,7 +5,7 @@
  * chunk's bytes at guest + delta and every other word reads
  * HM_WINDOW_SENTINEL.
  *
- * Layout: [guard][lo, hi) of the guest spaces][guard], each guard
+ * Layout: [guard][lo, hi) of the mapped guest chunks][guard], each guard
  * HM_WINDOW_GUARD_BYTES of sentinel, so that a guest address outside the
  * spaces, clamped into the window, reads the sentinel too.
  *
@@ -226,43 +226,65 @@ void hm_window_spaces_changed(struct hm_engine *e)
 	e->win.rebuild = true;
 }
 
-/* Queue the window change of one chunk: published -> copy its mirror in
- * and name its window bytes in the table; else -> sentinel. */
-static int plan_chunk(struct hm_engine *e, uint32_t space, uint64_t idx)
+/* The span of the mapped guest chunks, bytes [*lo, *hi) (lo >= hi: none). */
+static void mapped_span(const struct hm_engine *e, uint64_t *lo, uint64_t *hi)
+{
+	*lo = UINT64_MAX;
+	*hi = 0;
+	if (!e->nr_maps)
+		return;
+	*lo = e->maps[0].gchunk << e->shift;
+	*hi = (e->maps[e->nr_maps - 1].gchunk + e->maps[e->nr_maps - 1].nr) << e->shift;
+}
+
+/* A window covers more than the mapped span after an unmap: still right
+ * (the unmapped chunks' bytes became sentinel with their mirrors' drops),
+ * so only a span grown past the one built for makes a new window. */
+void hm_window_maps_changed(struct hm_engine *e)
 {
 	struct hm_window *w = &e->win;
-	struct hm_espace *sp = &e->spaces[space];
-	struct hm_chunk *c;
-	struct hm_window_op *op;
-	uint64_t guest, off;
+	uint64_t lo, hi;
 
-	if (!sp->used || idx >= sp->nr_chunks)
-		return 0;       /* space gone: its range was refilled on rebuild */
-	c = &sp->ch[idx];
-	guest = sp->guest + (idx << e->shift);
+	mapped_span(e, &lo, &hi);
+	if (lo < hi && (lo < w->span_lo || hi > w->span_hi))
+		w->rebuild = true;
+}
+
+/* Queue the window change of guest chunk g: a published mirror -> copy
+ * it in and name its window bytes in the table; else (home, or unmapped
+ * since it was noted) -> sentinel. */
+static int plan_chunk(struct hm_engine *e, uint64_t g)
+{
+	struct hm_window *w = &e->win;
+	struct hm_window_op *op;
+	struct hm_espace *sp;
+	uint64_t guest = g << e->shift, off, idx;
+	uint32_t space, mirror = HM_NO_MIRROR;
+
+	sp = hm_engine_space_of_chunk(e, g, &space, &idx);
+	if (sp && sp->ch[idx].mirror != HM_NO_MIRROR && (sp->ch[idx].flags & HM_CH_PUBLISHED))
+		mirror = sp->ch[idx].mirror;
 	off = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo);
 	if (guest - w->guest_lo >= w->covered) {
-		/* past the window: its mirror is named at its pool slot */
-		if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
-			return hm_table_update(e->table, sp->first_chunk + idx,
-					       (int64_t)(hm_pool_mirror_addr(e, c->mirror) - guest));
+		/* past the window (or below it): its mirror is named at its pool slot */
+		if (mirror != HM_NO_MIRROR)
+			return hm_table_update(e->table, g,
+					       (int64_t)(hm_pool_mirror_addr(e, mirror) - guest));
 		return 0;
 	}
 	if (w->sparse) {
-		bool pub = c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
-		const struct hm_vk_buffer *slab = pub ?
-			&e->pool.slabs[c->mirror / e->pool.slots_per_slab] : NULL;
+		const struct hm_vk_buffer *slab;
 		int err;
 
-		if (!pub)
+		if (mirror == HM_NO_MIRROR)
 			return bind_sentinel(w, off, e->chunk);
+		slab = &e->pool.slabs[mirror / e->pool.slots_per_slab];
 		if (!(w->type_bits & (1u << slab->mem_type)))
 			return -EOPNOTSUPP;     /* the pool's memory cannot be bound here */
 		err = add_bind(w, off, e->chunk, slab->mem,
-			       (uint64_t)(c->mirror % e->pool.slots_per_slab) * e->chunk);
+			       (uint64_t)(mirror % e->pool.slots_per_slab) * e->chunk);
 		if (!err)
-			err = hm_table_update(e->table, sp->first_chunk + idx,
-					      (int64_t)(w->buf.addr + off - guest));
+			err = hm_table_update(e->table, g, (int64_t)(w->buf.addr + off - guest));
 		return err;
 	}
 	if (hm_grow((void **)&w->ops, &w->cap_ops, w->nr_ops + 1, sizeof(*w->ops)))
@@ -270,13 +292,12 @@ static int plan_chunk(struct hm_engine *e, uint32_t space, uint64_t idx)
 	op = &w->ops[w->nr_ops++];
 	op->off = off;
 	op->mirror = HM_NO_MIRROR;
-	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED)) {
-		int err = hm_table_update(e->table, sp->first_chunk + idx,
-					  (int64_t)(w->buf.addr + off - guest));
+	if (mirror != HM_NO_MIRROR) {
+		int err = hm_table_update(e->table, g, (int64_t)(w->buf.addr + off - guest));
 
 		if (err)
 			return err;
-		op->mirror = c->mirror;
+		op->mirror = mirror;
 	}
 	return 0;
 }
@@ -286,7 +307,8 @@ static int plan_all(struct hm_engine *e)
 {
 	for (uint8_t p = HM_PRIO_HOT; p < HM_NR_PRIO; p++) {
 		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
-			int err = plan_chunk(e, e->pool.m[id].space, e->pool.m[id].idx);
+			const struct hm_mirror *m = &e->pool.m[id];
+			int err = plan_chunk(e, hm_espace_gchunk(&e->spaces[m->space], m->idx));
 
 			if (err)
 				return err;
@@ -303,13 +325,13 @@ static int unwindow_all(struct hm_engine *e)
 		for (uint32_t id = e->pool.head[p]; id != HM_NO_MIRROR; id = e->pool.m[id].next) {
 			struct hm_mirror *m = &e->pool.m[id];
 			struct hm_espace *sp = &e->spaces[m->space];
-			uint64_t guest = sp->guest + ((uint64_t)m->idx << e->shift);
+			uint64_t g = hm_espace_gchunk(sp, m->idx);
 			int err;
 
 			if (!(sp->ch[m->idx].flags & HM_CH_PUBLISHED))
 				continue;
-			err = hm_table_update(e->table, sp->first_chunk + m->idx,
-					      (int64_t)(hm_pool_mirror_addr(e, id) - guest));
+			err = hm_table_update(e->table, g,
+					      (int64_t)(hm_pool_mirror_addr(e, id) - (g << e->shift)));
 			if (err)
 				return err;
 		}
@@ -325,16 +347,9 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	int err;
 
 	*ret_filled = false;
-	for (uint32_t id = 0; id < HM_ENGINE_MAX_SPACES; id++) {
-		struct hm_espace *sp = &e->spaces[id];
-
-		if (!sp->used)
-			continue;
-		if (sp->guest < lo)
-			lo = sp->guest;
-		if (sp->guest + sp->size > hi)
-			hi = sp->guest + sp->size;
-	}
+	mapped_span(e, &lo, &hi);
+	w->span_lo = lo;
+	w->span_hi = hi;
 	/* the old buffer is freed only after the table no longer names it:
 	 * plan_all() below or unwindow_all() repoints every mirror */
 	hm_vk_buffer_free(e->vk, &w->old);
@@ -426,7 +441,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 			err = w->buf.buf ? plan_all(e) : unwindow_all(e);
 	} else {
 		for (size_t i = 0; i < w->nr_dirty && !err; i++)
-			err = plan_chunk(e, hm_ref_space(w->dirty[i]), hm_ref_idx(w->dirty[i]));
+			err = plan_chunk(e, w->dirty[i]);
 	}
 	w->nr_dirty = 0;
 	if (err == -EOPNOTSUPP && w->sparse) {
@@ -515,7 +530,7 @@ int hm_window_after_dispatch(struct hm_engine *e, bool shared)
 		struct hm_espace *sp = &e->spaces[hm_ref_space(e->back[i])];
 		uint64_t idx = hm_ref_idx(e->back[i]);
 		struct hm_chunk *c = &sp->ch[idx];
-		uint64_t guest = sp->guest + (idx << e->shift), so;
+		uint64_t guest = hm_espace_gchunk(sp, idx) << e->shift, so;
 		VkBuffer slab;
 		VkBufferCopy r;
 

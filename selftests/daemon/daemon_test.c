@@ -3257,4 +3257,227 @@ TEST_F(daemon, protocol_fuzz)
 	hm_space_free(g.s);
 }
 
+/* ---- the guest address space through the daemon ------------------------- */
+
+/*
+ * The reference model of test-engine's gmap.* through the protocol:
+ * random MAP (with and without HM_MAPF_REPLACE: aliases, remaps), UNMAP
+ * of parts, CPU writes and copy dispatches (copy_build(), both tiers)
+ * whose source and destination guest ranges go through any alias (or
+ * nothing: reads 0, stores sink); after every dispatch the whole space
+ * equals the model byte for byte.  Bad MAP/UNMAP messages are refused
+ * with a clear errno and change nothing.
+ */
+#define DGM_CHUNK	HM_PROTO_MAP_ALIGN
+#define DGM_NR_CHUNKS	16
+#define DGM_GCHUNKS	40
+#define DGM_BASE	(1ull << 32)
+
+static long dgm_word(const int32_t *gm, uint64_t goff)
+{
+	uint64_t g = goff / DGM_CHUNK;
+
+	if (g >= DGM_GCHUNKS || gm[g] < 0)
+		return -1;
+	return (long)((gm[g] * DGM_CHUNK + goff % DGM_CHUNK) / 4);
+}
+
+TEST_F(daemon, guest_map_alias_unmap_remap_model)
+{
+	const uint64_t size = DGM_NR_CHUNKS * DGM_CHUNK;
+	uint64_t x = 0x243f6a8885a308d3ull;
+	struct hm_client *c;
+	struct hm_space *s;
+	uint32_t *w, id, pl, *model, nw = size / 4;
+	volatile uint32_t *mem;
+	int32_t gm[DGM_GCHUNKS];
+	uint8_t *busy;
+	unsigned maps = 0, unmaps = 0, dispatches = 0, refused = 0;
+	bool bad_done = false;
+	size_t n;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	if (!(hm_client_info(c)->features & HM_FEAT_GUEST_MAP)) {
+		hm_client_free(c);
+		ASSERT_FALSE(self->engine);
+		SKIP(return, "no engine: no HM_FEAT_GUEST_MAP");
+	}
+	ASSERT_EQ(0, new_space(&s, size));
+	mem = hm_space_addr(s);
+	model = malloc(size);
+	busy = calloc(nw, 1);
+	ASSERT_NE(NULL, model);
+	ASSERT_NE(NULL, busy);
+	for (uint32_t i = 0; i < nw; i++)
+		mem[i] = model[i] = (uint32_t)xorshift64(&x);
+	ASSERT_EQ(0, hm_client_space_add(c, s, HM_PROTO_UNMAPPED, &id));
+	for (int g = 0; g < DGM_GCHUNKS; g++)
+		gm[g] = -1;
+	/* nothing mapped yet */
+	EXPECT_EQ(-ENOENT, hm_client_unmap(c, DGM_BASE, DGM_CHUNK));
+	ASSERT_EQ(0, hm_client_map(c, id, 0, size, DGM_BASE, 0));
+	for (int g = 0; g < DGM_NR_CHUNKS; g++)
+		gm[g] = g;
+	ASSERT_EQ(0, hm_client_advise(c, DGM_BASE, size / 2, HM_ADVICE_PREFER_DEVICE));
+	ASSERT_EQ(0, copy_build(&w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 4, &pl));
+	for (int step = 0; step < 200; step++) {
+		uint32_t kind = xorshift64(&x) % 100;
+
+		if (kind < 25) {
+			uint32_t len = 1 + xorshift64(&x) % 4;
+			uint32_t mc = xorshift64(&x) % (DGM_NR_CHUNKS - len + 1);
+			uint32_t g = xorshift64(&x) % (DGM_GCHUNKS - len + 1);
+			uint32_t flags = xorshift64(&x) % 4 ? HM_MAPF_REPLACE : 0;
+			bool taken = false;
+
+			for (uint32_t i = 0; i < len; i++)
+				taken |= gm[g + i] >= 0;
+			if (taken && refused > 30)
+				flags = HM_MAPF_REPLACE;
+			ASSERT_EQ(taken && !flags ? -EEXIST : 0,
+				  hm_client_map(c, id, mc * DGM_CHUNK, len * DGM_CHUNK,
+						DGM_BASE + g * DGM_CHUNK, flags));
+			if (taken && !flags) {
+				refused++;
+				continue;
+			}
+			for (uint32_t i = 0; i < len; i++)
+				gm[g + i] = mc + i;
+			maps++;
+		} else if (kind < 40) {
+			uint32_t len = 1 + xorshift64(&x) % 6;
+			uint32_t g = xorshift64(&x) % (DGM_GCHUNKS - len + 1);
+			bool any = false;
+
+			for (uint32_t i = 0; i < len; i++)
+				any |= gm[g + i] >= 0;
+			if (!any && refused > 30)
+				continue;	/* errors count against the connection */
+			ASSERT_EQ(any ? 0 : -ENOENT,
+				  hm_client_unmap(c, DGM_BASE + g * DGM_CHUNK, len * DGM_CHUNK));
+			refused += !any;
+			for (uint32_t i = 0; i < len; i++)
+				gm[g + i] = -1;
+			unmaps += any;
+		} else if (kind < 45 && !bad_done) {
+			/* refused, nothing changed: checked by the next dispatch.
+			 * Every error reply counts against the connection's
+			 * HMD_MAX_BAD (64): these once */
+			bad_done = true;
+			EXPECT_EQ(-EINVAL, hm_client_map(c, id, 4096, DGM_CHUNK, DGM_BASE,
+							 HM_MAPF_REPLACE));
+			EXPECT_EQ(-EINVAL, hm_client_map(c, id, 0, 2 * DGM_CHUNK,
+							 DGM_BASE, 1u << 5));
+			EXPECT_EQ(-EINVAL, hm_client_map(c, id, size - DGM_CHUNK, 2 * DGM_CHUNK,
+							 DGM_BASE, HM_MAPF_REPLACE));
+			EXPECT_EQ(-EINVAL, hm_client_map(c, id, 0, 0, DGM_BASE, HM_MAPF_REPLACE));
+			EXPECT_EQ(-EINVAL, hm_client_map(c, id, 0, 2 * DGM_CHUNK,
+							 UINT64_MAX - DGM_CHUNK + 1,
+							 HM_MAPF_REPLACE));
+			EXPECT_EQ(-ENOENT, hm_client_map(c, id + 7, 0, DGM_CHUNK, DGM_BASE,
+							 HM_MAPF_REPLACE));
+			EXPECT_EQ(-EINVAL, hm_client_unmap(c, DGM_BASE + 1, DGM_CHUNK));
+		} else if (kind < 55) {
+			for (int k = 0; k < 24; k++) {
+				uint32_t wd = xorshift64(&x) % nw, v = (uint32_t)xorshift64(&x);
+
+				mem[wd] = model[wd] = v;
+			}
+		} else {
+			/* src and dst guest ranges whose space words no two lanes share */
+			uint32_t groups = 1 + xorshift64(&x) % 4, lanes = 64 * groups, push[4];
+			uint64_t src, dst, span = DGM_GCHUNKS * DGM_CHUNK - 4 * lanes;
+			struct hm_client_dispatch d = { .pipeline = pl, .groups = { groups, 1, 1 },
+							.nr_push = 4, .push = push };
+			struct hm_client_result res;
+			bool ok = false;
+
+			for (int tries = 0; tries < 100 && !ok; tries++) {
+				src = 4 * (xorshift64(&x) % (span / 4));
+				dst = 4 * (xorshift64(&x) % (span / 4));
+				memset(busy, 0, nw);
+				if (dst < src) {	/* the module adds push[2] unsigned */
+					uint64_t t = src;
+
+					src = dst;
+					dst = t;
+				}
+				ok = src + 4 * lanes <= dst;
+				for (uint32_t i = 0; i < lanes && ok; i++) {
+					long sw = dgm_word(gm, src + 4 * i);
+
+					if (sw >= 0)
+						busy[sw] = 1;
+				}
+				for (uint32_t i = 0; i < lanes && ok; i++) {
+					long dw = dgm_word(gm, dst + 4 * i);
+
+					if (dw >= 0 && busy[dw])
+						ok = false;	/* an alias of a source word */
+					else if (dw >= 0)
+						busy[dw] = 2;
+				}
+			}
+			if (!ok)
+				continue;
+			push[0] = (uint32_t)(DGM_BASE + src);
+			push[1] = (uint32_t)((DGM_BASE + src) >> 32);
+			push[2] = (uint32_t)(dst - src);
+			push[3] = (uint32_t)xorshift64(&x);
+			for (uint32_t i = 0; i < lanes; i++) {
+				long sw = dgm_word(gm, src + 4 * i), dw = dgm_word(gm, dst + 4 * i);
+
+				if (dw >= 0)
+					model[dw] = (sw >= 0 ? model[sw] : 0) ^ push[3];
+			}
+			ASSERT_EQ(0, hm_client_dispatch(c, &d, 60000, &res));
+			ASSERT_EQ(0, res.status);
+			for (uint32_t i = 0; i < nw; i++) {
+				if (model[i] == mem[i])
+					continue;
+				TH_LOG("step %d: word %u (chunk %u): %#x, model %#x", step, i,
+				       i * 4 / (uint32_t)DGM_CHUNK, mem[i], model[i]);
+				ASSERT_EQ(model[i], mem[i]);
+			}
+			dispatches++;
+		}
+	}
+	{
+		struct hm_client_stats st;
+
+		ASSERT_EQ(0, hm_client_stats(c, &st));
+		TH_LOG("%u maps, %u refused (EEXIST, ENOENT), %u unmaps, %u dispatches; engine: %lu uploads, "
+		       "%lu mirrored now, %lu B copied home", maps, refused, unmaps, dispatches,
+		       (unsigned long)st.engine[HM_ESTAT_UPLOADS],
+		       (unsigned long)st.engine[HM_ESTAT_CHUNKS_MIRRORED],
+		       (unsigned long)st.engine[HM_ESTAT_BYTES_COPIED_HOME]);
+		EXPECT_LT(0, st.engine[HM_ESTAT_UPLOADS]);
+	}
+	EXPECT_LT(10, dispatches);
+	/* raw: a short or long message is -EBADMSG, and the connection lives */
+	{
+		uint8_t buf[256];
+		struct hm_msg_hdr h;
+		struct hm_msg_map m = { 0 };
+		int len = raw_hdr(buf, HM_MSG_MAP, 77, sizeof(m) - 8);
+
+		memcpy(buf + sizeof(h), &m, sizeof(m) - 8);
+		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, NULL, 0));
+		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
+		len = raw_hdr(buf, HM_MSG_UNMAP, 78, sizeof(struct hm_msg_unmap) + 8);
+		memset(buf + sizeof(h), 0, sizeof(struct hm_msg_unmap) + 8);
+		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, NULL, 0));
+		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
+		EXPECT_EQ(0, hm_client_ping(c));
+	}
+	ASSERT_EQ(0, hm_client_space_remove(c, id));
+	EXPECT_EQ(-ENOENT, hm_client_unmap(c, DGM_BASE, size));
+	hm_client_free(c);
+	hm_space_free(s);
+	free(w);
+	free(model);
+	free(busy);
+}
+
 TEST_HARNESS_MAIN

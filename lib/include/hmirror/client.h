@@ -62,6 +62,17 @@ int  hm_client_space_add_handoff(struct hm_client *c,
 				 uint64_t guest_addr, uint32_t *ret_space);
 int  hm_client_space_remove(struct hm_client *c, uint32_t space);
 
+/*
+ * The client's guest address space (HM_MSG_MAP, HM_MSG_UNMAP; engine.h,
+ * hm_engine_map() says what mapping means).  A space added at
+ * HM_PROTO_UNMAPPED is mapped nowhere until mapped here.  flags
+ * HM_MAPF_REPLACE: a remap.  -EOPNOTSUPP from a daemon without
+ * HM_FEAT_GUEST_MAP.
+ */
+int  hm_client_map(struct hm_client *c, uint32_t space, uint64_t offset, uint64_t size,
+		   uint64_t guest_addr, uint32_t flags);
+int  hm_client_unmap(struct hm_client *c, uint64_t guest_addr, uint64_t size);
+
 int  hm_client_advise(struct hm_client *c, uint64_t guest_addr,
 		      uint64_t size, uint32_t advice);
 

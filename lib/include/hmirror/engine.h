@@ -51,9 +51,16 @@ struct hm_engine;
 				 HM_ENGINE_WINDOW_DENSE)
 
 /* Limits */
-#define HM_ENGINE_MAX_SPACES	64
+/* spaces imported at once (hm_engine_add_space(): -EMFILE beyond) */
+#define HM_ENGINE_MAX_SPACES	1024
+/* mappings of the guest address space (hm_engine_map()): a map, or an
+ * unmap that splits a mapping in two, that would need more returns
+ * -EMFILE.  Each costs 32 bytes; a map or unmap moves the mappings after
+ * it in one sorted array (4,096 of them: ~128 KiB) */
+#define HM_ENGINE_MAX_MAPPINGS	65536
 #define HM_ENGINE_MAX_PIPELINES	256
-/* chunks over all spaces: hm_engine_params.max_chunks, default
+/* chunks over all spaces, and mapped guest chunks over all mappings
+ * (each counted on its own): hm_engine_params.max_chunks, default
  * HM_ENGINE_MAX_CHUNKS (16 Mi: 1 TiB at 64 KiB chunks, 320 MiB of host
  * state), at most HM_ENGINE_MAX_CHUNKS_LIMIT (256 Mi: 5 GiB of host state) */
 #define HM_ENGINE_MAX_CHUNKS	(1u << 24)
@@ -109,15 +116,22 @@ int  hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm
 void hm_engine_free(struct hm_engine *e);               /* NULL ok */
 
 /*
- * Import space s (its device view) and map guest [guest_addr,
- * guest_addr + size) in the table.  guest_addr chunk-aligned; ranges of
- * spaces must not overlap (-EEXIST); the space's chunk shift must be the
- * engine's (-EINVAL).  The engine does not own s: remove the space before
- * freeing it.  An import refused by the driver returns its error (e.g.
- * -EBADF, -EOPNOTSUPP) and leaves the engine as it was.  Before importing,
- * every page of the device view is made to exist (hm_engine_populate_view()):
- * NVIDIA 580 refused (-ENOSPC) host-pointer imports of never-written views.
+ * Import space s (its device view) and, unless guest_addr is
+ * HM_ENGINE_UNMAPPED, map all of it at guest_addr (hm_engine_map() without
+ * flags: -EEXIST where something is mapped there already).  guest_addr
+ * chunk-aligned; the space's chunk shift must be the engine's or finer,
+ * by at most 6 (-EINVAL); a space is imported once (-EEXIST: map more of
+ * it with hm_engine_map()).  The engine does not own s: remove the space
+ * before freeing it.  An import refused by the driver returns its error
+ * (e.g. -EBADF, -EOPNOTSUPP) and leaves the engine as it was.
+ *
+ * Residency is lazy: the device view is imported as it is, so a page
+ * exists only once the CPU or the device touched it (an untouched 16 GiB
+ * space costs no guest pages; lavapipe).  A driver that refuses to import
+ * a view with pages missing (NVIDIA 580: -ENOSPC) gets it again after
+ * every page of it was made to exist (hm_engine_populate_view()).
  */
+#define HM_ENGINE_UNMAPPED	UINT64_MAX
 int  hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_addr,
 			 uint32_t *ret_id);
 /*
@@ -126,14 +140,55 @@ int  hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest
  * (Linux 5.14+); where the kernel or the mapping does not support it
  * (-EINVAL), one atomic add of 0 to a word of each page.  A never-written
  * page becomes a zero page of the space's memory; a written one is left as
- * it is.  view and size page-aligned.  hm_engine_add_space() calls it; it
- * is public so that probes can import exactly as the engine does.
+ * it is.  view and size page-aligned.  hm_engine_add_space() calls it for
+ * a driver that needs it; it is public so that probes can import exactly
+ * as the engine does.
  */
 int  hm_engine_populate_view(void *view, uint64_t size);
+/* Unmap every mapping of space id, then forget the space. */
 int  hm_engine_remove_space(struct hm_engine *e, uint32_t id);
 
-/* Advice for every chunk overlapping [guest_addr, guest_addr + size)
- * (chunk granularity).  -ENOENT where no space maps part of the range. */
+/*
+ * The guest GPU address space (Documentation/userspace-api.rst, "Guest address
+ * space").  Map bytes [offset, offset + size) of space id at guest
+ * [guest_addr, guest_addr + size): the table names them for the device at
+ * once, and the next dispatch sees them.  offset, size and guest_addr
+ * chunk-aligned, size > 0, the range inside the space and below 2^64
+ * (-EINVAL, as for unknown flags or space ids: -ENOENT for an id not in
+ * use).  The same bytes may be mapped at several guest addresses
+ * (aliases): every alias reads and writes the one copy, so a CPU write is
+ * seen through all of them and a device write through one is home, seen
+ * through the others.  A chunk mapped at more than one guest address
+ * stays home (never mirrored) while it is; a chunk gaining its second
+ * mapping, or losing its mapping, has its mirror dropped first.
+ *
+ * Where something is mapped in the range already: -EEXIST, unless flags
+ * has HM_MAP_REPLACE, which unmaps it first (a remap: mmap's MAP_FIXED).
+ * -EMFILE beyond HM_ENGINE_MAX_MAPPINGS mappings, -E2BIG beyond
+ * hm_engine_params.max_chunks mapped chunks; -EBUSY while a work is in
+ * flight.  On any error nothing changed, except for an -ENOMEM (host or
+ * device memory for a bigger table) after HM_MAP_REPLACE unmapped the
+ * range: the range is then left unmapped.  A mapping next to another of
+ * the same space at the matching offset is merged with it.
+ */
+#define HM_MAP_REPLACE		(1u << 0)
+#define HM_MAP_FLAGS_ALL	(HM_MAP_REPLACE)
+int  hm_engine_map(struct hm_engine *e, uint32_t id, uint64_t offset, uint64_t size,
+		   uint64_t guest_addr, uint32_t flags);
+/* Unmap every mapped chunk of guest [guest_addr, guest_addr + size)
+ * (aligned as for hm_engine_map()); holes are skipped.  -ENOENT where
+ * nothing in the range is mapped, -EMFILE where it would split a mapping
+ * and there are HM_ENGINE_MAX_MAPPINGS already, -EBUSY while a work is in
+ * flight; nothing changed on any error. */
+int  hm_engine_unmap(struct hm_engine *e, uint64_t guest_addr, uint64_t size);
+/* What guest_addr is mapped to now: space id and byte offset (-ENOENT if
+ * nothing). */
+int  hm_engine_translate(struct hm_engine *e, uint64_t guest_addr, uint32_t *ret_id,
+			 uint64_t *ret_offset);
+
+/* Advice for every chunk mapped in [guest_addr, guest_addr + size)
+ * (chunk granularity; advice belongs to the space's chunk, so it holds
+ * for every alias).  -ENOENT where nothing is mapped in the range. */
 int  hm_engine_advise(struct hm_engine *e, uint64_t guest_addr, uint64_t size, enum hm_advice a);
 
 /* A compute pipeline from a SPIR-V module that calls the lookup helper

@@ -54,6 +54,8 @@ enum hm_msg_type {
 	HM_MSG_ERROR = 10,		/* daemon -> client only */
 	HM_MSG_CONSUMER = 11,		/* the client's own consumer of a space */
 	HM_MSG_COMPLETION_FD = 12,	/* reply + an eventfd (HM_FEAT_COMPLETION_FD) */
+	HM_MSG_MAP = 13,		/* a range of a space at a guest address (HM_FEAT_GUEST_MAP) */
+	HM_MSG_UNMAP = 14,		/* a guest range (HM_FEAT_GUEST_MAP) */
 	HM_MSG_NR
 };
 
@@ -92,9 +94,12 @@ struct hm_msg_hdr {
 /* HM_MSG_CONSUMER */
 #define HM_FEAT_CONSUMER	(1ull << 5)
 #define HM_FEAT_COMPLETION_FD	(1ull << 6)
+/* HM_MSG_MAP, HM_MSG_UNMAP, and SPACE_ADD at HM_PROTO_UNMAPPED: the
+ * client's guest address space (engine.h, hm_engine_map()) */
+#define HM_FEAT_GUEST_MAP	(1ull << 7)
 #define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
 				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_CONSUMER | \
-				 HM_FEAT_COMPLETION_FD)
+				 HM_FEAT_COMPLETION_FD | HM_FEAT_GUEST_MAP)
 
 struct hm_msg_hello {
 	uint32_t version_min;
@@ -119,8 +124,9 @@ struct hm_msg_hello_reply {
 };
 
 /* HM_MSG_SPACE_ADD: nr_fds fds ride along (SCM_RIGHTS) */
+#define HM_PROTO_UNMAPPED	UINT64_MAX	/* guest_addr: map nothing (HM_FEAT_GUEST_MAP) */
 struct hm_msg_space_add {
-	uint64_t guest_addr;	/* guest address the space is mapped at */
+	uint64_t guest_addr;	/* guest address all of the space is mapped at */
 	uint32_t nr_fds;	/* must equal the fds received */
 	uint32_t blob_len;	/* <= HM_PROTO_BLOB_MAX */
 	uint8_t blob[HM_PROTO_BLOB_MAX];	/* hm_space_export()'s blob */
@@ -136,6 +142,35 @@ struct hm_msg_space_add_reply {
 struct hm_msg_handle {
 	uint32_t handle;
 	uint32_t pad;
+};
+
+/*
+ * HM_MSG_MAP: bytes [offset, offset + size) of space `space` at guest
+ * [guest_addr, guest_addr + size) of the client's engine; HM_MAPF_REPLACE
+ * unmaps what is there first (a remap).  offset, size and guest_addr
+ * multiples of HM_PROTO_MAP_ALIGN, size > 0, the range inside the space,
+ * no wrap, pad 0, known flags: else -EINVAL.  The engine's refusals:
+ * -EEXIST (mapped there, no REPLACE), -EMFILE (HM_PROTO_MAX_MAPPINGS),
+ * -E2BIG (HM_PROTO_MAX_MAPPED_BYTES mapped).  Nothing changes on an error.
+ * HM_MSG_UNMAP: every mapped chunk of [guest_addr, guest_addr + size)
+ * (aligned the same); -ENOENT where nothing there is mapped.
+ */
+#define HM_PROTO_MAP_ALIGN	(1ull << 16)	/* the daemon engines' chunk */
+#define HM_PROTO_MAX_MAPPINGS	65536u		/* per client */
+#define HM_PROTO_MAX_MAPPED_BYTES (128ull << 30)	/* per client, aliases counted */
+#define HM_MAPF_REPLACE		0x1u
+#define HM_MAPF_ALL		HM_MAPF_REPLACE
+struct hm_msg_map {
+	uint32_t space;		/* handle */
+	uint32_t flags;		/* HM_MAPF_* */
+	uint64_t offset;
+	uint64_t size;
+	uint64_t guest_addr;
+};
+
+struct hm_msg_unmap {
+	uint64_t guest_addr;
+	uint64_t size;
 };
 
 /* HM_MSG_ADVISE */
