@@ -441,8 +441,12 @@ static int prepare(struct hm_engine *e, struct hm_pipe *pp, bool shared, uint64_
 		if (!err)
 			err = hm_engine_upload(e);
 	}
-	if (!err)
+	if (!err) {
+		uint64_t t0 = hm_now_ns();
+
 		err = hm_window_sync(e, shared);
+		e->st.ns_window_sync += hm_now_ns() - t0;
+	}
 	if (err)
 		return err;
 	if (e->p.test_before_dispatch)

@@ -302,11 +302,13 @@ static void cand_unwind(struct hm_engine *e, size_t i)
 static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 {
 	size_t n = 0, units = 0, nf = 0;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, t0;
 	int err;
 
 	*ret_discarded = 0;
+	t0 = hm_now_ns();
 	err = select_candidates(e, &n);
+	e->st.ns_upload_select += hm_now_ns() - t0;
 	if (err || !n)
 		return err;
 	/* sort by (space, idx): one generations call per space and copies that
@@ -357,18 +359,24 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 	 * (HM_GEN_DEFER): deferring discards every candidate written since
 	 * the harvest, and the guest that writes beside read-mostly data all
 	 * the time (the demo's) then pays a retry for a sixth of them */
-	if (!err)
+	if (!err) {
+		t0 = hm_now_ns();
 		err = arm_and_note(e, n, 0, e->ug0);
+		e->st.ns_upload_gens += hm_now_ns() - t0;
+	}
 	if (!err)
 		err = hm_engine_copy_candidates(e, n, &bytes);
 	if (err)
 		goto out_unwind;
 	if (e->p.test_after_upload_copy)
 		e->p.test_after_upload_copy(e->p.test_arg);
+	t0 = hm_now_ns();
 	err = arm_and_note(e, n, 0, e->ug1);
+	e->st.ns_upload_gens += hm_now_ns() - t0;
 	if (err)
 		goto out_unwind;
 	e->st.upload_bytes += bytes;
+	t0 = hm_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		uint32_t space = hm_ref_space(e->cand[i]);
 		uint64_t idx = hm_ref_idx(e->cand[i]);
@@ -412,6 +420,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		}
 		e->st.uploads++;
 	}
+	e->st.ns_upload_publish += hm_now_ns() - t0;
 	return 0;
 
 out_unwind:

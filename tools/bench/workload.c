@@ -85,6 +85,7 @@ struct wl_tl {
 	uint64_t harvested, uploads, discarded, dropped, refreshed, evicted, backoffs,
 		 refusals, marks, copied, bytes_up, bytes_home, mirrored;
 	uint64_t ns_harvest, ns_upload, ns_upload_copy, ns_dispatch, ns_gpu, ns_marks,
+		 ns_up_select, ns_up_gens, ns_up_publish, ns_win_sync,
 		 ns_copy_back;
 };
 
@@ -633,6 +634,10 @@ static void tl_from_engine(struct wl_tl *t, const struct hm_engine_stats *a,
 	t->ns_harvest = b->ns_harvest - a->ns_harvest;
 	t->ns_upload = b->ns_upload - a->ns_upload;
 	t->ns_upload_copy = b->ns_upload_copy - a->ns_upload_copy;
+	t->ns_up_select = b->ns_upload_select - a->ns_upload_select;
+	t->ns_up_gens = b->ns_upload_gens - a->ns_upload_gens;
+	t->ns_up_publish = b->ns_upload_publish - a->ns_upload_publish;
+	t->ns_win_sync = b->ns_window_sync - a->ns_window_sync;
 	t->ns_dispatch = b->ns_dispatch - a->ns_dispatch;
 	t->ns_gpu = b->ns_dispatch_gpu - a->ns_dispatch_gpu;
 	t->ns_marks = b->ns_marks - a->ns_marks;
@@ -845,7 +850,8 @@ static void summarize(struct wl *w, struct wl_result *res)
 		A(harvested); A(uploads); A(discarded); A(dropped); A(refreshed); A(evicted);
 		A(backoffs); A(refusals); A(marks); A(copied); A(bytes_up); A(bytes_home);
 		A(ns_harvest); A(ns_upload); A(ns_upload_copy); A(ns_dispatch); A(ns_gpu);
-		A(ns_marks); A(ns_copy_back);
+		A(ns_marks); A(ns_copy_back); A(ns_up_select); A(ns_up_gens); A(ns_up_publish);
+		A(ns_win_sync);
 #undef A
 		s->mirrored = t->mirrored;
 	}
@@ -1016,12 +1022,15 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       ",\"marks_scanned\":%" PRIu64 ",\"chunks_copied_home\":%" PRIu64
 		       ",\"chunks_mirrored_end\":%" PRIu64 ",\"ms_per_dispatch\":{\"harvest\":%.3f,"
 		       "\"upload\":%.3f,\"upload_copy\":%.3f,\"dispatch\":%.3f,\"dispatch_gpu\":%.3f,"
-		       "\"marks\":%.3f,\"copy_back\":%.3f}}",
+		       "\"marks\":%.3f,\"copy_back\":%.3f,\"upload_select\":%.3f,"
+		       "\"upload_gens\":%.3f,\"upload_publish\":%.3f,\"window_sync\":%.3f}}",
 		       s->harvested, s->uploads, s->discarded, s->dropped, s->refreshed, s->evicted,
 		       s->backoffs, s->refusals, s->marks, s->copied, s->mirrored,
 		       s->ns_harvest * 1e-6 / n, s->ns_upload * 1e-6 / n, s->ns_upload_copy * 1e-6 / n,
 		       s->ns_dispatch * 1e-6 / n, s->ns_gpu * 1e-6 / n, s->ns_marks * 1e-6 / n,
-		       s->ns_copy_back * 1e-6 / n);
+		       s->ns_copy_back * 1e-6 / n, s->ns_up_select * 1e-6 / n,
+		       s->ns_up_gens * 1e-6 / n, s->ns_up_publish * 1e-6 / n,
+		       s->ns_win_sync * 1e-6 / n);
 	printf(",\"t_ms\":[");
 	for (uint32_t i = 0; i < res->done; i++)
 		printf("%s%.3f", i ? "," : "", res->t_ms[i]);
