@@ -139,6 +139,8 @@ struct hm_window {
 	size_t nr_dirty, cap_dirty;
 	struct hm_window_op *ops;
 	size_t nr_ops, cap_ops;
+	VkBufferCopy *regs;             /* record_ops(): one slab's copy regions */
+	size_t cap_regs;
 	struct hm_vk_cmd cmd;
 	/* sparse form (window.c): mirrors and a sentinel region bound */
 	bool sparse;
