@@ -254,10 +254,8 @@ static int map_new(struct hm_engine *e, const struct hm_emap *m)
 		/* its neighbourhood in the table is full: a bigger table, built
 		 * from e->maps (which holds m already); the window follows it */
 		err = hm_engine_table_rebuild(e, 2 * e->mapped_chunks);
-		if (!err) {
-			hm_window_spaces_changed(e);
+		if (!err)
 			return 0;
-		}
 	}
 	if (!err)
 		return 0;
@@ -345,7 +343,7 @@ static int do_map(struct hm_engine *e, uint32_t id, uint64_t idx, uint64_t n, ui
 		unmap_range(e, g, n);
 	err = map_new(e, &m);
 	if (!err)
-		hm_window_maps_changed(e);
+		e->maps_gen++;  /* the window's next sync looks at the span */
 	return err;
 }
 

@@ -133,6 +133,8 @@ struct hm_window {
 	struct hm_vk_buffer guard;      /* sentinel only: the window of rule 5 and of no window */
 	uint64_t guest_lo;
 	uint64_t span_lo, span_hi;      /* the mapped span the buffer was built for */
+	uint64_t maps_gen;              /* e->maps_gen when the span was last looked at */
+	uint64_t table_gen;             /* e->table_gen the window was planned for */
 	uint64_t covered;               /* guest bytes from guest_lo in the window */
 	uint64_t limit;                 /* largest window, bytes */
 	uint64_t *dirty;                /* guest chunks whose table entry changed since the last sync */
@@ -141,6 +143,7 @@ struct hm_window {
 	size_t nr_ops, cap_ops;
 	VkBufferCopy *regs;             /* record_ops(): one slab's copy regions */
 	size_t cap_regs;
+	struct hm_vk_buffer descs;      /* (mirror, window) addresses for gather.comp */
 	struct hm_vk_cmd cmd;
 	/* sparse form (window.c): mirrors and a sentinel region bound */
 	bool sparse;
@@ -198,6 +201,8 @@ struct hm_engine {
 	 * none overlapping; mapped_chunks of them, the table's entries */
 	struct hm_emap *maps;
 	size_t nr_maps, cap_maps;
+	uint64_t maps_gen;              /* bumped by every new mapping (gmap.c) */
+	uint64_t table_gen;             /* bumped by every table rebuild (table.c) */
 	uint64_t mapped_chunks;
 
 	/* device table and marks */
@@ -359,7 +364,6 @@ int  hm_engine_diff_init(struct hm_engine *e);
  * engine.c calls the rest around the dispatch */
 int  hm_window_init(struct hm_engine *e);
 void hm_window_finish(struct hm_engine *e);
-void hm_window_spaces_changed(struct hm_engine *e);
 /* the mapped span [lo, hi) may have grown: a new window if it did */
 void hm_window_maps_changed(struct hm_engine *e);
 int  hm_window_sync(struct hm_engine *e, bool shared);

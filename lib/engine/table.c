@@ -163,6 +163,7 @@ int hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks)
 	e->st.table_nr_home = nr_home;
 	e->st.table_device_local = dl;
 	e->st.marks_imported = imported;
+	e->table_gen++;                 /* the window follows the new table at its sync */
 	return 0;
 }
 
@@ -178,7 +179,5 @@ int hm_engine_table_reserve(struct hm_engine *e, uint64_t nr_chunks)
 	/* at least twice what is mapped: a rebuild is O(entries), amortised */
 	err = hm_engine_table_rebuild(e, nr_chunks > 2 * e->mapped_chunks ? nr_chunks :
 					 2 * e->mapped_chunks);
-	if (!err)
-		hm_window_spaces_changed(e);
 	return err;
 }

@@ -218,13 +218,9 @@ void hm_window_finish(struct hm_engine *e)
 	free(w->dirty);
 	free(w->ops);
 	free(w->regs);
+	hm_vk_buffer_free(e->vk, &w->descs);
 	free(w->binds);
 	memset(w, 0, sizeof(*w));
-}
-
-void hm_window_spaces_changed(struct hm_engine *e)
-{
-	e->win.rebuild = true;
 }
 
 /* The span of the mapped guest chunks, bytes [*lo, *hi) (lo >= hi: none). */
@@ -425,15 +421,68 @@ static int cmp_op(const void *a, const void *b)
  * H200 about 7 us a chunk (6,500 refreshes a dispatch of the workload: 51
  * of its 61 ms, Documentation/performance.rst).
  */
-static void record_ops(struct hm_engine *e, VkCommandBuffer cb)
+/*
+ * The copies [0, n) of the sorted ops by gather.comp (the upload's
+ * one-pass shader, its twin offset 0: mirror -> window), one dispatch for
+ * them all: on the H200 a vkCmdCopyBuffer region cost about 2 us however
+ * it was merged, 6,500 scattered chunks 14.5 ms.  False: not done (no
+ * memory for the list), the caller copies.
+ */
+static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, bool filled)
+{
+	struct hm_window *w = &e->win;
+	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
+	struct {
+		uint64_t descs, twin_off;
+		uint32_t block_bytes, first;
+	} push = { 0, 0, 0, 0 };
+	uint64_t *d;
+
+	if (e->p.twin_mode != HM_TWIN_GATHER || !n)
+		return false;
+	if (w->descs.size < n * 16) {
+		size_t c = 256;
+
+		while (c < n)
+			c *= 2;
+		hm_vk_buffer_free(e->vk, &w->descs);
+		if (hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &w->descs)) {
+			memset(&w->descs, 0, sizeof(w->descs));
+			return false;
+		}
+	}
+	d = w->descs.map;
+	for (size_t i = 0; i < n; i++) {
+		d[2 * i] = hm_pool_mirror_addr(e, w->ops[i].mirror);
+		d[2 * i + 1] = w->buf.addr + w->ops[i].off;
+	}
+	if (filled)
+		hm_vk_cmd_barrier(cb);  /* the whole fill before the copies */
+	push.descs = w->descs.addr;
+	push.block_bytes = e->chunk < (4u << 10) ? (uint32_t)e->chunk : 4u << 10;
+	for (size_t first = 0; first < n; first += max_y) {
+		push.first = (uint32_t)first;
+		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push),
+				   (uint32_t)(e->chunk / push.block_bytes),
+				   (uint32_t)(n - first < max_y ? n - first : max_y), 1);
+	}
+	e->st.window_copies += n;
+	return true;
+}
+
+static void record_ops(struct hm_engine *e, VkCommandBuffer cb, bool filled)
 {
 	struct hm_window *w = &e->win;
 	VkBuffer cur = VK_NULL_HANDLE;
 	uint64_t fo = 0, fl = 0;
-	size_t nr = 0;
+	size_t nr = 0, nc = 0, i0 = 0;
 
 	qsort(w->ops, w->nr_ops, sizeof(*w->ops), cmp_op);
-	for (size_t i = 0; i < w->nr_ops; i++) {
+	while (nc < w->nr_ops && w->ops[nc].mirror != HM_NO_MIRROR)
+		nc++;           /* the copies sort first */
+	if (gather_copies(e, cb, nc, filled))
+		i0 = nc;
+	for (size_t i = i0; i < w->nr_ops; i++) {
 		struct hm_window_op *op = &w->ops[i];
 		uint64_t so;
 		VkBuffer slab;
@@ -495,6 +544,14 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 
 	if (!w->enabled || shared)
 		return 0;       /* a shared dispatch sees the guard alone */
+	if (w->table_gen != e->table_gen) {
+		w->table_gen = e->table_gen;
+		w->rebuild = true;      /* a new table: every mirror replanned */
+	}
+	if (w->maps_gen != e->maps_gen) {
+		w->maps_gen = e->maps_gen;
+		hm_window_maps_changed(e);
+	}
 	if (!w->rebuild && !w->nr_dirty)
 		return 0;
 	err = hm_vk_cmd_start(e->vk, &w->cmd, &cb);
@@ -555,7 +612,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
 				     VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	}
-	record_ops(e, cb);
+	record_ops(e, cb, filled);
 	hm_vk_cmd_barrier(cb);
 	err = hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
 	hm_vk_buffer_free(e->vk, &w->old);
