@@ -412,16 +412,6 @@ static int cmp_op(const void *a, const void *b)
 }
 
 /*
- * Record the planned fills and copies, after a barrier on what came before.
- * Each guest chunk is planned once (hm_window_sync() drops repeats), so the
- * ops touch disjoint window bytes and their order does not matter: they
- * are sorted so that one vkCmdCopyBuffer carries a whole slab's copies
- * (regions merged where both sides run on) and one vkCmdFillBuffer each
- * run of neighbouring sentinel chunks.  One command per chunk cost the
- * H200 about 7 us a chunk (6,500 refreshes a dispatch of the workload: 51
- * of its 61 ms, Documentation/performance.rst).
- */
-/*
  * The copies [0, n) of the sorted ops by gather.comp (the upload's
  * one-pass shader, its twin offset 0: mirror -> window), one dispatch for
  * them all: on the H200 a vkCmdCopyBuffer region cost about 2 us however
@@ -470,6 +460,17 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 	return true;
 }
 
+/*
+ * Record the planned fills and copies, after a barrier on what came before.
+ * Each guest chunk is planned once (hm_window_sync() drops repeats), so the
+ * ops touch disjoint window bytes and their order does not matter: they
+ * are sorted so that the copies go first, by gather.comp in one dispatch
+ * where the engine uploads that way (GPUs), else one vkCmdCopyBuffer a
+ * slab (regions merged where both sides run on), then one vkCmdFillBuffer
+ * a run of neighbouring sentinel chunks.  One command a chunk cost the
+ * H200 about 7 us a chunk (the workload's 6,500 refreshes a dispatch: 51
+ * of its 61 ms, Documentation/performance.rst).
+ */
 static void record_ops(struct hm_engine *e, VkCommandBuffer cb, bool filled)
 {
 	struct hm_window *w = &e->win;
