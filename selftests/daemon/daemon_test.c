@@ -126,6 +126,16 @@ static int stop_daemon(pid_t pid, int ms)
 	return -1;
 }
 
+/* The fixture's daemon stopped and started again holding every client to
+ * the isolation check (--isolate-all), listening at dir/name (into sock). */
+static pid_t restart_isolating(pid_t pid, const char *dir, const char *name, char *sock,
+			       size_t len)
+{
+	stop_daemon(pid, 5000);
+	snprintf(sock, len, "%s/%s", dir, name);
+	return start_daemon(sock, "--isolate-all", NULL);
+}
+
 FIXTURE(daemon) {
 	char dir[64];
 	char sock[128];
@@ -2418,9 +2428,7 @@ TEST_F(daemon, modules_point_only_where_the_helper_answers)
 	SPACE_OR_SKIP(s, 1 << 20);
 	/* the test runs as root or the daemon's uid, whose modules are not
 	 * held to the check by default: a daemon that checks every client */
-	stop_daemon(self->pid, 5000);
-	snprintf(sock2, sizeof(sock2), "%s/iso", self->dir);
-	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	self->pid = restart_isolating(self->pid, self->dir, "iso", sock2, sizeof(sock2));
 	ASSERT_GT(self->pid, 0);
 	ASSERT_EQ(0, hm_client_connect(sock2, &c));
 	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
@@ -2589,9 +2597,7 @@ TEST_F(daemon, a_load_function_of_the_clients_own_never_runs)
 	if (!self->engine)
 		SKIP(return, "daemon has no engine");
 	SPACE_OR_SKIP(s, 1 << 20);
-	stop_daemon(self->pid, 5000);
-	snprintf(sock2, sizeof(sock2), "%s/relink", self->dir);
-	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	self->pid = restart_isolating(self->pid, self->dir, "relink", sock2, sizeof(sock2));
 	ASSERT_GT(self->pid, 0);
 	ASSERT_EQ(0, hm_client_connect(sock2, &c));
 	ASSERT_EQ(0, hm_client_space_add(c, s, G, &id));
@@ -2950,9 +2956,7 @@ TEST_F(daemon, spirv_mutation_fuzz)
 	w = malloc(cap * 4);
 	ASSERT_NE(NULL, w);
 	/* every client held to the isolation check */
-	stop_daemon(self->pid, 5000);
-	snprintf(sock2, sizeof(sock2), "%s/iso", self->dir);
-	self->pid = start_daemon(sock2, "--isolate-all", NULL);
+	self->pid = restart_isolating(self->pid, self->dir, "iso", sock2, sizeof(sock2));
 	ASSERT_GT(self->pid, 0);
 	g.sock = sock2;
 	ASSERT_EQ(0, hm_client_connect(sock2, &obs));
