@@ -355,13 +355,17 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 	err = hm_grow((void **)&e->ug0, &e->cap_ug0, units, sizeof(*e->ug0));
 	if (!err)
 		err = hm_grow((void **)&e->ug1, &e->cap_ug1, units, sizeof(*e->ug1));
-	/* the generations before the copy are scanned, not deferred
-	 * (HM_GEN_DEFER): deferring discards every candidate written since
-	 * the harvest, and the guest that writes beside read-mostly data all
-	 * the time (the demo's) then pays a retry for a sixth of them */
+	/* the generations before the copy are what the space last learnt
+	 * (HM_GEN_DEFER): the harvest's scan, or the previous try's check,
+	 * re-armed every unit it found written, so what it answered is a
+	 * clean start; a write since moves the generation the check after
+	 * the copy reads, and the candidate is discarded (rule 3).  A scan
+	 * here would only move such writes from this try's discards to its
+	 * copy, at the price of a scan of the candidates' spans (uffd-async:
+	 * a PAGEMAP_SCAN over most of the hierarchy, as long as the check) */
 	if (!err) {
 		t0 = hm_now_ns();
-		err = arm_and_note(e, n, 0, e->ug0);
+		err = arm_and_note(e, n, HM_GEN_DEFER, e->ug0);
 		e->st.ns_upload_gens += hm_now_ns() - t0;
 	}
 	if (!err)
