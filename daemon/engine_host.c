@@ -130,6 +130,14 @@ int hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 	return r == -ENOENT ? -EFAULT : r;      /* nothing mapped there */
 }
 
+int hmd_eng_prefetch(struct hmd_client *c)
+{
+	struct hm_engine *e;
+	int r = client_engine(c, &e);
+
+	return r < 0 ? r : hm_engine_prefetch(e);
+}
+
 /* the protocol states the engine's limit and chunk */
 _Static_assert(HM_PROTO_MAX_MAPPINGS == HM_ENGINE_MAX_MAPPINGS, "HM_PROTO_MAX_MAPPINGS");
 _Static_assert(HM_PROTO_MAP_ALIGN == 1ull << HM_CHUNK_SHIFT_DEFAULT, "HM_PROTO_MAP_ALIGN");

@@ -40,6 +40,7 @@ void hmd_eng_space_remove(struct hmd_client *c, struct hmd_space *sp);
 int  hmd_eng_map(struct hmd_client *c, struct hmd_space *sp, uint64_t offset, uint64_t size,
 		 uint64_t guest_addr, uint32_t flags);
 int  hmd_eng_unmap(struct hmd_client *c, uint64_t guest_addr, uint64_t size);
+int  hmd_eng_prefetch(struct hmd_client *c);
 int  hmd_eng_advise(struct hmd_client *c, uint64_t addr, uint64_t size,
 		    uint32_t advice);
 int  hmd_eng_pipeline(struct hmd_client *c, struct hmd_pipeline *p);

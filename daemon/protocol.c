@@ -269,7 +269,7 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_CONSUMER |
 			     HM_FEAT_COMPLETION_FD |
 			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS |
-			      HM_FEAT_GUEST_MAP : 0) |
+			      HM_FEAT_GUEST_MAP | HM_FEAT_PREFETCH : 0) |
 			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
 	r.max_msg = hm_le32(HM_PROTO_MAX_MSG);
 	r.max_spaces = hm_le32(HMD_MAX_SPACES);
@@ -574,6 +574,31 @@ static int on_advise(struct hmd_client *c, uint32_t seq, const void *p,
 	r->adv.addr = addr;
 	r->adv.size = size;
 	r->adv.advice = advice;
+	hmd_worker_queue(&r->job);
+	return 0;
+}
+
+/* ---- PREFETCH ---- */
+
+static void prefetch_run(struct hmd_job *j)
+{
+	int r = hmd_eng_prefetch(hmd_job_client(j));
+
+	j->status = r < 0 ? r : 0;
+	hmd_client_refresh_estats(hmd_job_client(j));
+}
+
+static int on_prefetch(struct hmd_client *c, uint32_t seq, size_t len)
+{
+	struct hmd_req *r;
+
+	if (len)
+		return -EBADMSG;
+	if (!hmd_engine_available())
+		return -ENOSYS;
+	r = req_new(c, HM_MSG_PREFETCH, seq, prefetch_run, simple_done);
+	if (!r)
+		return -ENOMEM;
 	hmd_worker_queue(&r->job);
 	return 0;
 }
@@ -1239,6 +1264,9 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		break;
 	case HM_MSG_ADVISE:
 		r = on_advise(c, seq, payload, plen);
+		break;
+	case HM_MSG_PREFETCH:
+		r = on_prefetch(c, seq, plen);
 		break;
 	case HM_MSG_PIPELINE_NEW:
 		r = on_pipeline_new(c, seq, payload, plen, fds, nr_fds);

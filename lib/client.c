@@ -489,6 +489,15 @@ int hm_client_advise(struct hm_client *c, uint64_t guest_addr, uint64_t size,
 		    NULL);
 }
 
+int hm_client_prefetch(struct hm_client *c)
+{
+	if (!c)
+		return -EINVAL;
+	if (!(c->info.features & HM_FEAT_PREFETCH))
+		return -EOPNOTSUPP;
+	return call(c, HM_MSG_PREFETCH, NULL, 0, NULL, 0, NULL, 0, NULL, 0, NULL);
+}
+
 static int consumer_call(struct hm_client *c, uint32_t space, uint32_t op, uint64_t off,
 			 uint64_t len)
 {

@@ -418,6 +418,23 @@ static int check_args(struct hm_engine *e, uint32_t pipeline, const uint32_t gro
 	return 0;
 }
 
+/* step 2: the uploads or rule 5's repointing, then the window; under e->lock */
+static int upload_and_sync(struct hm_engine *e, bool shared)
+{
+	uint64_t t0;
+	int err;
+
+	err = shared ? hm_engine_unpublish_all(e) : hm_engine_republish(e);
+	if (!err && !shared)
+		err = hm_engine_upload(e);
+	if (err)
+		return err;
+	t0 = hm_now_ns();
+	err = hm_window_sync(e, shared);
+	e->st.ns_window_sync += hm_now_ns() - t0;
+	return err;
+}
+
 /*
  * Steps 1 and 2 of a dispatch (harvest, uploads or rule 5's repointing,
  * the window, the table flushed), under e->lock: what the device reads is
@@ -434,19 +451,7 @@ static int prepare(struct hm_engine *e, struct hm_pipe *pp, bool shared, uint64_
 	if (err)
 		return err;
 	t[1] = hm_now_ns();
-	if (shared) {
-		err = hm_engine_unpublish_all(e);
-	} else {
-		err = hm_engine_republish(e);
-		if (!err)
-			err = hm_engine_upload(e);
-	}
-	if (!err) {
-		uint64_t t0 = hm_now_ns();
-
-		err = hm_window_sync(e, shared);
-		e->st.ns_window_sync += hm_now_ns() - t0;
-	}
+	err = upload_and_sync(e, shared);
 	if (err)
 		return err;
 	if (e->p.test_before_dispatch)
@@ -454,6 +459,35 @@ static int prepare(struct hm_engine *e, struct hm_pipe *pp, bool shared, uint64_
 	hm_table_flush(e->table);
 	t[2] = hm_now_ns();
 	return 0;
+}
+
+int hm_engine_prefetch(struct hm_engine *e)
+{
+	uint64_t uploads, t0;
+	int err;
+
+	if (!e)
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	err = e->work.mode ? -EBUSY : -ENODEV;
+	if (!e->vk->lost && !e->work.mode) {
+		/* prepare()'s steps; the tier switch and the dispatch sequence
+		 * (thrash control's clock) are the next dispatch's own */
+		uploads = e->st.uploads;
+		t0 = hm_now_ns();
+		err = hm_engine_harvest(e);
+		if (!err)
+			err = upload_and_sync(e, false);
+		if (!err)
+			hm_table_flush(e->table);
+		e->st.ns_prefetch += hm_now_ns() - t0;
+		e->st.prefetches++;
+		uploads = e->st.uploads - uploads;
+		if (!err)
+			err = uploads > INT32_MAX ? INT32_MAX : (int)uploads;
+	}
+	pthread_mutex_unlock(&e->lock);
+	return err;
 }
 
 int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,

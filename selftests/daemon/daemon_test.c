@@ -1243,6 +1243,77 @@ TEST_F(daemon, client_consumer_sees_what_the_engine_sees)
 	hm_space_free(s);
 }
 
+/*
+ * PREFETCH: the client's engine uploads what it was advised before any
+ * dispatch, guarded from then on (a CPU write after it is what the first
+ * dispatch reads); a PREFETCH with a payload is -EBADMSG.
+ */
+TEST_F(daemon, prefetch_uploads_before_the_first_dispatch)
+{
+	const uint64_t guest = 1ull << 32;
+	const uint32_t nwords = 64 * 64, dst = 2 << 20;
+	uint32_t *w, id, p, push[4] = { (uint32_t)guest, (uint32_t)(guest >> 32), dst, 0 };
+	struct hm_client_dispatch d = { .groups = { 64, 1, 1 }, .nr_push = 4, .push = push };
+	struct hm_client_result res;
+	struct hm_client_stats st;
+	struct hm_client *c;
+	struct hm_space *s;
+	uint32_t *mem;
+	size_t n;
+	int r;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	if (!self->engine) {
+		EXPECT_FALSE(hm_client_info(c)->features & HM_FEAT_PREFETCH);
+		EXPECT_EQ(-EOPNOTSUPP, hm_client_prefetch(c));
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine");
+	}
+	ASSERT_TRUE(hm_client_info(c)->features & HM_FEAT_PREFETCH);
+	r = new_space(&s, 4 << 20);
+	if (r < 0)
+		SKIP(return, "no watch backend for a space here (%s)", strerror(-r));
+	mem = hm_space_addr(s);
+	for (uint32_t i = 0; i < nwords; i++)
+		mem[i] = 1000 + i;
+	r = hm_client_space_add(c, s, guest, &id);
+	if (r == -EOPNOTSUPP || r == -ENOSYS)
+		SKIP(return, "space handoff unsupported here (%s)", strerror(-r));
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_client_advise(c, guest, 256 << 10, 2));	/* read-mostly */
+	ASSERT_EQ(0, hm_client_prefetch(c));
+	ASSERT_EQ(0, hm_client_stats(c, &st));
+	ASSERT_LT(HM_ESTAT_UPLOADS, st.nr_engine);
+	EXPECT_EQ(0, st.engine[HM_ESTAT_DISPATCHES]);
+	EXPECT_EQ(256u << 10 >> HM_CHUNK_SHIFT_DEFAULT, st.engine[HM_ESTAT_UPLOADS]);
+	ASSERT_EQ(0, hm_client_prefetch(c));		/* nothing more to do */
+	ASSERT_EQ(0, hm_client_stats(c, &st));
+	EXPECT_EQ(256u << 10 >> HM_CHUNK_SHIFT_DEFAULT, st.engine[HM_ESTAT_UPLOADS]);
+
+	mem[5] = 4242;
+	ASSERT_EQ(0, copy_build(&w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(c, w, n, "main", 4, &p));
+	d.pipeline = p;
+	ASSERT_EQ(0, hm_client_dispatch(c, &d, 60000, &res));
+	ASSERT_EQ(0, res.status);
+	EXPECT_EQ(4242u, mem[dst / 4 + 5]);
+	EXPECT_EQ(1006u, mem[dst / 4 + 6]);
+	{
+		uint8_t buf[64];
+		struct hm_msg_hdr h;
+		int len = raw_hdr(buf, HM_MSG_PREFETCH, 79, 8);
+
+		memset(buf + sizeof(h), 0, 8);
+		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, NULL, 0));
+		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
+		EXPECT_EQ(0, hm_client_ping(c));
+	}
+	EXPECT_EQ(0, hm_client_space_remove(c, id));
+	free(w);
+	hm_client_free(c);
+	hm_space_free(s);
+}
+
 TEST_F(daemon, daemon_restart_with_clients)
 {
 	struct hm_client *c[3];

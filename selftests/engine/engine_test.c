@@ -1442,6 +1442,46 @@ TEST_F(rules, harvest_now_drops_mirror_before_dispatch)
 	ASSERT_EQ(st0.mirrors_dropped_by_guard + 1, st1.mirrors_dropped_by_guard);
 }
 
+/*
+ * hm_engine_prefetch(): the advised chunks are uploaded and published
+ * before any dispatch, guarded as an upload at a dispatch is: a CPU write
+ * after the prefetch is seen by the next dispatch.
+ */
+TEST_F(rules, prefetch_uploads_before_the_first_dispatch)
+{
+	uint32_t off = 3 * CHUNK + 40, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	RULES_ENV(self);
+	ASSERT_EQ(-EINVAL, hm_engine_prefetch(NULL));
+	ASSERT_EQ(0, hm_engine_prefetch(self->v.e));    /* nothing wanted yet */
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 2 * CHUNK, 3 * CHUNK,
+				      HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(3, hm_engine_prefetch(self->v.e));
+	for (uint32_t c = 2; c < 5; c++) {
+		ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + c * CHUNK, &m));
+		ASSERT_TRUE(m);
+	}
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 5 * CHUNK, &m));
+	ASSERT_FALSE(m);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.dispatches);
+	ASSERT_EQ(3, st.uploads);
+	ASSERT_EQ(2, st.prefetches);
+	ASSERT_EQ(0, hm_engine_prefetch(self->v.e));    /* all clean: nothing to do */
+
+	/* the guard holds from the prefetch on */
+	self->v.mem[off] ^= 0x5a;
+	ASSERT_EQ(0, one_lane(&self->v, off, out, 0, 0));
+	ASSERT_EQ(0, memcmp(self->v.mem + off, self->v.mem + out, 4));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.dispatches);
+	ASSERT_EQ(1, st.mirrors_dropped_by_guard);
+	ASSERT_EQ(4, st.uploads);                       /* the written chunk, again */
+	ASSERT_EQ(0, st.uploads_discarded);
+}
+
 TEST_F(rules, hot_chunks_are_mirrored)
 {
 	struct hm_engine_stats st;

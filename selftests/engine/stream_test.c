@@ -600,6 +600,7 @@ TEST_F(stream, bad_arguments)
 	ASSERT_EQ(-EBUSY, hm_engine_submit(e, &d, &w2));
 	ASSERT_EQ(-EBUSY, hm_engine_dispatch(e, d.pipeline, 1, 1, 1, push, RW_USER_WORDS, 0));
 	ASSERT_EQ(-EBUSY, hm_engine_harvest_now(e));
+	ASSERT_EQ(-EBUSY, hm_engine_prefetch(e));
 	ASSERT_EQ(-EBUSY, hm_engine_advise(e, GUEST_BASE, CHUNK, HM_ADVICE_NEVER_MIRROR));
 	ASSERT_EQ(-EBUSY, hm_engine_remove_space(e, 0));
 	/* never submitted: not complete, and it can be dropped */

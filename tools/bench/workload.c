@@ -29,7 +29,10 @@
  *
  * The scene evolves the same way in every mode (one seed), so the
  * reference hits of every dispatch are computed once, up front, on a copy
- * of their own.  Per mode and round: rays/s over the dispatches' time
+ * of their own.  Every mode fills device memory with the scene before its
+ * first dispatch (ideal and buffer-cache copy it, uvm prefetches it, the
+ * engine modes call hm_engine_prefetch() after their advice; that time is
+ * populate_ms).  Per mode and round: rays/s over the dispatches' time
  * (from the first byte a mode moves for a dispatch to its outputs home),
  * median, p99 and per-quarter median of the dispatch time, bytes moved
  * each way, CPU time spent tracking guest writes, the engine's phases and,
@@ -101,6 +104,7 @@ struct wl_result {
 	double rays_s, med, p99, q[4], gpu_med;
 	uint64_t bytes_up, bytes_down, trips;
 	double track_ms, stall_ms;	/* CPU time tracking writes; writer stalled */
+	double populate_ms;		/* device memory filled before the first dispatch */
 	uint64_t mismatches, lost;
 	struct wl_tl sum;
 };
@@ -112,6 +116,7 @@ struct wl {
 	uint32_t hits_advice;		/* the hit records' (default: none) */
 	uint32_t watch_shift;		/* the guest space's watch unit (default: pages) */
 	bool constant, json, timeline;
+	bool no_prefetch;		/* engine modes: the first dispatch uploads */
 	const char *socket, *plot, *backend;
 	bool modes[M_NR];
 	/* the scene as built, and the reference hits of every dispatch */
@@ -321,8 +326,12 @@ static int ideal_setup(struct wl_run *r)
 	err = vk_common_setup(r, 0);
 	if (!err)
 		err = hm_vk_import_host(r->w->vk, r->mem, r->sc.size, &r->host);
-	if (!err)
+	if (!err) {
+		uint64_t t0 = now_ns();
+
 		err = hm_vk_copy_sync(r->w->vk, r->host.buf, 0, r->dev.buf, 0, r->sc.size);
+		r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+	}
 	return err;
 }
 
@@ -412,6 +421,7 @@ static int bc_setup(struct wl_run *r)
 {
 	uint64_t chunk = 64ull << 20;
 	struct sigaction sa = { .sa_sigaction = bc_segv, .sa_flags = SA_SIGINFO | SA_RESTART };
+	uint64_t t0;
 	int err;
 
 	r->mem = map_anon(r->sc.size);
@@ -421,6 +431,7 @@ static int bc_setup(struct wl_run *r)
 	err = vk_common_setup(r, chunk < r->sc.size ? chunk : r->sc.size);
 	if (err)
 		return err;
+	t0 = now_ns();
 	for (uint64_t off = 0; off < r->sc.size; off += r->stage.size) {
 		uint64_t n = r->sc.size - off < r->stage.size ? r->sc.size - off : r->stage.size;
 
@@ -429,6 +440,7 @@ static int bc_setup(struct wl_run *r)
 		if (err)
 			return err;
 	}
+	r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
 	bc.dirty = calloc(r->sc.size / PAGE, 1);
 	if (!bc.dirty)
 		return -ENOMEM;
@@ -610,6 +622,15 @@ static int engine_setup(struct wl_run *r)
 		err = hm_engine_pipeline_new(r->e, hm_demo_traverse_spv,
 					     sizeof(hm_demo_traverse_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
+	/* the advised hierarchy uploaded before the first dispatch, as the
+	 * other modes fill device memory before theirs */
+	if (!err && !zc && !r->w->no_prefetch) {
+		uint64_t t0 = now_ns();
+
+		err = hm_engine_prefetch(r->e);
+		err = err < 0 ? err : 0;
+		r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+	}
 	if (!err)
 		err = hm_engine_stats(r->e, &r->est0);
 	return err;
@@ -718,6 +739,18 @@ static int daemon_setup(struct wl_run *r)
 		err = hm_client_pipeline_new(r->cl, hm_demo_traverse_spec_spv,
 					     sizeof(hm_demo_traverse_spec_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
+	if (!err && !r->w->no_prefetch) {
+		uint64_t t0 = now_ns();
+
+		err = hm_client_prefetch(r->cl);
+		r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+		if (err == -EOPNOTSUPP) {	/* a daemon of before HM_FEAT_PREFETCH */
+			snprintf(r->res->note + strlen(r->res->note),
+				 sizeof(r->res->note) - strlen(r->res->note),
+				 ", no prefetch (daemon)");
+			err = 0;
+		}
+	}
 	if (!err)
 		err = hm_client_stats(r->cl, &st);
 	if (!err) {
@@ -1006,14 +1039,14 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 	       "\"quarter_ms\":[%.3f,%.3f,%.3f,%.3f],\"gpu_median_ms\":%.3f,"
 	       "\"bytes_up\":%" PRIu64 ",\"bytes_down\":%" PRIu64 ",\"cpu_track_ms\":%.3f,"
 	       "\"writer_stall_ms\":%.3f,\"trips\":%" PRIu64 ",\"mismatches\":%" PRIu64
-	       ",\"lost_writes\":%" PRIu64,
+	       ",\"lost_writes\":%" PRIu64 ",\"populate_ms\":%.3f,\"prefetch\":%s",
 	       mode_name[res->mode], res->round, res->ran ? "true" : "false",
 	       res->mode == M_UVM || res->mode == M_UVM_HMM ? w->uvm_device : w->device,
 	       res->note, w->size_mib, w->tmpl.size, w->rays, w->dispatches, res->done, w->mods,
 	       w->write_every, w->chunk_shift, w->watch_shift, w->hits_advice, w->constant ? "true" : "false", res->rays_s, res->med, res->p99,
 	       res->q[0], res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up,
 	       res->bytes_down, res->track_ms, res->stall_ms, res->trips, res->mismatches,
-	       res->lost);
+	       res->lost, res->populate_ms, w->no_prefetch ? "false" : "true");
 	if (res->tl)
 		printf(",\"engine\":{\"harvested\":%" PRIu64 ",\"uploads\":%" PRIu64
 		       ",\"uploads_discarded\":%" PRIu64 ",\"mirrors_dropped\":%" PRIu64
@@ -1085,10 +1118,11 @@ static void print_text(const struct wl *w, const struct wl_result *res)
 	}
 	fprintf(stderr, "workload: %-14s round %u: %10.0f rays/s  median %8.2f ms  p99 %8.2f  "
 		"quarters %.2f %.2f %.2f %.2f  gpu %.2f  up %.1f MiB  down %.1f MiB  "
-		"track %.1f ms  mismatches %" PRIu64 " lost %" PRIu64 "%s%s\n",
+		"track %.1f ms  populate %.1f ms  mismatches %" PRIu64 " lost %" PRIu64 "%s%s\n",
 		mode_name[res->mode], res->round, res->rays_s, res->med, res->p99, res->q[0],
 		res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up / 1048576.0,
-		res->bytes_down / 1048576.0, res->track_ms, res->mismatches, res->lost,
+		res->bytes_down / 1048576.0, res->track_ms, res->populate_ms, res->mismatches,
+		res->lost,
 		res->note[0] ? "  " : "", res->note);
 	if (res->tl && w->timeline)
 		print_text_timeline(res);
@@ -1238,7 +1272,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: hmirror-bench workload [--modes LIST|all] [--rounds R] [--size MIB]\n"
 		"       [--rays N] [--dispatches N] [--mods N] [--write-every K] [--scratch-max N]\n"
 		"       [--constant] [--backend NAME] [--socket PATH] [--threads N]\n"
-		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--json]\n"
+		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--no-prefetch] [--json]\n"
 		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper uvm uvm-hmm\n"
 		"  (hmirror, hmirror-daemon: loads at the mirror window, two tiers;\n"
 		"  hmirror-helper and zero-copy: every load through the helper)\n"
@@ -1253,6 +1287,9 @@ static void usage(FILE *f)
 		"  --chunk-shift S  the in-process engines' chunk (default the engine's)\n"
 		"  --hits-advice A  the hit records' advice (0, none: the engine decides)\n"
 		"  --watch-shift S  the guest space's watch unit (12, pages; 16 = the chunk)\n"
+		"  --no-prefetch    the engine modes' first dispatch uploads the hierarchy\n"
+		"                   (default: hm_engine_prefetch() / hm_client_prefetch() first,\n"
+		"                   as the other modes fill device memory before theirs)\n"
 		"Exit status 1 when any mode that ran mismatched, lost a write or failed.\n");
 }
 
@@ -1276,6 +1313,7 @@ int bench_workload(int argc, char **argv)
 		{ "chunk-shift", required_argument, NULL, 'C' },
 		{ "hits-advice", required_argument, NULL, 'H' },
 		{ "watch-shift", required_argument, NULL, 'W' },
+		{ "no-prefetch", no_argument, NULL, 'P' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1309,6 +1347,7 @@ int bench_workload(int argc, char **argv)
 		case 'C': w.chunk_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'H': w.hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'W': w.watch_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'P': w.no_prefetch = true; break;
 		case 'j': w.json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

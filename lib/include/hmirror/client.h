@@ -75,6 +75,10 @@ int  hm_client_unmap(struct hm_client *c, uint64_t guest_addr, uint64_t size);
 
 int  hm_client_advise(struct hm_client *c, uint64_t guest_addr,
 		      uint64_t size, uint32_t advice);
+/* hm_engine_prefetch() on the client's engine in the daemon: returns once
+ * what its next dispatch would upload is uploaded (0 or -errno; no count).
+ * -EOPNOTSUPP without HM_FEAT_PREFETCH. */
+int  hm_client_prefetch(struct hm_client *c);
 
 /*
  * The client's own consumer of a space it handed to the daemon (watch.h

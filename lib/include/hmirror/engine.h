@@ -340,6 +340,22 @@ int  hm_engine_cancel(struct hm_engine_work *w);
  */
 int  hm_engine_harvest_now(struct hm_engine *e);
 
+/*
+ * Upload now what the next dispatch would upload (the chunks advised
+ * HM_ADVICE_READ_MOSTLY or PREFER_DEVICE, or hot, that have no clean
+ * mirror, within the budget): a harvest, the uploads with their retries
+ * (rule 3), the window and the table, as the preparation of
+ * hm_engine_dispatch() does, so that the first dispatch over freshly
+ * advised memory does not wait for its mirrors (CUDA's
+ * cudaMemPrefetchAsync, done synchronously).  Serialised with dispatch by
+ * the engine lock.  Returns the number of mirrors published (>= 0), or
+ * -EBUSY while a recorded or submitted work is not complete, -ENODEV once
+ * the device is lost.  Counted in prefetches and ns_prefetch (its upload
+ * parts also in ns_upload_select .. ns_window_sync), not in ns_harvest,
+ * ns_upload or dispatches.
+ */
+int  hm_engine_prefetch(struct hm_engine *e);
+
 /* Change how later uploads fill twins (enum hm_twin_mode; for measuring). */
 int  hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode);
 
@@ -361,6 +377,7 @@ struct hm_engine_stats {
 	uint64_t mirrors_dropped_by_guard;  /* all of them, early ones included */
 	uint64_t mirrors_dropped_early;   /* by hm_engine_harvest_now(), before a dispatch */
 	uint64_t early_harvests;          /* hm_engine_harvest_now() calls */
+	uint64_t prefetches;              /* hm_engine_prefetch() calls */
 	uint64_t mirrors_dropped_shared;  /* device wrote home in a shared dispatch */
 	uint64_t mirrors_evicted;       /* over budget, for a chunk of higher priority */
 	uint64_t budget_refusals;       /* wanted chunks left home: budget full */
@@ -385,6 +402,7 @@ struct hm_engine_stats {
 	uint64_t ns_marks;
 	uint64_t ns_copy_back;          /* diff + copy home (submit + wait) */
 	uint64_t ns_total;
+	uint64_t ns_prefetch;           /* hm_engine_prefetch(), all of it */
 	/* mirror window and tiers */
 	uint64_t window_bytes;          /* the window buffer, 0 if none */
 	uint64_t window_syncs;          /* dispatch boundaries that changed it */

@@ -56,6 +56,7 @@ enum hm_msg_type {
 	HM_MSG_COMPLETION_FD = 12,	/* reply + an eventfd (HM_FEAT_COMPLETION_FD) */
 	HM_MSG_MAP = 13,		/* a range of a space at a guest address (HM_FEAT_GUEST_MAP) */
 	HM_MSG_UNMAP = 14,		/* a guest range (HM_FEAT_GUEST_MAP) */
+	HM_MSG_PREFETCH = 15,		/* empty: upload what is wanted now (HM_FEAT_PREFETCH) */
 	HM_MSG_NR
 };
 
@@ -97,9 +98,12 @@ struct hm_msg_hdr {
 /* HM_MSG_MAP, HM_MSG_UNMAP, and SPACE_ADD at HM_PROTO_UNMAPPED: the
  * client's guest address space (engine.h, hm_engine_map()) */
 #define HM_FEAT_GUEST_MAP	(1ull << 7)
+/* HM_MSG_PREFETCH: the client's engine uploads now what its next dispatch
+ * would (engine.h, hm_engine_prefetch()); the reply comes once it did */
+#define HM_FEAT_PREFETCH	(1ull << 8)
 #define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
 				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_CONSUMER | \
-				 HM_FEAT_COMPLETION_FD | HM_FEAT_GUEST_MAP)
+				 HM_FEAT_COMPLETION_FD | HM_FEAT_GUEST_MAP | HM_FEAT_PREFETCH)
 
 struct hm_msg_hello {
 	uint32_t version_min;
