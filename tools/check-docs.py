@@ -119,7 +119,7 @@ def main(argv):
         for m in msgs:
             print(m)
         bad += len(msgs)
-    print("%d files, %d messages at warning or above" % (len(files), bad))
+    print("%d files, %d messages" % (len(files), bad))
     return 1 if bad else 0
 
 

@@ -211,7 +211,8 @@ if want static; then
 	py=/usr/bin/python3
 	[ -x "$py" ] || py=python3
 	"$py" tools/check-docs.py $docs >"$log" 2>&1
-	one "docutils over Documentation/ ($(echo $docs | wc -w) files, warnings fail)" $? "$log"
+	rc=$?
+	one "docutils over Documentation/ ($(echo $docs | wc -w) files, warnings fail)" $rc "$log"
 	src=$(ls kmod/*.[ch] uapi/linux/*.h 2>/dev/null)
 	log=$out/static/checkpatch.log
 	if [ -z "$src" ]; then
