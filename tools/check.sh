@@ -12,7 +12,9 @@
 #   4. static checks, one test each: checkpatch.pl --strict over kmod/ and
 #      uapi/, sparse (make C=2) for each test kernel, and no cycle in the
 #      call and include graph among kmod/ files, nor among the files of
-#      daemon/, lib/ or lib/engine/ (tools/kmod-graph.sh).
+#      daemon/, lib/ or lib/engine/ (tools/kmod-graph.sh), and docutils
+#      over Documentation/*.rst, failing on any warning or error
+#      (tools/check-docs.py).
 #
 # Test programs speak TAP (kselftest harness): "ok", "not ok" and
 # "ok ... # SKIP" lines are counted.  A program that crashes, times out or
@@ -201,6 +203,16 @@ fi
 if want static; then
 	echo "== static checks"
 	mkdir -p "$out/static"
+	# the reStructuredText of Documentation/: any docutils message at
+	# warning level or above fails (Debian's python3 has python3-docutils,
+	# tools/deps.sh; another python3 first in PATH may lack it)
+	docs=$(ls Documentation/*.rst 2>/dev/null)
+	log=$out/static/docutils.log
+	py=/usr/bin/python3
+	[ -x "$py" ] || py=python3
+	"$py" tools/check-docs.py $docs >"$log" 2>&1
+	rc=$?
+	one "docutils over Documentation/ ($(echo $docs | wc -w) files, warnings fail)" $rc "$log"
 	src=$(ls kmod/*.[ch] uapi/linux/*.h 2>/dev/null)
 	log=$out/static/checkpatch.log
 	if [ -z "$src" ]; then

@@ -29,7 +29,7 @@ PKGS="build-essential pkg-config kmod cpio
  spirv-tools glslang-tools
  qemu-system-x86 busybox-static xz-utils zstd debootstrap
  linux-source-6.1
- sparse gnuplot-nox python3 python3-yaml
+ sparse gnuplot-nox python3 python3-yaml python3-docutils
  debhelper lintian"
 # what a build root gets besides each kernel's headers
 ROOT_PKGS="make sparse xz-utils"

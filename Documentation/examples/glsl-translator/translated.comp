@@ -16,7 +16,9 @@
 layout(local_size_x = 64) in;
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Word { uint v; };
 
-// the device table's words first (the engine's push-block layout), then ours
+// the device table's first six words (all the helper needs: this program
+// runs the table itself; the engine's push block has the window's six next),
+// then ours
 layout(push_constant) uniform Push {
 	uint64_t table;
 	uint nr_home, chunk_shift;
