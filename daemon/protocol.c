@@ -4,9 +4,12 @@
  *
  * One datagram is one message, so framing can never be lost: every
  * malformed message (garbage, truncated, oversized, bad flags or padding,
- * wrong payload size, stray fds, unknown handles) is answered with an error
- * and the connection is kept.  The connection is closed deliberately only
- * for: a first message that is not HELLO, a client past HMD_MAX_BAD bad
+ * wrong payload size, stray fds, unknown handles, a module validation
+ * refuses) is answered with an error and the connection is kept.  An
+ * error a well-formed request earns (-EEXIST, -ENOENT from the engine's
+ * mappings, a limit, the device's failure) is an answer, not a bad
+ * message.  The connection is closed deliberately only for: a first
+ * message that is not HELLO, a client past HMD_MAX_BAD malformed
  * messages, a hang-up, or a client that stops reading its replies.
  * Everything is validated before any state is touched.
  */
@@ -178,18 +181,32 @@ struct hmd_req {
 
 static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
 
+/* an answer: success, or an error a well-formed request earned (a mapping
+ * that exists, nothing mapped there, a limit reached, the device's
+ * failure); a client may earn those without end */
 static void reply(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
 		  const void *p, size_t len)
 {
-	if (status < 0) {
-		hmd.stats[HM_DSTAT_BAD_MSGS]++;
-		if (++c->bad_msgs > HMD_MAX_BAD) {
-			hmd_client_send(c, type, seq, status, p, len);
-			hmd_client_disconnect(c, "too many bad messages");
-			return;
-		}
-	}
 	hmd_client_send(c, type, seq, status, p, len);
+}
+
+/* a malformed message (the list at the top, a module validation refused):
+ * answered, and counted against the connection (HMD_MAX_BAD) */
+static void refuse(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
+		   const void *p, size_t len)
+{
+	hmd.stats[HM_DSTAT_BAD_MSGS]++;
+	hmd_client_send(c, type, seq, status, p, len);
+	if (++c->bad_msgs > HMD_MAX_BAD)
+		hmd_client_disconnect(c, "too many bad messages");
+}
+
+/* the refusals of a well-formed request that the loop thread gives itself:
+ * a limit or a resource, not the message's fault */
+static bool refusal_is_answer(int err)
+{
+	return err == -ENOMEM || err == -ENOSPC || err == -EBUSY || err == -EAGAIN ||
+	       err == -EMFILE || err == -ENFILE;
 }
 
 static void error_msg(struct hmd_client *c, uint32_t seq, int status,
@@ -200,7 +217,7 @@ static void error_msg(struct hmd_client *c, uint32_t seq, int status,
 		.bad_len = hm_le32(bad_len),
 	};
 
-	reply(c, HM_MSG_ERROR, seq, status, &e, sizeof(e));
+	refuse(c, HM_MSG_ERROR, seq, status, &e, sizeof(e));
 }
 
 static struct hmd_req *req_new(struct hmd_client *c, uint16_t type,
@@ -825,7 +842,12 @@ static void compile_done(struct hmd_job *j)
 		if (!c->dead) {
 			/* the slot stays the teardown's once the client is dead */
 			pipe_slot_release(c, pp);
-			reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
+			/* a module validation refused is a malformed message;
+			 * a build that failed is the device's answer */
+			if (!r->pl.mod && !refusal_is_answer(j->status))
+				refuse(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
+			else
+				reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
 		}
 		req_finish(r);
 		return;
@@ -1215,7 +1237,7 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 	}
 	plen = n - sizeof(h);
 	if (nr_fds && type != HM_MSG_SPACE_ADD && type != HM_MSG_PIPELINE_NEW) {
-		reply(c, type, seq, -EINVAL, NULL, 0);
+		refuse(c, type, seq, -EINVAL, NULL, 0);
 		return;
 	}
 	if (hmd.shutting_down && type != HM_MSG_STATS && type != HM_MSG_PING) {
@@ -1266,8 +1288,10 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		r = -EOPNOTSUPP;
 		break;
 	}
-	if (r < 0)
+	if (r < 0 && refusal_is_answer(r))
 		reply(c, type, seq, r, NULL, 0);
+	else if (r < 0)
+		refuse(c, type, seq, r, NULL, 0);
 }
 
 void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,

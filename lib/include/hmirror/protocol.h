@@ -265,7 +265,7 @@ enum hm_daemon_stat {
 	HM_DSTAT_CLIENTS_TOTAL,
 	HM_DSTAT_CLIENTS_REFUSED,	/* peer credentials refused */
 	HM_DSTAT_MSGS,
-	HM_DSTAT_BAD_MSGS,		/* answered with an error */
+	HM_DSTAT_BAD_MSGS,		/* malformed messages (not errors a request earned) */
 	HM_DSTAT_SPACES,		/* registered now */
 	HM_DSTAT_PIPELINES,		/* client handles now */
 	HM_DSTAT_VALIDATIONS,		/* SPIR-V modules validated */
