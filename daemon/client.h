@@ -93,6 +93,7 @@ struct hmd_client {
 	 * thread, read by STATS on the loop thread, under hmd_estats_lock */
 	uint64_t estats[HM_ESTAT_NR];
 	bool has_estats;
+	bool estats_retired;		/* counted in retired_estats (disconnected) */
 	struct hmd_client *next;
 };
 

@@ -89,21 +89,10 @@ static void teardown_done(struct hmd_job *j)
 		if (c->pipes[i].used) {
 			hmd_module_put(c->pipes[i].mod);
 			c->pipes[i].used = false;
-			hmd.stats[HM_DSTAT_PIPELINES]--;
 		}
 	}
-	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
-		if (c->spaces[i].used) {
-			c->spaces[i].used = false;
-			hmd.stats[HM_DSTAT_SPACES]--;
-		}
-	}
-	pthread_mutex_lock(&hmd_estats_lock);
-	if (c->has_estats)
-		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
-			hmd.retired_estats[k] += c->estats[k];
-	c->has_estats = false;
-	pthread_mutex_unlock(&hmd_estats_lock);
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++)
+		c->spaces[i].used = false;
 	hmd_log(LOG_INFO_, "client %u: freed", c->id);
 	hmd_client_put(c);
 	free(j);
@@ -118,6 +107,19 @@ void hmd_client_disconnect(struct hmd_client *c, const char *why)
 		return;
 	c->dead = true;
 	hmd_log(LOG_INFO_, "client %u: disconnected (%s)", c->id, why);
+	/*
+	 * STATS counts it as gone from now on, not once its teardown ran
+	 * (behind its dispatches, seconds later): its engine's counters move
+	 * to those of clients gone, and what its last jobs add follows them
+	 * there (hmd_client_refresh_estats()).
+	 */
+	pthread_mutex_lock(&hmd_estats_lock);
+	if (c->has_estats)
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			if (!HM_ESTAT_IS_GAUGE(k))
+				hmd.retired_estats[k] += c->estats[k];
+	c->estats_retired = true;
+	pthread_mutex_unlock(&hmd_estats_lock);
 	/* the peer sees EOF at once, even while the teardown waits */
 	shutdown(c->fd, SHUT_RDWR);
 	hmd_worker_cancel(c, -ECANCELED);
@@ -325,7 +327,6 @@ static void space_add_done(struct hmd_job *j)
 			sp->used = false;
 			c->nr_spaces--;
 			c->space_bytes -= sp->size;
-			hmd.stats[HM_DSTAT_SPACES]--;
 		}
 		if (!c->dead)
 			reply(c, HM_MSG_SPACE_ADD, r->seq, j->status, NULL, 0);
@@ -472,15 +473,13 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 	sp->space = s;
 	c->nr_spaces++;
 	c->space_bytes += size;
-	hmd.stats[HM_DSTAT_SPACES]++;
 	r = req_new(c, HM_MSG_SPACE_ADD, seq, space_add_run, space_add_done);
 	if (!r) {
 		hmd_eng_space_remove(c, sp);
 		sp->used = false;
 		c->nr_spaces--;
 		c->space_bytes -= size;
-		hmd.stats[HM_DSTAT_SPACES]--;
-		return -ENOMEM;
+			return -ENOMEM;
 	}
 	r->space = sp;
 	hmd_worker_queue(&r->job);
@@ -511,7 +510,6 @@ static void space_remove_done(struct hmd_job *j)
 	r->space->used = false;
 	c->nr_spaces--;
 	c->space_bytes -= r->space->size;
-	hmd.stats[HM_DSTAT_SPACES]--;
 	simple_done(j);
 }
 
@@ -749,7 +747,6 @@ static void pipe_slot_release(struct hmd_client *c, struct hmd_pipeline *pp)
 {
 	pp->used = false;
 	c->nr_pipes--;
-	hmd.stats[HM_DSTAT_PIPELINES]--;
 }
 
 static void pipeline_run(struct hmd_job *j)
@@ -947,7 +944,6 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	pp->used = true;		/* mod NULL: compiling, no handle yet */
 	r->pipe = pp;
 	c->nr_pipes++;
-	hmd.stats[HM_DSTAT_PIPELINES]++;
 	c->nr_compiling++;
 	hmd_compile_queue(&r->job);
 	return 0;
@@ -1147,7 +1143,23 @@ static void send_stats(struct hmd_client *c, uint32_t seq, const uint64_t *e,
 		.nr_engine = hm_le32(nr_e),
 	};
 	uint64_t *v = (uint64_t *)(buf + sizeof(h));
+	uint64_t clients = 0, closing = 0, spaces = 0, pipes = 0;
 
+	/* the gauges of clients connected now: one that hung up is gone at
+	 * once, while its teardown may wait behind its last dispatch */
+	for (const struct hmd_client *o = hmd.clients; o; o = o->next) {
+		if (o->dead) {
+			closing++;
+			continue;
+		}
+		clients++;
+		spaces += o->nr_spaces;
+		pipes += o->nr_pipes;
+	}
+	hmd.stats[HM_DSTAT_CLIENTS] = clients;
+	hmd.stats[HM_DSTAT_CLIENTS_CLOSING] = closing;
+	hmd.stats[HM_DSTAT_SPACES] = spaces;
+	hmd.stats[HM_DSTAT_PIPELINES] = pipes;
 	hmd.stats[HM_DSTAT_UPTIME_NS] = hmd_now_ns() - hmd.t_start;
 	hmd.stats[HM_DSTAT_VK_MESSAGES] = hmd_engine_validation_count();
 	memcpy(buf, &h, sizeof(h));
@@ -1174,7 +1186,7 @@ static int on_stats(struct hmd_client *c, uint32_t seq, const void *p,
 	if (!c->has_estats) {
 		/* engines of clients gone count too (monotonic counters) */
 		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
-			e[k] = k == HM_ESTAT_CHUNKS_MIRRORED ? 0 : hmd.retired_estats[k];
+			e[k] = hmd.retired_estats[k];	/* no gauges among them */
 		nr = HM_ESTAT_NR;
 	}
 	for (struct hmd_client *o = hmd.clients; o; o = o->next) {

@@ -833,13 +833,14 @@ TEST_F(daemon, client_killed_mid_dispatch)
 	for (uint64_t t0 = now_ms(); now_ms() - t0 < 20000;) {
 		ASSERT_EQ(0, hm_client_stats(obs, &st));
 		if (!st.daemon[HM_DSTAT_PIPELINES] && !st.daemon[HM_DSTAT_SPACES] &&
-		    st.daemon[HM_DSTAT_CLIENTS] == 1)
+		    st.daemon[HM_DSTAT_CLIENTS] == 1 && !st.daemon[HM_DSTAT_CLIENTS_CLOSING])
 			break;
 		usleep(5000);
 	}
 	EXPECT_EQ(0, st.daemon[HM_DSTAT_PIPELINES]);
 	EXPECT_EQ(0, st.daemon[HM_DSTAT_SPACES]);
 	EXPECT_EQ(1, st.daemon[HM_DSTAT_CLIENTS]);
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_CLIENTS_CLOSING]);
 	EXPECT_EQ(0, st.daemon[HM_DSTAT_INFLIGHT]);
 	EXPECT_EQ(0, hm_client_ping(obs));
 	hm_client_free(obs);
@@ -1597,6 +1598,7 @@ TEST_F(daemon, own_socket_as_space_fd_refused)
 	hm_client_free(c);
 	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 3000))
 		TH_LOG("the client that sent its socket never went away");
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 3000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 100));
 	/* nothing of the client's kept (transient fds of the daemon's own
 	 * may have closed meanwhile) */
@@ -1924,6 +1926,7 @@ TEST_F(daemon, sixteen_clients_under_load)
 		/* every client's teardown done: nothing of theirs is left */
 		ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
 		EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 5000));
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 5000));
 		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
 		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
 		hm_client_free(obs);
@@ -2348,6 +2351,8 @@ TEST_F(daemon, client_killed_at_every_step)
 										   step_name[k]);
 		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_INFLIGHT, 0, 20000)) TH_LOG("step %s",
 										 step_name[k]);
+		EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 20000))
+			TH_LOG("step %s", step_name[k]);
 		for (int i = 0; i < 200 && proc_fds(self->pid) > fds0; i++)
 			usleep(10000);
 		EXPECT_EQ(fds0, proc_fds(self->pid)) TH_LOG("step %s", step_name[k]);
@@ -3032,6 +3037,7 @@ TEST_F(daemon, spirv_mutation_fuzz)
 	EXPECT_LT(0u, g.dispatches);
 	EXPECT_LT(0u, refused_iso);	/* the check was reached */
 	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 10000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 10000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
 	EXPECT_GE(fds0, proc_fds(self->pid));
@@ -3240,6 +3246,7 @@ TEST_F(daemon, protocol_fuzz)
 	EXPECT_LT(10u * secs, g.dispatches);
 	/* everything the hostile clients made went with them */
 	EXPECT_EQ(1, dstat_wait(obs, HM_DSTAT_CLIENTS, 1, 10000));
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 10000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_INFLIGHT, 0, 5000));
@@ -3529,6 +3536,97 @@ TEST_F(daemon, earned_map_errors_are_not_bad_messages)
 	hm_client_free(obs);
 	hm_client_free(c);
 	hm_space_free(s);
+}
+
+/*
+ * STATS right after a client leaves (hmirrorctl stats): the client killed
+ * with a dispatch submitted is gone from the gauges at once (clients,
+ * spaces, pipelines), not once its teardown ran (its engine freed, behind
+ * its last jobs), and its engine's counters never drop out of the sum
+ * meanwhile (the rates hmirrorctl prints from two samples stay >= 0).
+ */
+TEST_F(daemon, stats_count_a_client_gone_at_once)
+{
+	uint64_t gone_ms = 0, least = UINT64_MAX, t_kill;
+	struct hm_client_stats st = { 0 };
+	struct hm_client *obs;
+	unsigned samples = 0;
+	int pfd[2];
+	pid_t child;
+	char ch = 0;
+
+	if (!self->engine)
+		SKIP(return, "no engine: no dispatches");
+	ASSERT_EQ(0, pipe(pfd));
+	child = fork();
+	if (child == 0) {
+		uint32_t p, id, push[2] = { 10, 0 };
+		struct hm_client_dispatch d = {
+			.groups = { 64, 1, 1 }, .nr_push = 2, .push = push,
+		};
+		struct hm_client_result res;
+		struct hm_client *c;
+		struct hm_space *s;
+		uint64_t t;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (hm_client_connect(self->sock, &c) < 0 ||
+		    hm_client_pipeline_new(c, hm_test_spin_spv, sizeof(hm_test_spin_spv) / 4,
+					   "main", 2, &p) < 0 ||
+		    new_space(&s, 1 << 20) < 0 || hm_client_space_add(c, s, 1ull << 30, &id) < 0)
+			_exit(1);
+		d.pipeline = p;
+		for (int i = 0; i < 3; i++)
+			if (hm_client_dispatch(c, &d, 60000, &res) < 0 || res.status < 0)
+				_exit(2);
+		push[0] = 4000000;
+		hm_client_submit(c, &d, &t);
+		if (write(pfd[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	if (read(pfd[0], &ch, 1) != 1) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+		ASSERT_TRUE(0) TH_LOG("the child could not set itself up");
+	}
+	close(pfd[0]);
+	ASSERT_EQ(0, hm_client_connect(self->sock, &obs));
+	ASSERT_EQ(0, hm_client_stats(obs, &st));
+	EXPECT_EQ(2, st.daemon[HM_DSTAT_CLIENTS]);
+	EXPECT_EQ(1, st.daemon[HM_DSTAT_SPACES]);
+	EXPECT_EQ(1, st.daemon[HM_DSTAT_PIPELINES]);
+	ASSERT_LT(HM_ESTAT_DISPATCHES, st.nr_engine);
+	EXPECT_EQ(3, st.engine[HM_ESTAT_DISPATCHES]);
+	usleep(20000);		/* let the device thread start the long one */
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	t_kill = now_ms();
+	for (; now_ms() - t_kill < 1000; samples++) {
+		ASSERT_EQ(0, hm_client_stats(obs, &st));
+		if (st.engine[HM_ESTAT_DISPATCHES] < least)
+			least = st.engine[HM_ESTAT_DISPATCHES];
+		if (!gone_ms && st.daemon[HM_DSTAT_CLIENTS] == 1 && !st.daemon[HM_DSTAT_SPACES] &&
+		    !st.daemon[HM_DSTAT_PIPELINES])
+			gone_ms = now_ms() - t_kill + 1;
+		usleep(2000);
+	}
+	TH_LOG("%u samples in the second after the kill: gone from the gauges after %lld ms, "
+	       "least dispatches summed %llu; a second after: %llu in flight, %llu closing",
+	       samples, (long long)gone_ms - 1, (unsigned long long)least,
+	       (unsigned long long)st.daemon[HM_DSTAT_INFLIGHT],
+	       (unsigned long long)st.daemon[HM_DSTAT_CLIENTS_CLOSING]);
+	EXPECT_LT(0, gone_ms) TH_LOG("still counted a second after it was killed");
+	EXPECT_GT(50, gone_ms);	/* its teardown alone took 100-170 ms here */
+	EXPECT_LE(3, least) TH_LOG("its engine's counters dropped out of the sum");
+	/* its teardown, once the long dispatch is done */
+	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 60000));
+	ASSERT_EQ(0, hm_client_stats(obs, &st));
+	EXPECT_LE(3, st.engine[HM_ESTAT_DISPATCHES]);
+	EXPECT_EQ(0, hm_client_ping(obs));
+	hm_client_free(obs);
 }
 
 TEST_HARNESS_MAIN
