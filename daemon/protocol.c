@@ -880,15 +880,24 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	nr = hm_from_le32(m.nr_words);
 	flags = hm_from_le32(m.flags);
 	push = hm_from_le32(m.user_push_words);
-	if (push > HM_PROTO_MAX_PUSH)
-		return -E2BIG;		/* the engine's limit: HELLO said it */
+	if (push > HM_PROTO_MAX_PUSH) {
+		/* the engine's limit: HELLO said it; -E2BIG also means a
+		 * module too big, so the log says which */
+		hmd_log(LOG_INFO_, "client %u: PIPELINE_NEW refused: %u user push words, "
+			"the limit is %u (HM_PROTO_MAX_PUSH, HELLO's max_push_words)", c->id,
+			push, HM_PROTO_MAX_PUSH);
+		return -E2BIG;
+	}
 	if ((flags & ~HM_PIPEF_ALL) || m.pad ||
 	    (flags & HM_PIPEF_COMPACT_ONLY && flags & HM_PIPEF_SPECULATIVE_ONLY))
 		return -EINVAL;
 	if (!memchr(m.entry, 0, sizeof(m.entry)) || !m.entry[0])
 		return -EINVAL;
-	if (nr == 0 || nr > HMD_MAX_SPIRV_WORDS)
+	if (nr == 0 || nr > HMD_MAX_SPIRV_WORDS) {
+		hmd_log(LOG_INFO_, "client %u: PIPELINE_NEW refused: %zu SPIR-V words, "
+			"the limit is %u", c->id, nr, (unsigned)HMD_MAX_SPIRV_WORDS);
 		return -E2BIG;
+	}
 	if (c->nr_pipes >= HMD_MAX_PIPELINES)
 		return -ENOSPC;
 	if (c->nr_compiling >= HMD_MAX_COMPILES)

@@ -78,7 +78,11 @@ static pid_t start_daemon(const char *sock, const char *extra1,
 	if (pid == 0) {
 		int null = open("/dev/null", O_WRONLY);
 
-		if (!getenv("HMIRROR_TEST_VERBOSE") && null >= 0)
+		if (getenv("HMIRROR_TEST_DAEMON_LOG"))	/* a test reads its log */
+			null = open(getenv("HMIRROR_TEST_DAEMON_LOG"),
+				    O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if ((!getenv("HMIRROR_TEST_VERBOSE") || getenv("HMIRROR_TEST_DAEMON_LOG")) &&
+		    null >= 0)
 			dup2(null, 2);
 		/* the daemon's Vulkan work runs under the validation layers */
 		setenv("HMIRROR_VALIDATION", "1", 0);
@@ -921,6 +925,30 @@ TEST_F(daemon, push_word_limit_is_the_engines)
 	EXPECT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main",
 					    HM_PROTO_MAX_PUSH, &p));
 	hm_client_free(c);
+
+	/* the refusal says which limit (-E2BIG is also a module too big): in
+	 * the log of a daemon of the test's, started with -v */
+	char sock2[160], logp[160], text[4096] = "";
+	FILE *f;
+
+	snprintf(sock2, sizeof(sock2), "%s/sock-log", self->dir);
+	snprintf(logp, sizeof(logp), "%s/log", self->dir);
+	setenv("HMIRROR_TEST_DAEMON_LOG", logp, 1);
+	self->extra = start_daemon(sock2, "-v", NULL);
+	unsetenv("HMIRROR_TEST_DAEMON_LOG");
+	ASSERT_LT(0, self->extra);
+	ASSERT_EQ(0, hm_client_connect(sock2, &c));
+	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	EXPECT_EQ(-E2BIG, raw_reply(c, &h));
+	hm_client_free(c);
+	stop_daemon(self->extra, 10000);
+	self->extra = 0;
+	f = fopen(logp, "r");
+	ASSERT_NE(NULL, f);
+	text[fread(text, 1, sizeof(text) - 1, f)] = 0;
+	fclose(f);
+	unlink(logp);
+	EXPECT_NE(NULL, strstr(text, "21 user push words, the limit is 20")) TH_LOG("log: %s", text);
 }
 
 /*
