@@ -41,7 +41,6 @@ void hmd_client_put(struct hmd_client *c)
 		}
 	}
 	hmd.nr_clients--;
-	hmd.stats[HM_DSTAT_CLIENTS] = hmd.nr_clients;
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->efd >= 0)
@@ -106,7 +105,6 @@ int hmd_client_accept(int lfd, hm_loop_cb readable)
 	c->next = hmd.clients;
 	hmd.clients = c;
 	hmd.nr_clients++;
-	hmd.stats[HM_DSTAT_CLIENTS] = hmd.nr_clients;
 	hmd.stats[HM_DSTAT_CLIENTS_TOTAL]++;
 	r = hm_loop_add(hmd.loop, fd, POLLIN, readable, c,
 			source_destroy, &c->src);

@@ -80,7 +80,7 @@ struct hmd_client {
 	unsigned nr_spaces, nr_pipes, inflight;
 	unsigned nr_compiling;		/* loop thread: PIPELINE_NEWs queued */
 	uint64_t space_bytes;
-	unsigned bad_msgs;		/* answered with an error, this connection */
+	unsigned bad_msgs;		/* malformed messages, this connection */
 	/* freed pipelines still built in the engine: written on the device
 	 * thread, read by the compile thread, under park_lock */
 	pthread_mutex_t park_lock;
@@ -93,6 +93,7 @@ struct hmd_client {
 	 * thread, read by STATS on the loop thread, under hmd_estats_lock */
 	uint64_t estats[HM_ESTAT_NR];
 	bool has_estats;
+	bool estats_retired;		/* counted in retired_estats (disconnected) */
 	struct hmd_client *next;
 };
 

@@ -59,6 +59,7 @@ $(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
 	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
 		$(O)/lib/lookup_spirv.o $(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS)
 NATIVE_TESTS += $(B)/bin/test-daemon
+NATIVE_TESTS += selftests/daemon/estats-complete.sh
 
 # ---- hmirror-bench dispatch: through the daemon vs in-process ---------------
 $(O)/tools/bench/dispatch.o: $(B)/include/daemon/empty.spv.h

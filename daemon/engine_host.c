@@ -372,6 +372,30 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_NS_MARKS] = s.ns_marks;
 	v[HM_ESTAT_NS_COPY_BACK] = s.ns_copy_back;
 	v[HM_ESTAT_NS_TOTAL] = s.ns_total;
+	v[HM_ESTAT_SHARED_DISPATCHES] = s.shared_dispatches;
+	v[HM_ESTAT_MIRROR_BYTES] = s.mirror_bytes;
+	v[HM_ESTAT_MIRROR_BUDGET] = s.mirror_budget;
+	v[HM_ESTAT_UPLOAD_REGIONS] = s.upload_regions;
+	v[HM_ESTAT_UPLOAD_RETRIES] = s.upload_retries;
+	v[HM_ESTAT_MIRRORS_DROPPED_EARLY] = s.mirrors_dropped_early;
+	v[HM_ESTAT_EARLY_HARVESTS] = s.early_harvests;
+	v[HM_ESTAT_MIRRORS_DROPPED_SHARED] = s.mirrors_dropped_shared;
+	v[HM_ESTAT_ALLOC_FAILURES] = s.alloc_failures;
+	v[HM_ESTAT_SINK_MARKS] = s.sink_marks;
+	v[HM_ESTAT_IMPORT_PIECES] = s.import_pieces;
+	v[HM_ESTAT_NS_UPLOAD_SELECT] = s.ns_upload_select;
+	v[HM_ESTAT_NS_UPLOAD_GENS] = s.ns_upload_gens;
+	v[HM_ESTAT_NS_UPLOAD_PUBLISH] = s.ns_upload_publish;
+	v[HM_ESTAT_NS_WINDOW_SYNC] = s.ns_window_sync;
+	v[HM_ESTAT_WINDOW_BYTES] = s.window_bytes;
+	v[HM_ESTAT_WINDOW_SYNCS] = s.window_syncs;
+	v[HM_ESTAT_WINDOW_COPIES] = s.window_copies;
+	v[HM_ESTAT_WINDOW_FILLS] = s.window_fills;
+	v[HM_ESTAT_WINDOW_REFUSALS] = s.window_refusals;
+	v[HM_ESTAT_WINDOW_UNCOVERED_BYTES] = s.window_uncovered_bytes;
+	v[HM_ESTAT_WINDOW_BINDS] = s.window_binds;
+	v[HM_ESTAT_DISPATCHES_RECORDED] = s.dispatches_recorded;
+	v[HM_ESTAT_DISPATCHES_SUBMITTED] = s.dispatches_submitted;
 	return HM_ESTAT_NR;
 }
 
@@ -454,6 +478,12 @@ void hmd_client_refresh_estats(struct hmd_client *c)
 	if (n <= 0)
 		return;
 	pthread_mutex_lock(&hmd_estats_lock);
+	/* a client gone is counted among those gone (hmd_client_disconnect()):
+	 * what its last jobs added goes there too */
+	if (c->estats_retired)
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			if (!HM_ESTAT_IS_GAUGE(k))
+				hmd.retired_estats[k] += v[k] - (c->has_estats ? c->estats[k] : 0);
 	memcpy(c->estats, v, sizeof(v));
 	c->has_estats = true;
 	pthread_mutex_unlock(&hmd_estats_lock);

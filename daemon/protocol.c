@@ -4,9 +4,12 @@
  *
  * One datagram is one message, so framing can never be lost: every
  * malformed message (garbage, truncated, oversized, bad flags or padding,
- * wrong payload size, stray fds, unknown handles) is answered with an error
- * and the connection is kept.  The connection is closed deliberately only
- * for: a first message that is not HELLO, a client past HMD_MAX_BAD bad
+ * wrong payload size, stray fds, unknown handles, a module validation
+ * refuses) is answered with an error and the connection is kept.  An
+ * error a well-formed request earns (-EEXIST, -ENOENT from the engine's
+ * mappings, a limit, the device's failure) is an answer, not a bad
+ * message.  The connection is closed deliberately only for: a first
+ * message that is not HELLO, a client past HMD_MAX_BAD malformed
  * messages, a hang-up, or a client that stops reading its replies.
  * Everything is validated before any state is touched.
  */
@@ -86,21 +89,10 @@ static void teardown_done(struct hmd_job *j)
 		if (c->pipes[i].used) {
 			hmd_module_put(c->pipes[i].mod);
 			c->pipes[i].used = false;
-			hmd.stats[HM_DSTAT_PIPELINES]--;
 		}
 	}
-	for (unsigned i = 0; i < HMD_MAX_SPACES; i++) {
-		if (c->spaces[i].used) {
-			c->spaces[i].used = false;
-			hmd.stats[HM_DSTAT_SPACES]--;
-		}
-	}
-	pthread_mutex_lock(&hmd_estats_lock);
-	if (c->has_estats)
-		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
-			hmd.retired_estats[k] += c->estats[k];
-	c->has_estats = false;
-	pthread_mutex_unlock(&hmd_estats_lock);
+	for (unsigned i = 0; i < HMD_MAX_SPACES; i++)
+		c->spaces[i].used = false;
 	hmd_log(LOG_INFO_, "client %u: freed", c->id);
 	hmd_client_put(c);
 	free(j);
@@ -115,6 +107,19 @@ void hmd_client_disconnect(struct hmd_client *c, const char *why)
 		return;
 	c->dead = true;
 	hmd_log(LOG_INFO_, "client %u: disconnected (%s)", c->id, why);
+	/*
+	 * STATS counts it as gone from now on, not once its teardown ran
+	 * (behind its dispatches, seconds later): its engine's counters move
+	 * to those of clients gone, and what its last jobs add follows them
+	 * there (hmd_client_refresh_estats()).
+	 */
+	pthread_mutex_lock(&hmd_estats_lock);
+	if (c->has_estats)
+		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
+			if (!HM_ESTAT_IS_GAUGE(k))
+				hmd.retired_estats[k] += c->estats[k];
+	c->estats_retired = true;
+	pthread_mutex_unlock(&hmd_estats_lock);
 	/* the peer sees EOF at once, even while the teardown waits */
 	shutdown(c->fd, SHUT_RDWR);
 	hmd_worker_cancel(c, -ECANCELED);
@@ -178,18 +183,32 @@ struct hmd_req {
 
 static uint8_t rxbuf[HM_PROTO_MAX_MSG] __attribute__((aligned(8)));
 
+/* an answer: success, or an error a well-formed request earned (a mapping
+ * that exists, nothing mapped there, a limit reached, the device's
+ * failure); a client may earn those without end */
 static void reply(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
 		  const void *p, size_t len)
 {
-	if (status < 0) {
-		hmd.stats[HM_DSTAT_BAD_MSGS]++;
-		if (++c->bad_msgs > HMD_MAX_BAD) {
-			hmd_client_send(c, type, seq, status, p, len);
-			hmd_client_disconnect(c, "too many bad messages");
-			return;
-		}
-	}
 	hmd_client_send(c, type, seq, status, p, len);
+}
+
+/* a malformed message (the list at the top, a module validation refused):
+ * answered, and counted against the connection (HMD_MAX_BAD) */
+static void refuse(struct hmd_client *c, uint16_t type, uint32_t seq, int status,
+		   const void *p, size_t len)
+{
+	hmd.stats[HM_DSTAT_BAD_MSGS]++;
+	hmd_client_send(c, type, seq, status, p, len);
+	if (++c->bad_msgs > HMD_MAX_BAD)
+		hmd_client_disconnect(c, "too many bad messages");
+}
+
+/* the refusals of a well-formed request that the loop thread gives itself:
+ * a limit or a resource, not the message's fault */
+static bool refusal_is_answer(int err)
+{
+	return err == -ENOMEM || err == -ENOSPC || err == -EBUSY || err == -EAGAIN ||
+	       err == -EMFILE || err == -ENFILE;
 }
 
 static void error_msg(struct hmd_client *c, uint32_t seq, int status,
@@ -200,7 +219,7 @@ static void error_msg(struct hmd_client *c, uint32_t seq, int status,
 		.bad_len = hm_le32(bad_len),
 	};
 
-	reply(c, HM_MSG_ERROR, seq, status, &e, sizeof(e));
+	refuse(c, HM_MSG_ERROR, seq, status, &e, sizeof(e));
 }
 
 static struct hmd_req *req_new(struct hmd_client *c, uint16_t type,
@@ -308,7 +327,6 @@ static void space_add_done(struct hmd_job *j)
 			sp->used = false;
 			c->nr_spaces--;
 			c->space_bytes -= sp->size;
-			hmd.stats[HM_DSTAT_SPACES]--;
 		}
 		if (!c->dead)
 			reply(c, HM_MSG_SPACE_ADD, r->seq, j->status, NULL, 0);
@@ -455,15 +473,13 @@ static int on_space_add(struct hmd_client *c, uint32_t seq, const void *p,
 	sp->space = s;
 	c->nr_spaces++;
 	c->space_bytes += size;
-	hmd.stats[HM_DSTAT_SPACES]++;
 	r = req_new(c, HM_MSG_SPACE_ADD, seq, space_add_run, space_add_done);
 	if (!r) {
 		hmd_eng_space_remove(c, sp);
 		sp->used = false;
 		c->nr_spaces--;
 		c->space_bytes -= size;
-		hmd.stats[HM_DSTAT_SPACES]--;
-		return -ENOMEM;
+			return -ENOMEM;
 	}
 	r->space = sp;
 	hmd_worker_queue(&r->job);
@@ -494,7 +510,6 @@ static void space_remove_done(struct hmd_job *j)
 	r->space->used = false;
 	c->nr_spaces--;
 	c->space_bytes -= r->space->size;
-	hmd.stats[HM_DSTAT_SPACES]--;
 	simple_done(j);
 }
 
@@ -757,7 +772,6 @@ static void pipe_slot_release(struct hmd_client *c, struct hmd_pipeline *pp)
 {
 	pp->used = false;
 	c->nr_pipes--;
-	hmd.stats[HM_DSTAT_PIPELINES]--;
 }
 
 static void pipeline_run(struct hmd_job *j)
@@ -850,7 +864,12 @@ static void compile_done(struct hmd_job *j)
 		if (!c->dead) {
 			/* the slot stays the teardown's once the client is dead */
 			pipe_slot_release(c, pp);
-			reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
+			/* a module validation refused is a malformed message;
+			 * a build that failed is the device's answer */
+			if (!r->pl.mod && !refusal_is_answer(j->status))
+				refuse(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
+			else
+				reply(c, HM_MSG_PIPELINE_NEW, r->seq, j->status, NULL, 0);
 		}
 		req_finish(r);
 		return;
@@ -886,15 +905,24 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	nr = hm_from_le32(m.nr_words);
 	flags = hm_from_le32(m.flags);
 	push = hm_from_le32(m.user_push_words);
-	if (push > HM_PROTO_MAX_PUSH)
-		return -E2BIG;		/* the engine's limit: HELLO said it */
+	if (push > HM_PROTO_MAX_PUSH) {
+		/* the engine's limit: HELLO said it; -E2BIG also means a
+		 * module too big, so the log says which */
+		hmd_log(LOG_INFO_, "client %u: PIPELINE_NEW refused: %u user push words, "
+			"the limit is %u (HM_PROTO_MAX_PUSH, HELLO's max_push_words)", c->id,
+			push, HM_PROTO_MAX_PUSH);
+		return -E2BIG;
+	}
 	if ((flags & ~HM_PIPEF_ALL) || m.pad ||
 	    (flags & HM_PIPEF_COMPACT_ONLY && flags & HM_PIPEF_SPECULATIVE_ONLY))
 		return -EINVAL;
 	if (!memchr(m.entry, 0, sizeof(m.entry)) || !m.entry[0])
 		return -EINVAL;
-	if (nr == 0 || nr > HMD_MAX_SPIRV_WORDS)
+	if (nr == 0 || nr > HMD_MAX_SPIRV_WORDS) {
+		hmd_log(LOG_INFO_, "client %u: PIPELINE_NEW refused: %zu SPIR-V words, "
+			"the limit is %u", c->id, nr, (unsigned)HMD_MAX_SPIRV_WORDS);
 		return -E2BIG;
+	}
 	if (c->nr_pipes >= HMD_MAX_PIPELINES)
 		return -ENOSPC;
 	if (c->nr_compiling >= HMD_MAX_COMPILES)
@@ -950,7 +978,6 @@ static int on_pipeline_new(struct hmd_client *c, uint32_t seq, const void *p,
 	pp->used = true;		/* mod NULL: compiling, no handle yet */
 	r->pipe = pp;
 	c->nr_pipes++;
-	hmd.stats[HM_DSTAT_PIPELINES]++;
 	c->nr_compiling++;
 	hmd_compile_queue(&r->job);
 	return 0;
@@ -1150,7 +1177,23 @@ static void send_stats(struct hmd_client *c, uint32_t seq, const uint64_t *e,
 		.nr_engine = hm_le32(nr_e),
 	};
 	uint64_t *v = (uint64_t *)(buf + sizeof(h));
+	uint64_t clients = 0, closing = 0, spaces = 0, pipes = 0;
 
+	/* the gauges of clients connected now: one that hung up is gone at
+	 * once, while its teardown may wait behind its last dispatch */
+	for (const struct hmd_client *o = hmd.clients; o; o = o->next) {
+		if (o->dead) {
+			closing++;
+			continue;
+		}
+		clients++;
+		spaces += o->nr_spaces;
+		pipes += o->nr_pipes;
+	}
+	hmd.stats[HM_DSTAT_CLIENTS] = clients;
+	hmd.stats[HM_DSTAT_CLIENTS_CLOSING] = closing;
+	hmd.stats[HM_DSTAT_SPACES] = spaces;
+	hmd.stats[HM_DSTAT_PIPELINES] = pipes;
 	hmd.stats[HM_DSTAT_UPTIME_NS] = hmd_now_ns() - hmd.t_start;
 	hmd.stats[HM_DSTAT_VK_MESSAGES] = hmd_engine_validation_count();
 	memcpy(buf, &h, sizeof(h));
@@ -1177,7 +1220,7 @@ static int on_stats(struct hmd_client *c, uint32_t seq, const void *p,
 	if (!c->has_estats) {
 		/* engines of clients gone count too (monotonic counters) */
 		for (unsigned k = 0; k < HM_ESTAT_NR; k++)
-			e[k] = k == HM_ESTAT_CHUNKS_MIRRORED ? 0 : hmd.retired_estats[k];
+			e[k] = hmd.retired_estats[k];	/* no gauges among them */
 		nr = HM_ESTAT_NR;
 	}
 	for (struct hmd_client *o = hmd.clients; o; o = o->next) {
@@ -1240,7 +1283,7 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 	}
 	plen = n - sizeof(h);
 	if (nr_fds && type != HM_MSG_SPACE_ADD && type != HM_MSG_PIPELINE_NEW) {
-		reply(c, type, seq, -EINVAL, NULL, 0);
+		refuse(c, type, seq, -EINVAL, NULL, 0);
 		return;
 	}
 	if (hmd.shutting_down && type != HM_MSG_STATS && type != HM_MSG_PING) {
@@ -1294,8 +1337,10 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		r = -EOPNOTSUPP;
 		break;
 	}
-	if (r < 0)
+	if (r < 0 && refusal_is_answer(r))
 		reply(c, type, seq, r, NULL, 0);
+	else if (r < 0)
+		refuse(c, type, seq, r, NULL, 0);
 }
 
 void hmd_client_readable(struct hm_loop_source *src, uint32_t revents,

@@ -770,6 +770,7 @@ static const char *const dstat_names[HM_DSTAT_NR] = {
 	[HM_DSTAT_UPTIME_NS] = "uptime_ns",
 	[HM_DSTAT_RUNNING] = "running",
 	[HM_DSTAT_VK_MESSAGES] = "vulkan_validation_messages",
+	[HM_DSTAT_CLIENTS_CLOSING] = "clients_closing",
 };
 
 static const char *const estat_names[HM_ESTAT_NR] = {
@@ -797,6 +798,30 @@ static const char *const estat_names[HM_ESTAT_NR] = {
 	[HM_ESTAT_NS_MARKS] = "ns_marks",
 	[HM_ESTAT_NS_COPY_BACK] = "ns_copy_back",
 	[HM_ESTAT_NS_TOTAL] = "ns_total",
+	[HM_ESTAT_SHARED_DISPATCHES] = "shared_dispatches",
+	[HM_ESTAT_MIRROR_BYTES] = "mirror_bytes",
+	[HM_ESTAT_MIRROR_BUDGET] = "mirror_budget",
+	[HM_ESTAT_UPLOAD_REGIONS] = "upload_regions",
+	[HM_ESTAT_UPLOAD_RETRIES] = "upload_retries",
+	[HM_ESTAT_MIRRORS_DROPPED_EARLY] = "mirrors_dropped_early",
+	[HM_ESTAT_EARLY_HARVESTS] = "early_harvests",
+	[HM_ESTAT_MIRRORS_DROPPED_SHARED] = "mirrors_dropped_shared",
+	[HM_ESTAT_ALLOC_FAILURES] = "alloc_failures",
+	[HM_ESTAT_SINK_MARKS] = "sink_marks",
+	[HM_ESTAT_IMPORT_PIECES] = "import_pieces",
+	[HM_ESTAT_NS_UPLOAD_SELECT] = "ns_upload_select",
+	[HM_ESTAT_NS_UPLOAD_GENS] = "ns_upload_gens",
+	[HM_ESTAT_NS_UPLOAD_PUBLISH] = "ns_upload_publish",
+	[HM_ESTAT_NS_WINDOW_SYNC] = "ns_window_sync",
+	[HM_ESTAT_WINDOW_BYTES] = "window_bytes",
+	[HM_ESTAT_WINDOW_SYNCS] = "window_syncs",
+	[HM_ESTAT_WINDOW_COPIES] = "window_copies",
+	[HM_ESTAT_WINDOW_FILLS] = "window_fills",
+	[HM_ESTAT_WINDOW_REFUSALS] = "window_refusals",
+	[HM_ESTAT_WINDOW_UNCOVERED_BYTES] = "window_uncovered_bytes",
+	[HM_ESTAT_WINDOW_BINDS] = "window_binds",
+	[HM_ESTAT_DISPATCHES_RECORDED] = "dispatches_recorded",
+	[HM_ESTAT_DISPATCHES_SUBMITTED] = "dispatches_submitted",
 };
 
 const char *hm_daemon_stat_name(unsigned i)

@@ -16,6 +16,7 @@ int bench_dispatch(int argc, char **argv) __attribute__((weak));
 int bench_workload(int argc, char **argv) __attribute__((weak));
 int bench_stream(int argc, char **argv) __attribute__((weak));
 int bench_consumers(int argc, char **argv) __attribute__((weak));
+int bench_gmap(int argc, char **argv) __attribute__((weak));
 
 struct bench_cmd {
 	const char *name;
@@ -31,6 +32,7 @@ static const struct bench_cmd cmds[] = {
 	{ "workload", bench_workload, "the demo's job in every mode: ideal, buffer cache, UVM, ours" },
 	{ "stream", bench_stream, "recorded and submitted dispatches vs hm_engine_dispatch()" },
 	{ "consumers", bench_consumers, "per-consumer harvest cost; a writer on an unwatched range" },
+	{ "gmap", bench_gmap, "guest address space: lazy residency, map/unmap of 64 KiB vs mmap" },
 };
 
 #define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))

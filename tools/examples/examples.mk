@@ -3,8 +3,9 @@
 # (Documentation/userspace-api.rst).  make check builds and runs them.
 
 # buffer-cache: guest memory, a translated kernel, CPU writes during
-# dispatches, the engine's work recorded into the program's own command
-# buffer and completed through its own timeline semaphore
+# dispatches, the emulator's own dirty consumer keeping a cache of its own,
+# the engine's work recorded into the program's own command buffer and
+# completed through its own timeline semaphore
 $(B)/gen/examples/buffer-cache_linked.spv: tools/examples/buffer-cache.comp \
 		lib/include/hmirror/lookup.glsl $(B)/bin/hmirror-link | $(DEPS)
 	@mkdir -p $(dir $@)

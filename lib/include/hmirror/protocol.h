@@ -265,11 +265,11 @@ struct hm_msg_dispatch_reply {
 
 /* HM_MSG_STATS: reply = header of counts, then nr_daemon + nr_engine u64 */
 enum hm_daemon_stat {
-	HM_DSTAT_CLIENTS,		/* connected now */
+	HM_DSTAT_CLIENTS,		/* connected now (a client that hung up is not) */
 	HM_DSTAT_CLIENTS_TOTAL,
 	HM_DSTAT_CLIENTS_REFUSED,	/* peer credentials refused */
 	HM_DSTAT_MSGS,
-	HM_DSTAT_BAD_MSGS,		/* answered with an error */
+	HM_DSTAT_BAD_MSGS,		/* malformed messages (not errors a request earned) */
 	HM_DSTAT_SPACES,		/* registered now */
 	HM_DSTAT_PIPELINES,		/* client handles now */
 	HM_DSTAT_VALIDATIONS,		/* SPIR-V modules validated */
@@ -283,6 +283,10 @@ enum hm_daemon_stat {
 	HM_DSTAT_UPTIME_NS,
 	HM_DSTAT_RUNNING,		/* dispatches on the device now (0/1) */
 	HM_DSTAT_VK_MESSAGES,		/* validation layer messages (tests: 0) */
+	/* appended: clients gone (not in CLIENTS, their spaces and pipelines
+	 * not in SPACES, PIPELINES) whose teardown still holds their engine,
+	 * fds and memory, behind their last jobs */
+	HM_DSTAT_CLIENTS_CLOSING,
 	HM_DSTAT_NR
 };
 
@@ -312,8 +316,40 @@ enum hm_engine_stat {
 	HM_ESTAT_NS_MARKS,
 	HM_ESTAT_NS_COPY_BACK,
 	HM_ESTAT_NS_TOTAL,
+	/* appended: the rest of struct hm_engine_stats (engine.h says what
+	 * each is); "now" marks a gauge, the rest count up */
+	HM_ESTAT_SHARED_DISPATCHES,
+	HM_ESTAT_MIRROR_BYTES,		/* now */
+	HM_ESTAT_MIRROR_BUDGET,		/* now */
+	HM_ESTAT_UPLOAD_REGIONS,
+	HM_ESTAT_UPLOAD_RETRIES,
+	HM_ESTAT_MIRRORS_DROPPED_EARLY,
+	HM_ESTAT_EARLY_HARVESTS,
+	HM_ESTAT_MIRRORS_DROPPED_SHARED,
+	HM_ESTAT_ALLOC_FAILURES,
+	HM_ESTAT_SINK_MARKS,
+	HM_ESTAT_IMPORT_PIECES,		/* now */
+	HM_ESTAT_NS_UPLOAD_SELECT,
+	HM_ESTAT_NS_UPLOAD_GENS,
+	HM_ESTAT_NS_UPLOAD_PUBLISH,
+	HM_ESTAT_NS_WINDOW_SYNC,
+	HM_ESTAT_WINDOW_BYTES,		/* now */
+	HM_ESTAT_WINDOW_SYNCS,
+	HM_ESTAT_WINDOW_COPIES,
+	HM_ESTAT_WINDOW_FILLS,
+	HM_ESTAT_WINDOW_REFUSALS,
+	HM_ESTAT_WINDOW_UNCOVERED_BYTES,	/* now */
+	HM_ESTAT_WINDOW_BINDS,
+	HM_ESTAT_DISPATCHES_RECORDED,
+	HM_ESTAT_DISPATCHES_SUBMITTED,
 	HM_ESTAT_NR
 };
+
+/* the gauges among them: of clients gone, none is kept */
+#define HM_ESTAT_IS_GAUGE(k)						\
+	((k) == HM_ESTAT_CHUNKS_MIRRORED || (k) == HM_ESTAT_MIRROR_BYTES ||	\
+	 (k) == HM_ESTAT_MIRROR_BUDGET || (k) == HM_ESTAT_IMPORT_PIECES ||	\
+	 (k) == HM_ESTAT_WINDOW_BYTES || (k) == HM_ESTAT_WINDOW_UNCOVERED_BYTES)
 
 struct hm_msg_stats_reply {
 	uint32_t nr_daemon;	/* counters that follow, daemon first */
