@@ -396,6 +396,8 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_WINDOW_BINDS] = s.window_binds;
 	v[HM_ESTAT_DISPATCHES_RECORDED] = s.dispatches_recorded;
 	v[HM_ESTAT_DISPATCHES_SUBMITTED] = s.dispatches_submitted;
+	v[HM_ESTAT_PREFETCHES] = s.prefetches;
+	v[HM_ESTAT_NS_PREFETCH] = s.ns_prefetch;
 	return HM_ESTAT_NR;
 }
 

@@ -822,6 +822,8 @@ static const char *const estat_names[HM_ESTAT_NR] = {
 	[HM_ESTAT_WINDOW_BINDS] = "window_binds",
 	[HM_ESTAT_DISPATCHES_RECORDED] = "dispatches_recorded",
 	[HM_ESTAT_DISPATCHES_SUBMITTED] = "dispatches_submitted",
+	[HM_ESTAT_PREFETCHES] = "prefetches",
+	[HM_ESTAT_NS_PREFETCH] = "ns_prefetch",
 };
 
 const char *hm_daemon_stat_name(unsigned i)
