@@ -23,7 +23,7 @@
 #                                 engine modes first (the build before a
 #                                 change); WL_EXTRA: more runs, one a line
 #                                 (label: args), e.g. other chunk sizes
-# Carried: .gl (Vulkan loader debs; fetch them as the device README says), .cuda (cuda_anchors.cu from shared/tools,
+# Carried: .gl (the Vulkan loader and libglvnd debs: libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2, fetched as the device README says), .cuda (cuda_anchors.cu from shared/tools,
 # never part of the project), .gpulibs (liburing, libnl-genl: the image lacks
 # them), build/bin and build/share prebuilt here.  Every result is packed
 # into $OUT/results.tgz (the device returns at most 8 files).
@@ -32,8 +32,10 @@ mode=${1:-engine}
 cd "$(dirname "$0")/../.." || exit 1
 res=/tmp/hmirror-results/$mode
 mkdir -p "$res"
-# the Vulkan loader from the carried debs, where the image has none
-if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+# the Vulkan loader and libglvnd from the carried debs: an image may have
+# the loader but not libglvnd, and then finds no NVIDIA driver
+# ("Could not get 'vkCreateInstance' ... for ICD libGLX_nvidia.so.0")
+if ls .gl/*.deb >/dev/null 2>&1; then
 	for f in .gl/*.deb; do dpkg -x "$f" /; done
 	ldconfig
 fi
