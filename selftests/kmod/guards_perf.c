@@ -270,6 +270,7 @@ TEST(trip_cost)
 	/* issue 3's target: at most 1/5 of mprotect + SIGSEGV */
 	printf("# perf trip_target kmod_over_mprotect=%.3f %s\n", (double)kmod / mprot,
 	       kmod * 5 <= mprot ? "met" : "missed");
+	fflush(stdout);	/* the harness ends the test with _exit() */
 }
 
 static uint64_t harvest_empty_ns(uint64_t size)
@@ -310,6 +311,7 @@ TEST(harvest_empty_64m_vs_16g)
 	 * its size (16 GiB at most twice 64 MiB) */
 	printf("# perf harvest_empty_target 16GiB_over_64MiB=%.2f %s\n", (double)big / small,
 	       big <= 2 * small ? "met" : "missed");
+	fflush(stdout);	/* the harness ends the test with _exit() */
 }
 
 /*
