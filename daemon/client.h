@@ -73,6 +73,9 @@ struct hmd_client {
 	uid_t uid;
 	gid_t gid;
 	bool hello, dead;
+	/* device thread only: a dispatch of this client ran past its time
+	 * budget; what it queued behind that one is dropped, not run */
+	bool over_budget;
 	struct hm_loop_source *src;
 	struct hm_engine *engine;	/* lazily */
 	struct hmd_space spaces[HMD_MAX_SPACES];

@@ -1030,9 +1030,19 @@ static int on_pipeline_free(struct hmd_client *c, uint32_t seq, const void *p,
 static void dispatch_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
+	struct hmd_client *c = hmd_job_client(j);
 
-	j->status = hmd_eng_dispatch(hmd_job_client(j), r->pipe, &r->disp);
-	hmd_client_refresh_estats(hmd_job_client(j));
+	/* the loop disconnects a client over its budget when it sees that
+	 * dispatch done; until then this thread would run what the client
+	 * queued behind it (on lavapipe each one to its end): drop it here */
+	if (c->over_budget) {
+		j->status = -ECANCELED;
+		return;
+	}
+	j->status = hmd_eng_dispatch(c, r->pipe, &r->disp);
+	if (j->status == -ETIMEDOUT || hmd_now_ns() - j->t_started > hmd.dispatch_timeout_ns)
+		c->over_budget = true;
+	hmd_client_refresh_estats(c);
 }
 
 /* device thread (ran) or loop thread (cancelled): the reply itself */
