@@ -1239,7 +1239,10 @@ TEST_F(watch, kernel_trip_never_waits)
 	if (hm_space_caps(self->s) & HM_CAP_KERNEL_TRIP) {
 		EXPECT_GT(TRIPS / 4, waits);
 	} else if (variant->backend == HM_BACKEND_UFFD_SYNC) {
-		EXPECT_LE(TRIPS, waits);	/* the measure tells them apart */
+		/* the measure tells them apart: nearly every trip sleeps (63 of
+		 * 64 seen on 6.1: a handler can answer before the writer is
+		 * switched out) */
+		EXPECT_LE(TRIPS / 2, waits);
 	}
 }
 
