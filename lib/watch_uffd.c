@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -147,15 +148,165 @@ struct hm_sink {
 	size_t cap, n;
 };
 
+/* the written runs v[0..n) of a scan of the mapping at base, in ascending
+   order, into chunks: pending (hm_record), or the sink while it has room */
+static void hm_scan_runs(struct hm_space *s, uintptr_t base, const struct hm_page_region *v,
+			 long n, uint64_t *last, struct hm_sink *k)
+{
+	for (long i = 0; i < n; i++) {
+		uint64_t c0 = (v[i].start - base) >> s->chunk_shift;
+		uint64_t c1 = (v[i].end - 1 - base) >> s->chunk_shift;
+
+		for (uint64_t c = c0; c <= c1; c++) {
+			if (c == *last || !hm_test_bit(s->armed, c))
+				continue;
+			*last = c;
+			if (k && k->n < k->cap) {
+				hm_set_bit(s->gdirty, c);
+				k->out[k->n++] = c;
+			} else {
+				hm_record(s, c);
+			}
+		}
+	}
+}
+
+/*
+ * A scan of a long range is split among threads, each scanning a part
+ * with PAGEMAP_SCAN into runs of its own; the calling thread then takes
+ * the runs of every part in order, as one scan would have.  The kernel
+ * walks page tables at 3-5 ns a page (most of a harvest of a large,
+ * little-written space) under the mmap lock taken for reading, so parts
+ * on several CPUs scan at once.  A part's runs always have room before
+ * its next PAGEMAP_SCAN (the scan re-protects what it reports, so a run
+ * it could not store would be a lost write): a part that cannot grow
+ * stops before scanning further, and the rest of the range is not
+ * touched.  Below HM_SCAN_PAR_MIN bytes, or on one CPU, one thread scans.
+ */
+#define HM_SCAN_PAR_MIN		(256ull << 20)
+#define HM_SCAN_THREADS		4
+
+struct hm_scan_part {
+	int pagemap;
+	uint64_t start, end;
+	struct hm_page_region *runs;
+	size_t nr, cap;
+	int err;
+	pthread_t th;
+	bool threaded;
+};
+
+static void *hm_scan_part_main(void *arg)
+{
+	struct hm_scan_part *p = arg;
+	uint64_t start = p->start;
+
+	p->err = 0;
+	while (start < p->end) {
+		struct hm_pm_scan_arg a = {
+			.size = sizeof(a),
+			.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.start = start,
+			.end = p->end,
+			.category_mask = PAGE_IS_WRITTEN,
+			.return_mask = PAGE_IS_WRITTEN,
+		};
+		long n;
+
+		if (p->cap - p->nr < HM_SCAN_VEC) {
+			void *q = realloc(p->runs, (p->cap + HM_SCAN_VEC) * sizeof(*p->runs));
+
+			if (!q) {
+				p->err = -ENOMEM;
+				break;
+			}
+			p->runs = q;
+			p->cap += HM_SCAN_VEC;
+		}
+		a.vec = (uintptr_t)(p->runs + p->nr);
+		a.vec_len = HM_SCAN_VEC;
+		n = ioctl(p->pagemap, HM_PAGEMAP_SCAN, &a);
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			p->err = -errno;
+			break;
+		}
+		p->nr += (size_t)n;
+		if (a.walk_end >= p->end || a.walk_end <= start)
+			break;
+		start = a.walk_end;
+	}
+	return NULL;
+}
+
+static unsigned hm_scan_threads(void)
+{
+	static unsigned nr;
+	unsigned n = __atomic_load_n(&nr, __ATOMIC_RELAXED);
+
+	if (!n) {
+		long c = sysconf(_SC_NPROCESSORS_ONLN);
+
+		n = c < 1 ? 1 : c > HM_SCAN_THREADS ? HM_SCAN_THREADS : (unsigned)c;
+		__atomic_store_n(&nr, n, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+/* the parallel scan of [start, end) (a multiple of the chunk);
+   -EAGAIN: not worth it or not possible, nothing scanned */
+static int hm_scan_parallel(struct hm_space *s, struct hm_uffd_async *u, uintptr_t base,
+			    uint64_t start, uint64_t end, struct hm_sink *k)
+{
+	struct hm_scan_part part[HM_SCAN_THREADS];
+	unsigned nr = hm_scan_threads(), i;
+	uint64_t step, last = UINT64_MAX;
+	int err = 0;
+
+	if (nr < 2 || end - start < HM_SCAN_PAR_MIN)
+		return -EAGAIN;
+	step = ((end - start) / nr + (1ull << s->chunk_shift) - 1) &
+	       ~((1ull << s->chunk_shift) - 1);
+	for (i = 0; i < nr; i++) {
+		part[i] = (struct hm_scan_part){
+			.pagemap = u->pagemap,
+			.start = start + i * step < end ? start + i * step : end,
+			.end = start + (i + 1) * step < end ? start + (i + 1) * step : end,
+		};
+	}
+	for (i = 1; i < nr; i++)
+		part[i].threaded = !pthread_create(&part[i].th, NULL, hm_scan_part_main, &part[i]);
+	hm_scan_part_main(&part[0]);
+	for (i = 1; i < nr; i++) {
+		if (part[i].threaded)
+			pthread_join(part[i].th, NULL);
+		else
+			hm_scan_part_main(&part[i]);    /* no thread: here */
+	}
+	/* every run found is taken, whatever failed: each was re-protected */
+	for (i = 0; i < nr; i++) {
+		hm_scan_runs(s, base, part[i].runs, (long)part[i].nr, &last, k);
+		if (part[i].err && !err)
+			err = part[i].err;
+		free(part[i].runs);
+	}
+	return err;
+}
+
 /* one PAGEMAP_SCAN over chunks [first, first+count) of the mapping at base
-   (repeated only when more runs were written than fit the vector) */
+   (repeated only when more runs were written than fit the vector), or its
+   parts in parallel */
 static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t base,
 		       uint64_t first, uint64_t count, struct hm_sink *k)
 {
 	uint64_t start = base + (first << s->chunk_shift);
 	uint64_t end = start + (count << s->chunk_shift);
 	uint64_t last = UINT64_MAX;
+	int err = hm_scan_parallel(s, u, base, start, end, k);
 
+	if (err != -EAGAIN)
+		return err;
 	while (start < end) {
 		struct hm_pm_scan_arg a = {
 			.size = sizeof(a),
@@ -174,22 +325,7 @@ static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t ba
 				continue;
 			return -errno;
 		}
-		for (long i = 0; i < n; i++) {
-			uint64_t c0 = (u->vec[i].start - base) >> s->chunk_shift;
-			uint64_t c1 = (u->vec[i].end - 1 - base) >> s->chunk_shift;
-
-			for (uint64_t c = c0; c <= c1; c++) {
-				if (c == last || !hm_test_bit(s->armed, c))
-					continue;
-				last = c;
-				if (k && k->n < k->cap) {
-					hm_set_bit(s->gdirty, c);
-					k->out[k->n++] = c;
-				} else {
-					hm_record(s, c);
-				}
-			}
-		}
+		hm_scan_runs(s, base, u->vec, n, &last, k);
 		if (a.walk_end >= end || a.walk_end <= start)
 			break;
 		start = a.walk_end;

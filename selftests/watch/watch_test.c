@@ -1246,6 +1246,97 @@ TEST_F(watch, kernel_trip_never_waits)
 	}
 }
 
+/*
+ * uffd-async scans a long range in parts on several threads
+ * (watch_uffd.c, HM_SCAN_PAR_MIN): a 1 GiB space of page chunks, written
+ * at every part's edges (for 2, 3 and 4 parts) and at random, reports
+ * exactly what was written, ascending and once, through a harvest into a
+ * large array, one into a small one (the pending path) and the
+ * generations of the whole space (a scan that keeps what it finds).
+ */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+TEST(uffd_async_long_scans_are_exact)
+{
+	const uint64_t size = 1ull << 30, nr = size >> 12;
+	struct hm_space_params p = { .size = size, .chunk_shift = 12,
+				     .backend = HM_BACKEND_UFFD_ASYNC };
+	uint64_t *want = malloc(4096 * sizeof(*want)), *got = malloc(nr * sizeof(*got));
+	uint64_t *gens = malloc(nr * sizeof(*gens)), *gens1 = malloc(nr * sizeof(*gens1));
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	const char *why = NULL;
+	struct hm_space *s;
+	volatile uint8_t *m;
+	size_t nw = 0, k;
+	int err;
+
+	ASSERT_TRUE(want && got && gens && gens1);
+	err = hm_test_backend_probe(HM_BACKEND_UFFD_ASYNC, &why);
+	if (err)
+		SKIP(goto out, "uffd-async unavailable: %s", why);
+	ASSERT_EQ(0, hm_space_new(&p, &s));
+	m = hm_space_addr(s);
+	ASSERT_EQ(0, hm_space_arm(s, 0, nr));
+	for (uint64_t d = 2; d <= 4; d++)
+		for (uint64_t i = 1; i < d; i++)
+			for (int64_t e = -1; e <= 0; e++)
+				want[nw++] = nr * i / d + (uint64_t)e;
+	want[nw++] = 0;
+	want[nw++] = nr - 1;
+	while (nw < 3000) {
+		rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+		want[nw++] = rng % nr;
+	}
+	qsort(want, nw, sizeof(*want), cmp_u64);
+	for (size_t i = k = 0; i < nw; i++)
+		if (!k || want[k - 1] != want[i])
+			want[k++] = want[i];
+	nw = k;
+	for (int round = 0; round < 3; round++) {
+		size_t total = 0, n;
+		bool more = true;
+
+		for (size_t i = 0; i < nw; i++)
+			m[(want[i] << 12) + 8 * round] = (uint8_t)(round + 1);
+		if (round == 2) {
+			/* the generations of the whole space: the written ones move */
+			ASSERT_EQ(0, hm_space_generations_range(s, 0, nr, 0, gens1));
+			for (size_t i = 0, j = 0; i < nr; i++) {
+				bool w = j < nw && want[j] == i;
+
+				ASSERT_EQ(gens[i] + (w ? 2 : 0), gens1[i]);
+				j += w;
+			}
+		}
+		/* round 0: one large harvest; 1 and 2: 100 chunks at a time */
+		while (more) {
+			size_t cap = round ? 100 : nr - total;
+
+			ASSERT_EQ(0, hm_space_harvest(s, got + total, cap, &n, &more));
+			total += n;
+			ASSERT_LE(total, nr);
+		}
+		ASSERT_EQ(nw, total);
+		for (size_t i = 0; i < nw; i++)
+			ASSERT_EQ(want[i], got[i]);
+		ASSERT_EQ(0, hm_space_harvest(s, got, nr, &n, &more));
+		ASSERT_EQ(0, n);
+		ASSERT_EQ(0, hm_space_generations_range(s, 0, nr, 0, gens));
+	}
+	TH_LOG("1 GiB of page chunks: %zu written chunks reported exactly, three times", nw);
+	hm_space_free(s);
+out:
+	free(want);
+	free(got);
+	free(gens);
+	free(gens1);
+}
+
 TEST(auto_picks_best)
 {
 	struct hm_space_params p = { .size = 1 << 20 };
