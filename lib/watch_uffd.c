@@ -12,7 +12,8 @@
  * recorded as well.  A write to an armed page is resolved by the kernel in
  * the fault path (it clears the pte's uffd-wp bit: no message, no thread);
  * kernel writes (read(2), process_vm_writev) go the same way.  A harvest is
- * one PAGEMAP_SCAN per watched mapping with PM_SCAN_WP_MATCHING |
+ * one PAGEMAP_SCAN per watched mapping (of a long mapping, one a part, the
+ * parts on threads at once) with PM_SCAN_WP_MATCHING |
  * PM_SCAN_CHECK_WPASYNC and category PAGE_IS_WRITTEN: it returns the
  * written page runs and write-protects exactly those pages again, atomically
  * under the page-table lock, so a store racing the scan either lands before

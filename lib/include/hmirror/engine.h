@@ -394,7 +394,7 @@ struct hm_engine_stats {
 	uint64_t ns_upload;             /* selection, generations, copy, publish */
 	uint64_t ns_upload_copy;        /* the submitted copy alone (submit + wait) */
 	uint64_t ns_upload_select;      /* of ns_upload: picking candidates off the want list */
-	uint64_t ns_upload_gens;        /* of ns_upload: arming and noting generations (twice a try) */
+	uint64_t ns_upload_gens;        /* of ns_upload: arming, noting generations, the check after each copy */
 	uint64_t ns_upload_publish;     /* of ns_upload: checks, table repoint, window notes */
 	uint64_t ns_window_sync;        /* of ns_upload: making the window agree with the table */
 	uint64_t ns_dispatch;           /* the caller's dispatch (submit + wait) */
