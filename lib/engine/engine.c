@@ -469,8 +469,8 @@ int hm_engine_prefetch(struct hm_engine *e)
 	if (!e)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
-	err = e->work.mode ? -EBUSY : -ENODEV;
-	if (!e->vk->lost && !e->work.mode) {
+	err = hm_engine_idle(e);
+	if (!err) {
 		/* prepare()'s steps; the tier switch and the dispatch sequence
 		 * (thrash control's clock) are the next dispatch's own */
 		uploads = e->st.uploads;
@@ -482,9 +482,8 @@ int hm_engine_prefetch(struct hm_engine *e)
 			hm_table_flush(e->table);
 		e->st.ns_prefetch += hm_now_ns() - t0;
 		e->st.prefetches++;
-		uploads = e->st.uploads - uploads;
 		if (!err)
-			err = uploads > INT32_MAX ? INT32_MAX : (int)uploads;
+			err = hm_count_ret(e->st.uploads - uploads);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return err;

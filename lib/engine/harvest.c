@@ -130,8 +130,8 @@ int hm_engine_harvest_now(struct hm_engine *e)
 	if (!e)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
-	err = e->work.mode ? -EBUSY : -ENODEV;
-	if (!e->vk->lost && !e->work.mode) {
+	err = hm_engine_idle(e);
+	if (!err) {
 		dropped = e->st.mirrors_dropped_by_guard;
 		t0 = hm_now_ns();
 		err = hm_engine_harvest(e);
@@ -140,7 +140,7 @@ int hm_engine_harvest_now(struct hm_engine *e)
 		dropped = e->st.mirrors_dropped_by_guard - dropped;
 		e->st.mirrors_dropped_early += dropped;
 		if (!err)
-			err = dropped > INT32_MAX ? INT32_MAX : (int)dropped;
+			err = hm_count_ret(dropped);
 	}
 	pthread_mutex_unlock(&e->lock);
 	return err;

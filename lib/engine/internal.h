@@ -270,6 +270,20 @@ static inline uint64_t hm_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
+/* Under e->lock, outside a dispatch: 0 if the engine can act now (the
+ * calls that run a dispatch's steps without one), -EBUSY with a work in
+ * flight, -ENODEV once the device is lost. */
+static inline int hm_engine_idle(const struct hm_engine *e)
+{
+	return e->work.mode ? -EBUSY : e->vk->lost ? -ENODEV : 0;
+}
+
+/* a count returned where an int says it (>= 0) */
+static inline int hm_count_ret(uint64_t n)
+{
+	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
 static inline uint64_t hm_ref(uint32_t space, uint64_t idx)
 {
 	return ((uint64_t)space << 40) | idx;
