@@ -149,6 +149,36 @@ struct hm_sink {
 	size_t cap, n;
 };
 
+/* one PAGEMAP_SCAN of [start, end) into vec[0..HM_SCAN_VEC): the written
+   runs it found and write-protected again (>= 0; EINTR and EAGAIN are
+   retried) or -errno; *ret_next: where the next one starts, end once the
+   range is done */
+static long hm_scan_once(int pagemap, uint64_t start, uint64_t end,
+			 struct hm_page_region *vec, uint64_t *ret_next)
+{
+	for (;;) {
+		struct hm_pm_scan_arg a = {
+			.size = sizeof(a),
+			.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+			.start = start,
+			.end = end,
+			.vec = (uintptr_t)vec,
+			.vec_len = HM_SCAN_VEC,
+			.category_mask = PAGE_IS_WRITTEN,
+			.return_mask = PAGE_IS_WRITTEN,
+		};
+		long n = ioctl(pagemap, HM_PAGEMAP_SCAN, &a);
+
+		if (n < 0) {
+			if (errno == EINTR || errno == EAGAIN)
+				continue;
+			return -errno;
+		}
+		*ret_next = a.walk_end >= end || a.walk_end <= start ? end : a.walk_end;
+		return n;
+	}
+}
+
 /* the written runs v[0..n) of a scan of the mapping at base, in ascending
    order, into chunks: pending (hm_record), or the sink while it has room */
 static void hm_scan_runs(struct hm_space *s, uintptr_t base, const struct hm_page_region *v,
@@ -204,14 +234,6 @@ static void *hm_scan_part_main(void *arg)
 
 	p->err = 0;
 	while (start < p->end) {
-		struct hm_pm_scan_arg a = {
-			.size = sizeof(a),
-			.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-			.start = start,
-			.end = p->end,
-			.category_mask = PAGE_IS_WRITTEN,
-			.return_mask = PAGE_IS_WRITTEN,
-		};
 		long n;
 
 		if (p->cap - p->nr < HM_SCAN_VEC) {
@@ -224,19 +246,12 @@ static void *hm_scan_part_main(void *arg)
 			p->runs = q;
 			p->cap += HM_SCAN_VEC;
 		}
-		a.vec = (uintptr_t)(p->runs + p->nr);
-		a.vec_len = HM_SCAN_VEC;
-		n = ioctl(p->pagemap, HM_PAGEMAP_SCAN, &a);
+		n = hm_scan_once(p->pagemap, start, p->end, p->runs + p->nr, &start);
 		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			p->err = -errno;
+			p->err = (int)n;
 			break;
 		}
 		p->nr += (size_t)n;
-		if (a.walk_end >= p->end || a.walk_end <= start)
-			break;
-		start = a.walk_end;
 	}
 	return NULL;
 }
@@ -309,27 +324,11 @@ static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t ba
 	if (err != -EAGAIN)
 		return err;
 	while (start < end) {
-		struct hm_pm_scan_arg a = {
-			.size = sizeof(a),
-			.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-			.start = start,
-			.end = end,
-			.vec = (uintptr_t)u->vec,
-			.vec_len = HM_SCAN_VEC,
-			.category_mask = PAGE_IS_WRITTEN,
-			.return_mask = PAGE_IS_WRITTEN,
-		};
-		long n = ioctl(u->pagemap, HM_PAGEMAP_SCAN, &a);
+		long n = hm_scan_once(u->pagemap, start, end, u->vec, &start);
 
-		if (n < 0) {
-			if (errno == EINTR || errno == EAGAIN)
-				continue;
-			return -errno;
-		}
+		if (n < 0)
+			return (int)n;
 		hm_scan_runs(s, base, u->vec, n, &last, k);
-		if (a.walk_end >= end || a.walk_end <= start)
-			break;
-		start = a.walk_end;
 	}
 	return 0;
 }
