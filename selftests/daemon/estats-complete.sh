@@ -29,26 +29,22 @@ elif [ -n "$missing" ]; then
 else
 	echo "ok 1 the daemon exposes all $n counters of struct hm_engine_stats"
 fi
-missing=
-n=0
-for e in $enums; do
-	n=$((n + 1))
-	grep -q "\[$e\] = \"" lib/client.c || missing="$missing $e"
-done
-if [ "$n" -lt 20 ] || [ -n "$missing" ]; then
-	echo "not ok 2 HM_ESTAT_* without a name in lib/client.c ($n seen):$missing"
-else
-	echo "ok 2 every one of the $n HM_ESTAT_* values has a name"
-fi
-missing=
-n=0
-for e in $(sed -n '/^enum hm_daemon_stat {/,/^};/p' lib/include/hmirror/protocol.h |
-	sed -n 's/^[[:space:]]*\(HM_DSTAT_[A-Z0-9_]*\).*/\1/p' | grep -vx HM_DSTAT_NR); do
-	n=$((n + 1))
-	grep -q "\[$e\] = \"" lib/client.c || missing="$missing $e"
-done
-if [ "$n" -lt 10 ] || [ -n "$missing" ]; then
-	echo "not ok 3 HM_DSTAT_* without a name in lib/client.c ($n seen):$missing"
-else
-	echo "ok 3 every one of the $n HM_DSTAT_* values has a name"
-fi
+# named NR WHAT MIN VALUES...: each value has a name in lib/client.c
+named() {
+	nr=$1 what=$2 min=$3 missing= n=0
+	shift 3
+	for e in "$@"; do
+		n=$((n + 1))
+		grep -q "\[$e\] = \"" lib/client.c || missing="$missing $e"
+	done
+	if [ "$n" -lt "$min" ] || [ -n "$missing" ]; then
+		echo "not ok $nr $what without a name in lib/client.c ($n seen):$missing"
+	else
+		echo "ok $nr every one of the $n $what values has a name"
+	fi
+}
+# shellcheck disable=SC2086
+named 2 'HM_ESTAT_*' 20 $enums
+# shellcheck disable=SC2046
+named 3 'HM_DSTAT_*' 10 $(sed -n '/^enum hm_daemon_stat {/,/^};/p' lib/include/hmirror/protocol.h |
+	sed -n 's/^[[:space:]]*\(HM_DSTAT_[A-Z0-9_]*\).*/\1/p' | grep -vx HM_DSTAT_NR)
