@@ -71,6 +71,11 @@ struct hm_espace {
 	 * when its chunk's mirror was last published (UINT64_MAX: unknown) */
 	unsigned wshift;
 	uint64_t *ugen;
+	/* units written into the chunk's pool copy since the dense window
+	 * last copied the chunk in (hm_window_fresh(); window.c copies only
+	 * these where the window held the rest), a bit a unit; NULL: none
+	 * flagged yet (then every copy is whole) */
+	uint64_t *wfresh;
 };
 
 /* A mapping (gmap.c): guest chunks [gchunk, gchunk + nr) name chunks
@@ -123,6 +128,9 @@ struct hm_pipe {
 struct hm_window_op {
 	uint64_t off;                   /* window offset of the chunk */
 	uint32_t mirror;                /* pool slot copied in, HM_NO_MIRROR: sentinel fill */
+	bool part;                      /* copy only the units flagged in wfresh */
+	uint32_t space;                 /* the chunk's space and index (copies) */
+	uint64_t idx;
 };
 
 struct hm_window {
@@ -144,6 +152,11 @@ struct hm_window {
 	VkBufferCopy *regs;             /* record_ops(): one slab's copy regions */
 	size_t cap_regs;
 	struct hm_vk_buffer descs;      /* (mirror, window) addresses for gather.comp */
+	/* held[k]: the dense window's chunk k (from guest_lo) holds its
+	 * published mirror's pool bytes but for the units flagged in the
+	 * space's wfresh; cleared by a sentinel fill, all by a rebuild */
+	uint8_t *held;
+	size_t nr_held;
 	struct hm_vk_cmd cmd;
 	/* sparse form (window.c): mirrors and a sentinel region bound */
 	bool sparse;
@@ -349,6 +362,7 @@ void hm_engine_queue(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_repoint(struct hm_engine *e, uint64_t chunk, int64_t delta);
 /* the window's list of changed table entries (read by window.c) */
 void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx);
+void hm_window_fresh(struct hm_engine *e, struct hm_espace *sp, uint64_t idx, uint64_t u);
 void hm_engine_drop_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 void hm_engine_stale_mirror(struct hm_engine *e, uint32_t space, uint64_t idx);
 int  hm_engine_republish(struct hm_engine *e);

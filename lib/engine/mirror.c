@@ -269,6 +269,27 @@ void hm_window_note(struct hm_engine *e, uint32_t space, uint64_t idx)
 }
 
 /*
+ * Unit u of chunk idx was written into the chunk's pool copy (an upload):
+ * the dense window's copy of the chunk lacks it until the next sync, which
+ * copies only the flagged units of a chunk whose window bytes it held
+ * (window.c).  Without memory for the flags nothing is flagged, and the
+ * sync trusts no held chunk of that space: its copies stay whole.
+ */
+void hm_window_fresh(struct hm_engine *e, struct hm_espace *sp, uint64_t idx, uint64_t u)
+{
+	uint64_t unit = (idx << sp->wshift) + u;
+
+	if (!e->win.buf.buf || e->win.sparse)
+		return;         /* no dense window: nothing copied in at the sync */
+	if (!sp->wfresh) {
+		sp->wfresh = calloc(((sp->nr_chunks << sp->wshift) + 63) / 64, sizeof(uint64_t));
+		if (!sp->wfresh)
+			return;
+	}
+	sp->wfresh[unit / 64] |= 1ull << (unit % 64);
+}
+
+/*
  * The table's device slots are written at the dispatch boundary
  * (hm_table_flush() before the dispatch): a mirror dropped by the harvest
  * and refreshed in place by the upload names the same slot again, so its

@@ -163,6 +163,7 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
 	hm_consumer_free(sp->cons);
 	free(sp->ch);
 	free(sp->ugen);
+	free(sp->wfresh);
 	free(sp->nmap);
 	free(sp->gchunk);
 	memset(sp, 0, sizeof(*sp));

@@ -116,7 +116,7 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 	/* one descriptor a unit of the finest space among the candidates */
 	d = e->gather_descs.map;
 	for (size_t i = 0; i < n; i++) {
-		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
 		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
 		uint64_t home = hm_espace_home_addr(e, sp, idx);
 		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
@@ -124,6 +124,7 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
 			if (!unit_wanted(e, i, sp, idx, u))
 				continue;
+			hm_window_fresh(e, sp, idx, u);
 			for (uint64_t o = 0; o < su; o += unit) {
 				d[2 * nd] = home + u * su + o;
 				d[2 * nd + 1] = mirror + u * su + o;
@@ -201,6 +202,12 @@ int hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes
 		return gather_candidates(e, n, ret_bytes);
 	/* whole chunks (a stale mirror's too: always right) */
 	*ret_bytes = n * e->chunk;
+	for (size_t i = 0; i < n; i++) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+		for (uint64_t u = 0; u < (1ull << sp->wshift); u++)
+			hm_window_fresh(e, sp, hm_ref_idx(e->cand[i]), u);
+	}
 
 	if (shader && e->twin_addrs.size < n * 8) {
 		size_t cap = 256;

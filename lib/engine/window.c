@@ -220,6 +220,7 @@ void hm_window_finish(struct hm_engine *e)
 	free(w->regs);
 	hm_vk_buffer_free(e->vk, &w->descs);
 	free(w->binds);
+	free(w->held);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -247,6 +248,58 @@ void hm_window_maps_changed(struct hm_engine *e)
 		w->rebuild = true;
 }
 
+/* Chunk idx's units copied into the window, or never to be: unflagged. */
+static void fresh_clear(struct hm_espace *sp, uint64_t idx)
+{
+	uint64_t per = sp ? 1ull << sp->wshift : 0;
+
+	if (!sp || !sp->wfresh)
+		return;
+	for (uint64_t u = idx * per; u < (idx + 1) * per; u++)
+		sp->wfresh[u / 64] &= ~(1ull << (u % 64));
+}
+
+static bool fresh(const struct hm_espace *sp, uint64_t idx, uint64_t u)
+{
+	uint64_t unit = (idx << sp->wshift) + u;
+
+	return sp->wfresh[unit / 64] & (1ull << (unit % 64));
+}
+
+/*
+ * The runs of op's chunk to copy into the window, bytes from the chunk's
+ * start: the whole chunk, or (op->part) each run of flagged units.  From
+ * *from (start at 0) to the next run, *ret_off and *ret_len; false: none left.
+ */
+static bool op_run(const struct hm_engine *e, const struct hm_window_op *op, uint64_t *from,
+		   uint64_t *ret_off, uint64_t *ret_len)
+{
+	const struct hm_espace *sp;
+	uint64_t per, ub, u;
+
+	if (!op->part) {
+		if (*from)
+			return false;
+		*ret_off = 0;
+		*ret_len = e->chunk;
+		*from = 1;
+		return true;
+	}
+	sp = &e->spaces[op->space];
+	per = 1ull << sp->wshift;
+	ub = e->chunk >> sp->wshift;
+	for (u = *from; u < per && !fresh(sp, op->idx, u); u++)
+		;
+	if (u == per)
+		return false;
+	*ret_off = u * ub;
+	while (u < per && fresh(sp, op->idx, u))
+		u++;
+	*ret_len = u * ub - *ret_off;
+	*from = u;
+	return true;
+}
+
 /* Queue the window change of guest chunk g: a published mirror -> copy
  * it in and name its window bytes in the table; else (home, or unmapped
  * since it was noted) -> sentinel. */
@@ -255,13 +308,16 @@ static int plan_chunk(struct hm_engine *e, uint64_t g)
 	struct hm_window *w = &e->win;
 	struct hm_window_op *op;
 	struct hm_espace *sp;
-	uint64_t guest = g << e->shift, off, idx;
+	uint64_t guest = g << e->shift, off, idx, k;
 	uint32_t space, mirror = HM_NO_MIRROR;
 
 	sp = hm_engine_space_of_chunk(e, g, &space, &idx);
 	if (sp && sp->ch[idx].mirror != HM_NO_MIRROR && (sp->ch[idx].flags & HM_CH_PUBLISHED))
 		mirror = sp->ch[idx].mirror;
 	off = HM_WINDOW_GUARD_BYTES + (guest - w->guest_lo);
+	k = (guest - w->guest_lo) >> e->shift;
+	if (w->sparse || guest - w->guest_lo >= w->covered || mirror == HM_NO_MIRROR)
+		fresh_clear(sp, idx);   /* no copy into the window follows */
 	if (guest - w->guest_lo >= w->covered) {
 		/* past the window (or below it): its mirror is named at its pool slot */
 		if (mirror != HM_NO_MIRROR)
@@ -289,13 +345,20 @@ static int plan_chunk(struct hm_engine *e, uint64_t g)
 	op = &w->ops[w->nr_ops++];
 	op->off = off;
 	op->mirror = HM_NO_MIRROR;
+	op->part = false;
 	if (mirror != HM_NO_MIRROR) {
 		int err = hm_table_update(e->table, g, (int64_t)(w->buf.addr + off - guest));
 
 		if (err)
 			return err;
 		op->mirror = mirror;
+		op->space = space;
+		op->idx = idx;
+		/* the window held the rest of it: its flagged units alone */
+		op->part = k < w->nr_held && w->held[k] && sp->wfresh && sp->wshift;
 	}
+	if (k < w->nr_held)
+		w->held[k] = mirror != HM_NO_MIRROR;
 	return 0;
 }
 
@@ -354,6 +417,9 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	memset(&w->buf, 0, sizeof(w->buf));
 	w->nr_dirty = 0;
 	w->rebuild = false;
+	free(w->held);          /* all sentinel: nothing held */
+	w->held = NULL;
+	w->nr_held = 0;
 	if (lo >= hi)
 		return 0;
 	/* at most w->limit bytes (NVIDIA 580: maxBufferSize 4094 MiB): a span
@@ -390,6 +456,9 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	w->guest_lo = lo;
 	vkCmdFillBuffer(cb, w->buf.buf, 0, VK_WHOLE_SIZE, HM_WINDOW_SENTINEL);
 	*ret_filled = true;
+	/* without the memory, every copy into the window is whole */
+	w->held = calloc(w->covered >> e->shift, 1);
+	w->nr_held = w->held ? w->covered >> e->shift : 0;
 	return 0;
 }
 
@@ -426,14 +495,21 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 		uint64_t descs, twin_off;
 		uint32_t block_bytes, first;
 	} push = { 0, 0, 0, 0 };
-	uint64_t *d;
+	uint64_t piece = e->chunk, nd = 0, k = 0, *d, from, ro, rl;
 
 	if (e->p.twin_mode != HM_TWIN_GATHER || !n)
 		return false;
-	if (w->descs.size < n * 16) {
+	/* one descriptor a unit of the finest space among the partial copies */
+	for (size_t i = 0; i < n; i++)
+		if (w->ops[i].part && (e->chunk >> e->spaces[w->ops[i].space].wshift) < piece)
+			piece = e->chunk >> e->spaces[w->ops[i].space].wshift;
+	for (size_t i = 0; i < n; i++)
+		for (from = 0; op_run(e, &w->ops[i], &from, &ro, &rl);)
+			nd += rl / piece;
+	if (w->descs.size < nd * 16) {
 		size_t c = 256;
 
-		while (c < n)
+		while (c < nd)
 			c *= 2;
 		hm_vk_buffer_free(e->vk, &w->descs);
 		if (hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &w->descs)) {
@@ -443,20 +519,28 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 	}
 	d = w->descs.map;
 	for (size_t i = 0; i < n; i++) {
-		d[2 * i] = hm_pool_mirror_addr(e, w->ops[i].mirror);
-		d[2 * i + 1] = w->buf.addr + w->ops[i].off;
+		uint64_t m = hm_pool_mirror_addr(e, w->ops[i].mirror);
+		uint64_t win = w->buf.addr + w->ops[i].off;
+
+		for (from = 0; op_run(e, &w->ops[i], &from, &ro, &rl);)
+			for (uint64_t o = ro; o < ro + rl; o += piece, k++) {
+				d[2 * k] = m + o;
+				d[2 * k + 1] = win + o;
+			}
 	}
+	e->st.window_copies += n;
+	if (!nd)
+		return true;    /* held, and nothing written since */
 	if (filled)
 		hm_vk_cmd_barrier(cb);  /* the whole fill before the copies */
 	push.descs = w->descs.addr;
-	push.block_bytes = e->chunk < (4u << 10) ? (uint32_t)e->chunk : 4u << 10;
-	for (size_t first = 0; first < n; first += max_y) {
+	push.block_bytes = piece < (4u << 10) ? (uint32_t)piece : 4u << 10;
+	for (uint64_t first = 0; first < nd; first += max_y) {
 		push.first = (uint32_t)first;
 		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push),
-				   (uint32_t)(e->chunk / push.block_bytes),
-				   (uint32_t)(n - first < max_y ? n - first : max_y), 1);
+				   (uint32_t)(piece / push.block_bytes),
+				   (uint32_t)(nd - first < max_y ? nd - first : max_y), 1);
 	}
-	e->st.window_copies += n;
 	return true;
 }
 
@@ -508,27 +592,30 @@ static void record_ops(struct hm_engine *e, VkCommandBuffer cb, bool filled)
 			nr = 0;
 		}
 		cur = slab;
-		r = nr ? &w->regs[nr - 1] : NULL;
-		if (r && r->srcOffset + r->size == so && r->dstOffset + r->size == op->off) {
-			r->size += e->chunk;
-			continue;
-		}
-		if (hm_grow((void **)&w->regs, &w->cap_regs, nr + 1, sizeof(*w->regs)) ||
-		    nr == UINT32_MAX) {
-			/* no room for one more region: what is held goes now */
-			if (nr)
-				vkCmdCopyBuffer(cb, cur, w->buf.buf, (uint32_t)nr, w->regs);
-			nr = 0;
-			if (!w->cap_regs) {
-				VkBufferCopy one = { .srcOffset = so, .dstOffset = op->off,
-						     .size = e->chunk };
-
-				vkCmdCopyBuffer(cb, slab, w->buf.buf, 1, &one);
+		for (uint64_t from = 0, ro, rl; op_run(e, op, &from, &ro, &rl);) {
+			r = nr ? &w->regs[nr - 1] : NULL;
+			if (r && r->srcOffset + r->size == so + ro &&
+			    r->dstOffset + r->size == op->off + ro) {
+				r->size += rl;
 				continue;
 			}
+			if (hm_grow((void **)&w->regs, &w->cap_regs, nr + 1, sizeof(*w->regs)) ||
+			    nr == UINT32_MAX) {
+				/* no room for one more region: what is held goes now */
+				if (nr)
+					vkCmdCopyBuffer(cb, cur, w->buf.buf, (uint32_t)nr, w->regs);
+				nr = 0;
+				if (!w->cap_regs) {
+					VkBufferCopy one = { .srcOffset = so + ro,
+							     .dstOffset = op->off + ro, .size = rl };
+
+					vkCmdCopyBuffer(cb, slab, w->buf.buf, 1, &one);
+					continue;
+				}
+			}
+			w->regs[nr++] = (VkBufferCopy){ .srcOffset = so + ro,
+							.dstOffset = op->off + ro, .size = rl };
 		}
-		w->regs[nr++] = (VkBufferCopy){ .srcOffset = so, .dstOffset = op->off,
-						.size = e->chunk };
 	}
 	if (nr)
 		vkCmdCopyBuffer(cb, cur, w->buf.buf, (uint32_t)nr, w->regs);
@@ -614,6 +701,9 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 				     VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	}
 	record_ops(e, cb, filled);
+	for (size_t i = 0; i < w->nr_ops; i++)
+		if (w->ops[i].mirror != HM_NO_MIRROR)
+			fresh_clear(&e->spaces[w->ops[i].space], w->ops[i].idx);
 	hm_vk_cmd_barrier(cb);
 	err = hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
 	hm_vk_buffer_free(e->vk, &w->old);
