@@ -38,6 +38,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <spirv/unified1/spirv.h>
 
 #include "hmirror/vkctx.h"
 #include "hmirror/table.h"
@@ -174,17 +175,17 @@ struct kb {
 
 static void kb_label(struct kb *k, uint32_t id)
 {
-	HM_SPV(k->m, FN, HM_SpvOpLabel, id);
+	HM_SPV(k->m, FN, SpvOpLabel, id);
 	k->label = id;
 }
 
 /* a 64-bit id from two u32 ids, in section sec */
 static uint32_t join_in(struct kb *k, int sec, uint32_t lo, uint32_t hi)
 {
-	return HM_SPV_OP(k->m, sec, HM_SpvOpBitwiseOr, k->u64,
-			 HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, lo),
-			 HM_SPV_OP(k->m, sec, HM_SpvOpShiftLeftLogical, k->u64,
-				   HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, hi),
+	return HM_SPV_OP(k->m, sec, SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, sec, SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, sec, SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, sec, SpvOpUConvert, k->u64, hi),
 				   hm_spirv_const_u32(k->m, 32)));
 }
 
@@ -195,9 +196,9 @@ static uint32_t kb_join(struct kb *k, uint32_t lo, uint32_t hi)
 
 static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
 {
-	HM_SPV(k->m, FN, HM_SpvOpStore,
-	       HM_SPV_OP(k->m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, addr), v,
-	       HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(k->m, FN, SpvOpStore,
+	       HM_SPV_OP(k->m, FN, SpvOpConvertUToPtr, k->psb_u32, addr), v,
+	       SpvMemoryAccessAlignedMask, 4);
 }
 
 /*
@@ -219,11 +220,11 @@ static uint32_t spec_addr(struct kb *k, int sec, uint32_t guest, uint32_t sdev, 
 			  uint32_t lim)
 {
 	struct hm_spirv_module *m = k->m;
-	uint32_t rel = HM_SPV_OP(m, sec, HM_SpvOpISub, k->u64, guest, sbase);
+	uint32_t rel = HM_SPV_OP(m, sec, SpvOpISub, k->u64, guest, sbase);
 
-	rel = HM_SPV_OP(m, sec, HM_SpvOpSelect, k->u64,
-			HM_SPV_OP(m, sec, HM_SpvOpULessThan, k->bl, rel, lim), rel, lim);
-	return HM_SPV_OP(m, sec, HM_SpvOpIAdd, k->u64, sdev, rel);
+	rel = HM_SPV_OP(m, sec, SpvOpSelect, k->u64,
+			HM_SPV_OP(m, sec, SpvOpULessThan, k->bl, rel, lim), rel, lim);
+	return HM_SPV_OP(m, sec, SpvOpIAdd, k->u64, sdev, rel);
 }
 
 /* Confirm a speculative word: vs where hit, else the guarded load at dev
@@ -236,22 +237,22 @@ static uint32_t spec_confirm(struct kb *k, int sec, uint32_t *label, uint32_t hi
 	uint32_t slow = hm_spirv_id(m), ld = hm_spirv_id(m), m1 = hm_spirv_id(m);
 	uint32_t m2 = hm_spirv_id(m), nz, v, vslow;
 
-	HM_SPV(m, sec, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
-	HM_SPV(m, sec, HM_SpvOpBranchConditional, hit, m1, slow);
-	HM_SPV(m, sec, HM_SpvOpLabel, slow);
-	nz = HM_SPV_OP(m, sec, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
-	HM_SPV(m, sec, HM_SpvOpSelectionMerge, m2, HM_SpvSelectionControlNone);
-	HM_SPV(m, sec, HM_SpvOpBranchConditional, nz, ld, m2);
-	HM_SPV(m, sec, HM_SpvOpLabel, ld);
-	v = HM_SPV_OP(m, sec, HM_SpvOpLoad, k->u32,
-		      HM_SPV_OP(m, sec, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-		      HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, sec, HM_SpvOpBranch, m2);
-	HM_SPV(m, sec, HM_SpvOpLabel, m2);
-	vslow = HM_SPV_OP(m, sec, HM_SpvOpPhi, k->u32, v, ld, hm_spirv_const_u32(m, 0), slow);
-	HM_SPV(m, sec, HM_SpvOpBranch, m1);
-	HM_SPV(m, sec, HM_SpvOpLabel, m1);
-	v = HM_SPV_OP(m, sec, HM_SpvOpPhi, k->u32, vs, *label, vslow, m2);
+	HM_SPV(m, sec, SpvOpSelectionMerge, m1, SpvSelectionControlMaskNone);
+	HM_SPV(m, sec, SpvOpBranchConditional, hit, m1, slow);
+	HM_SPV(m, sec, SpvOpLabel, slow);
+	nz = HM_SPV_OP(m, sec, SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+	HM_SPV(m, sec, SpvOpSelectionMerge, m2, SpvSelectionControlMaskNone);
+	HM_SPV(m, sec, SpvOpBranchConditional, nz, ld, m2);
+	HM_SPV(m, sec, SpvOpLabel, ld);
+	v = HM_SPV_OP(m, sec, SpvOpLoad, k->u32,
+		      HM_SPV_OP(m, sec, SpvOpConvertUToPtr, k->psb_u32, dev),
+		      SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, sec, SpvOpBranch, m2);
+	HM_SPV(m, sec, SpvOpLabel, m2);
+	vslow = HM_SPV_OP(m, sec, SpvOpPhi, k->u32, v, ld, hm_spirv_const_u32(m, 0), slow);
+	HM_SPV(m, sec, SpvOpBranch, m1);
+	HM_SPV(m, sec, SpvOpLabel, m1);
+	v = HM_SPV_OP(m, sec, SpvOpPhi, k->u32, vs, *label, vslow, m2);
 	*label = m1;
 	return v;
 }
@@ -262,11 +263,11 @@ static uint32_t call_lookup(struct kb *k, int sec, uint32_t guest, uint32_t tabl
 {
 	struct hm_spirv_module *m = k->m;
 	uint32_t fn = hm_spirv_lookup_fn(m);
-	uint32_t r = HM_SPV_OP(m, sec, HM_SpvOpFunctionCall, hm_spirv_lookup_result_type(m), fn,
+	uint32_t r = HM_SPV_OP(m, sec, SpvOpFunctionCall, hm_spirv_lookup_result_type(m), fn,
 			       guest, table, nr_home, shift, marks);
 
-	return join_in(k, sec, HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 0),
-		       HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 1));
+	return join_in(k, sec, HM_SPV_OP(m, sec, SpvOpCompositeExtract, k->u32, r, 0),
+		       HM_SPV_OP(m, sec, SpvOpCompositeExtract, k->u32, r, 1));
 }
 
 /* vs where hit; else the helper, called there only, and the guarded load
@@ -277,15 +278,15 @@ static uint32_t trusted_or_slow(struct kb *k, const struct hm_spirv_table_ids *t
 	struct hm_spirv_module *m = k->m;
 	uint32_t pre = k->label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v, dev, slow_end;
 
-	HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
+	HM_SPV(m, FN, SpvOpSelectionMerge, m1, SpvSelectionControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, hit, m1, slow);
 	kb_label(k, slow);
 	dev = call_lookup(k, FN, addr, t->table, t->nr_home, t->chunk_shift, t->marks);
 	v = spec_confirm(k, FN, &k->label, hm_spirv_const_bool(m, false), vs, dev);
-	HM_SPV(m, FN, HM_SpvOpBranch, m1);
+	HM_SPV(m, FN, SpvOpBranch, m1);
 	slow_end = k->label;
 	kb_label(k, m1);
-	return HM_SPV_OP(m, FN, HM_SpvOpPhi, k->u32, vs, pre, v, slow_end);
+	return HM_SPV_OP(m, FN, SpvOpPhi, k->u32, vs, pre, v, slow_end);
 }
 
 /*
@@ -306,19 +307,19 @@ static uint32_t loadthrough_fn(struct kb *k)
 	hm_spirv_lookup_fn(m);          /* the helper first: written whole */
 	fnty = hm_spirv_type_function(m, k->u32, pty, 8);
 	fn = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpFunction, k->u32, fn, HM_SpvFunctionControlDontInline, fnty);
+	HM_SPV(m, H, SpvOpFunction, k->u32, fn, SpvFunctionControlDontInlineMask, fnty);
 	for (int i = 0; i < 8; i++)
-		p[i] = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, pty[i]);
+		p[i] = HM_SPV_OP(m, H, SpvOpFunctionParameter, pty[i]);
 	label = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpLabel, label);
+	HM_SPV(m, H, SpvOpLabel, label);
 	sa = spec_addr(k, H, p[0], p[5], p[6], p[7]);
-	vs = HM_SPV_OP(m, H, HM_SpvOpLoad, k->u32,
-		       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-		       HM_SpvMemoryAccessAligned, 4);
+	vs = HM_SPV_OP(m, H, SpvOpLoad, k->u32,
+		       HM_SPV_OP(m, H, SpvOpConvertUToPtr, k->psb_u32, sa),
+		       SpvMemoryAccessAlignedMask, 4);
 	dev = call_lookup(k, H, p[0], p[1], p[2], p[3], p[4]);
-	v = spec_confirm(k, H, &label, HM_SPV_OP(m, H, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
-	HM_SPV(m, H, HM_SpvOpReturnValue, v);
-	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	v = spec_confirm(k, H, &label, HM_SPV_OP(m, H, SpvOpIEqual, k->bl, dev, sa), vs, dev);
+	HM_SPV(m, H, SpvOpReturnValue, v);
+	hm_spirv_inst(m, H, SpvOpFunctionEnd, NULL, 0);
 	k->loadthrough = fn;
 	return fn;
 }
@@ -340,21 +341,21 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 	if (path == PATH_FLAT) {
 		/* t->table: the flat array, biased so that chunk number c's
 		 * delta lies at t->table + 8c */
-		uint32_t psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer,
+		uint32_t psb_u64 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer,
 							 k->u64);
-		uint32_t e = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, t->table,
-				       HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
-						 HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u64,
+		uint32_t e = HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, t->table,
+				       HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k->u64,
+						 HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u64,
 							   addr, t->chunk_shift),
 						 hm_spirv_const_u32(m, 3)));
-		uint32_t delta = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_u64, e),
-					   HM_SpvMemoryAccessAligned, 8);
+		uint32_t delta = HM_SPV_OP(m, FN, SpvOpLoad, k->u64,
+					   HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb_u64, e),
+					   SpvMemoryAccessAlignedMask, 8);
 
-		dev = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, addr, delta);
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
+		dev = HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, addr, delta);
+		val = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+				SpvMemoryAccessAlignedMask, 4);
 	} else if (path == PATH_SPEC) {
 		/* the speculative load: push 12-13 the device address of the
 		 * space's first byte, 14-15 its guest address, 16-17 its size
@@ -362,35 +363,35 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]),
 					kb_join(k, push[14], push[15]),
 					kb_join(k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
+		uint32_t vs = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, sa),
+					SpvMemoryAccessAlignedMask, 4);
 
 		r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
 		if (r)
 			return r;
 		val = spec_confirm(k, FN, &k->label,
-				   HM_SPV_OP(m, FN, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
+				   HM_SPV_OP(m, FN, SpvOpIEqual, k->bl, dev, sa), vs, dev);
 	} else if (path == PATH_MMU) {
 		dev = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]),
 				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
+		val = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+				SpvMemoryAccessAlignedMask, 4);
 	} else if (path == PATH_SENTINEL) {
 		/* push 20-21: a page of SENTINEL words */
 		uint32_t sbase = kb_join(k, push[14], push[15]);
-		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, addr, sbase);
-		uint32_t sa = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64,
-					HM_SPV_OP(m, FN, HM_SpvOpULessThan, k->bl, rel,
+		uint32_t rel = HM_SPV_OP(m, FN, SpvOpISub, k->u64, addr, sbase);
+		uint32_t sa = HM_SPV_OP(m, FN, SpvOpSelect, k->u64,
+					HM_SPV_OP(m, FN, SpvOpULessThan, k->bl, rel,
 						  kb_join(k, push[16], push[17])),
-					HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64,
+					HM_SPV_OP(m, FN, SpvOpIAdd, k->u64,
 						  kb_join(k, push[12], push[13]), rel),
 					kb_join(k, push[20], push[21]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, vs,
+		uint32_t vs = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, sa),
+					SpvMemoryAccessAlignedMask, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl, vs,
 					 hm_spirv_const_u32(m, SENTINEL));
 		val = trusted_or_slow(k, t, addr, hit, vs);
 	} else if (path == PATH_SITE || path == PATH_SITE_COMPACT) {
@@ -400,15 +401,15 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		 * the sentinel page where lim is 0 (every load misses) */
 		uint32_t sdev = kb_join(k, push[12], push[13]), lim = kb_join(k, push[16], push[17]);
 		uint32_t sent = kb_join(k, push[20], push[21]);
-		uint32_t miss = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k->bl, lim, hm_spirv_const_u64(m, 0));
+		uint32_t miss = HM_SPV_OP(m, FN, SpvOpIEqual, k->bl, lim, hm_spirv_const_u64(m, 0));
 		struct hm_spirv_window_ids w;
 
-		w.delta = HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, sdev, kb_join(k, push[14], push[15]));
-		w.first = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, miss, sent, sdev);
-		w.last = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, miss,
-				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sent,
+		w.delta = HM_SPV_OP(m, FN, SpvOpISub, k->u64, sdev, kb_join(k, push[14], push[15]));
+		w.first = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, miss, sent, sdev);
+		w.last = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, miss,
+				   HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, sent,
 					     hm_spirv_const_u64(m, BITMAP_BYTES - HM_ACCESS_MAX_BYTES)),
-				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sdev, lim));
+				   HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, sdev, lim));
 		uint32_t words[HM_ACCESS_MAX_BYTES / 4];
 
 		r = hm_spirv_emit_load(m, t, &w, addr, k->width, words);
@@ -416,13 +417,13 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 			return r;
 		val = words[0];
 		for (uint32_t i = 1; i < k->width; i++)
-			val = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u32, val,
-					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32, words[i],
+			val = HM_SPV_OP(m, FN, SpvOpIAdd, k->u32, val,
+					HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u32, words[i],
 						  hm_spirv_const_u32(m, 31)));
 	} else if (path == PATH_LOADTHROUGH) {
 		uint32_t fn = loadthrough_fn(k);
 
-		val = HM_SPV_OP(m, FN, HM_SpvOpFunctionCall, k->u32, fn, addr, t->table, t->nr_home,
+		val = HM_SPV_OP(m, FN, SpvOpFunctionCall, k->u32, fn, addr, t->table, t->nr_home,
 				t->chunk_shift, t->marks, kb_join(k, push[12], push[13]),
 				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
 	} else if (path == PATH_SPEC_BITMAP) {
@@ -431,27 +432,27 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		uint32_t sbase = kb_join(k, push[14], push[15]);
 		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]), sbase,
 					kb_join(k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-		uint32_t ci = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u64,
-						  HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, addr, sbase),
+		uint32_t vs = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, sa),
+					SpvMemoryAccessAlignedMask, 4);
+		uint32_t ci = HM_SPV_OP(m, FN, SpvOpUConvert, k->u32,
+					HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u64,
+						  HM_SPV_OP(m, FN, SpvOpISub, k->u64, addr, sbase),
 						  t->chunk_shift));
-		uint32_t wa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, kb_join(k, push[18], push[19]),
-					HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u64,
-						  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u32,
-							    HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical,
+		uint32_t wa = HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, kb_join(k, push[18], push[19]),
+					HM_SPV_OP(m, FN, SpvOpUConvert, k->u64,
+						  HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k->u32,
+							    HM_SPV_OP(m, FN, SpvOpShiftRightLogical,
 								      k->u32, ci,
 								      hm_spirv_const_u32(m, 5)),
 							    hm_spirv_const_u32(m, 2))));
-		uint32_t w = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, wa),
-				       HM_SpvMemoryAccessAligned, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl,
-					 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k->u32,
-						   HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32,
-							     w, HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd,
+		uint32_t w = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				       HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, wa),
+				       SpvMemoryAccessAlignedMask, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl,
+					 HM_SPV_OP(m, FN, SpvOpBitwiseAnd, k->u32,
+						   HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u32,
+							     w, HM_SPV_OP(m, FN, SpvOpBitwiseAnd,
 									  k->u32, ci,
 									  hm_spirv_const_u32(m, 31))),
 						   hm_spirv_const_u32(m, 1)),
@@ -464,12 +465,12 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
 		if (r)
 			return r;
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
-		a = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, nz, dev, t->table);
-		val = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u32, nz,
-				HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					  HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, a),
-					  HM_SpvMemoryAccessAligned, 4),
+		nz = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+		a = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, nz, dev, t->table);
+		val = HM_SPV_OP(m, FN, SpvOpSelect, k->u32, nz,
+				HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					  HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, a),
+					  SpvMemoryAccessAlignedMask, 4),
 				hm_spirv_const_u32(m, 0));
 	} else if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
 		uint32_t pre, then, nz, v, guard_end;
@@ -481,38 +482,38 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 			r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
 		if (r)
 			return r;
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+		nz = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
 		pre = k->label;
 		then = hm_spirv_id(m);
 		guard_end = hm_spirv_id(m);
-		HM_SPV(m, FN, HM_SpvOpSelectionMerge, guard_end, HM_SpvSelectionControlNone);
-		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, then, guard_end);
+		HM_SPV(m, FN, SpvOpSelectionMerge, guard_end, SpvSelectionControlMaskNone);
+		HM_SPV(m, FN, SpvOpBranchConditional, nz, then, guard_end);
 		kb_label(k, then);
-		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-			      HM_SpvMemoryAccessAligned, 4);
-		HM_SPV(m, FN, HM_SpvOpBranch, guard_end);
+		v = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+			      HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+			      SpvMemoryAccessAlignedMask, 4);
+		HM_SPV(m, FN, SpvOpBranch, guard_end);
 		kb_label(k, guard_end);
-		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k->u32, v, then, hm_spirv_const_u32(m, 0), pre);
+		val = HM_SPV_OP(m, FN, SpvOpPhi, k->u32, v, then, hm_spirv_const_u32(m, 0), pre);
 		if (op != OP_LOAD) {
 			uint32_t st = hm_spirv_id(m), st_end = hm_spirv_id(m);
 
-			HM_SPV(m, FN, HM_SpvOpSelectionMerge, st_end, HM_SpvSelectionControlNone);
-			HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, st, st_end);
+			HM_SPV(m, FN, SpvOpSelectionMerge, st_end, SpvSelectionControlMaskNone);
+			HM_SPV(m, FN, SpvOpBranchConditional, nz, st, st_end);
 			kb_label(k, st);
-			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
+			kb_store32(k, HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, dev,
 						 hm_spirv_const_u64(m, 4)), s);
-			HM_SPV(m, FN, HM_SpvOpBranch, st_end);
+			HM_SPV(m, FN, SpvOpBranch, st_end);
 			kb_label(k, st_end);
 			if (op == OP_STORE_MARK && path == PATH_HELPER)
 				kb_store32(k, mark, hm_spirv_const_u32(m, 1));
 		}
 	} else {
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
+		val = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+				SpvMemoryAccessAlignedMask, 4);
 		if (op != OP_LOAD)
-			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
+			kb_store32(k, HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, dev,
 						 hm_spirv_const_u64(m, 4)), s);
 	}
 	*ret_val = val;
@@ -540,7 +541,7 @@ static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t var
 	k->u32 = hm_spirv_type_int(m, 32, false);
 	k->u64 = hm_spirv_type_int(m, 64, false);
 	k->bl = hm_spirv_type_bool(m);
-	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
+	k->psb_u32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k->u32);
 	*ret_gidx = kb_main(k, push);
 	t->table = kb_join(k, push[0], push[1]);
 	t->nr_home = push[2];
@@ -559,12 +560,12 @@ static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t of
 	struct hm_spirv_module *m = k->m;
 	int r;
 
-	kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, out,
-				HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
-					  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u64, gidx),
+	kb_store32(k, HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, out,
+				HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k->u64,
+					  HM_SPV_OP(m, FN, SpvOpUConvert, k->u64, gidx),
 					  hm_spirv_const_u32(m, 2))), off);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, FN, SpvOpReturn);
+	hm_spirv_inst(m, FN, SpvOpFunctionEnd, NULL, 0);
 	r = hm_spirv_module_finish(m, ret_w, ret_n);
 	if (!r && k->path == PATH_SITE) {
 		/* the module as built is the compact tier: the speculative one */
@@ -603,9 +604,9 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	steps = push[10];
 	/* off0 = scatter(l) * 8 = ((l * 0x9e3779b1) & mask) * 8: distinct
 	 * for every lane (odd multiplier), spread over the first step */
-	off0 = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32,
-			 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32,
-				   HM_SPV_OP(m, FN, HM_SpvOpIMul, k.u32, gidx,
+	off0 = HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u32,
+			 HM_SPV_OP(m, FN, SpvOpBitwiseAnd, k.u32,
+				   HM_SPV_OP(m, FN, SpvOpIMul, k.u32, gidx,
 					     hm_spirv_const_u32(m, 0x9e3779b1u)),
 				   push[11]),
 			 hm_spirv_const_u32(m, 3));
@@ -619,28 +620,28 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	s = hm_spirv_id(m);
 	next = hm_spirv_id(m);
 	s1 = hm_spirv_id(m);
-	HM_SPV(m, FN, HM_SpvOpBranch, header);
+	HM_SPV(m, FN, SpvOpBranch, header);
 	kb_label(&k, header);
-	HM_SPV(m, FN, HM_SpvOpPhi, k.u32, off, off0, entry, next, cont);
-	HM_SPV(m, FN, HM_SpvOpPhi, k.u32, s, hm_spirv_const_u32(m, 0), entry, s1, cont);
-	uint32_t more = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, s, steps);
+	HM_SPV(m, FN, SpvOpPhi, k.u32, off, off0, entry, next, cont);
+	HM_SPV(m, FN, SpvOpPhi, k.u32, s, hm_spirv_const_u32(m, 0), entry, s1, cont);
+	uint32_t more = HM_SPV_OP(m, FN, SpvOpULessThan, k.bl, s, steps);
 
-	HM_SPV(m, FN, HM_SpvOpLoopMerge, merge, cont, HM_SpvLoopControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, more, body, merge);
+	HM_SPV(m, FN, SpvOpLoopMerge, merge, cont, SpvLoopControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, more, body, merge);
 	kb_label(&k, body);
-	uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
-				  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
+	uint32_t addr = HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, base,
+				  HM_SPV_OP(m, FN, SpvOpUConvert, k.u64, off));
 	uint32_t val;
 
 	r = emit_access(&k, path, op, &t, push, addr, s, &val);
 	if (r)
 		goto out_free;
-	HM_SPV(m, FN, HM_SpvOpBranch, cont);
+	HM_SPV(m, FN, SpvOpBranch, cont);
 	kb_label(&k, cont);
 	/* next = val (the loaded word is the next offset) */
-	HM_SPV(m, FN, HM_SpvOpBitwiseOr, k.u32, next, val, hm_spirv_const_u32(m, 0));
-	HM_SPV(m, FN, HM_SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
-	HM_SPV(m, FN, HM_SpvOpBranch, header);
+	HM_SPV(m, FN, SpvOpBitwiseOr, k.u32, next, val, hm_spirv_const_u32(m, 0));
+	HM_SPV(m, FN, SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
+	HM_SPV(m, FN, SpvOpBranch, header);
 	kb_label(&k, merge);
 	r = chain_epilogue(&k, out, gidx, off, ret_w, ret_n);
 out_free:
@@ -670,15 +671,15 @@ static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint
 	r = chain_prologue(&k, path, OP_LOAD, variant, push, &t, &gidx, &base, &out);
 	if (r)
 		goto out_free;
-	off = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32, gidx, hm_spirv_const_u32(m, 3));
+	off = HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u32, gidx, hm_spirv_const_u32(m, 3));
 	for (uint32_t i = 0; i < nr_sites && !r; i++) {
-		uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
-					  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
+		uint32_t addr = HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, base,
+					  HM_SPV_OP(m, FN, SpvOpUConvert, k.u64, off));
 		uint32_t val;
 
 		r = emit_access(&k, path, OP_LOAD, &t, push, addr, hm_spirv_const_u32(m, 0), &val);
 		if (!r)
-			off = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u32, val,
+			off = HM_SPV_OP(m, FN, SpvOpIAdd, k.u32, val,
 					hm_spirv_const_u32(m, salt + i));
 	}
 	if (!r)
@@ -706,40 +707,40 @@ static int build_touch(uint32_t **ret_w, size_t *ret_n)
 	k.u32 = hm_spirv_type_int(m, 32, false);
 	k.u64 = hm_spirv_type_int(m, 64, false);
 	k.bl = hm_spirv_type_bool(m);
-	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
+	k.psb_u32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k.u32);
 	v4 = hm_spirv_type_vector(m, k.u32, 4);
-	psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4);
+	psb_v4 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, v4);
 	gidx = kb_main(&k, push);
 	tab = kb_join(&k, push[0], push[1]);
 	out = kb_join(&k, push[8], push[9]);
-	cond = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, gidx, push[11]);
+	cond = HM_SPV_OP(m, FN, SpvOpULessThan, k.bl, gidx, push[11]);
 	then = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
-	HM_SPV(m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, cond, then, merge);
+	HM_SPV(m, FN, SpvOpSelectionMerge, merge, SpvSelectionControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, cond, then, merge);
 	kb_label(&k, then);
-	slot = HM_SPV_OP(m, FN, HM_SpvOpLoad, v4,
-			 HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_v4,
-				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, tab,
-					     HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-						       HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
-								 HM_SPV_OP(m, FN, HM_SpvOpUMod, k.u32,
+	slot = HM_SPV_OP(m, FN, SpvOpLoad, v4,
+			 HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb_v4,
+				   HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, tab,
+					     HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u64,
+						       HM_SPV_OP(m, FN, SpvOpUConvert, k.u64,
+								 HM_SPV_OP(m, FN, SpvOpUMod, k.u32,
 									   gidx, push[10])),
 						       hm_spirv_const_u32(m, 4)))),
-			 HM_SpvMemoryAccessAligned, 16);
-	x = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, k.u32,
-		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, slot, 0),
-		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, slot, 2));
-	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
-				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
-						     HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32, gidx,
+			 SpvMemoryAccessAlignedMask, 16);
+	x = HM_SPV_OP(m, FN, SpvOpBitwiseXor, k.u32,
+		      HM_SPV_OP(m, FN, SpvOpCompositeExtract, k.u32, slot, 0),
+		      HM_SPV_OP(m, FN, SpvOpCompositeExtract, k.u32, slot, 2));
+	kb_store32(&k, HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, out,
+				 HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u64,
+					   HM_SPV_OP(m, FN, SpvOpUConvert, k.u64,
+						     HM_SPV_OP(m, FN, SpvOpBitwiseAnd, k.u32, gidx,
 							       hm_spirv_const_u32(m, LANES - 1))),
 					   hm_spirv_const_u32(m, 2))), x);
-	HM_SPV(m, FN, HM_SpvOpBranch, merge);
+	HM_SPV(m, FN, SpvOpBranch, merge);
 	kb_label(&k, merge);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, FN, SpvOpReturn);
+	hm_spirv_inst(m, FN, SpvOpFunctionEnd, NULL, 0);
 	r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);
 	return r;

@@ -48,6 +48,8 @@
  * PhysicalStorageBuffer64, memory model GLSL450; the helper needs the
  * capabilities Shader, Int64, PhysicalStorageBufferAddresses and the
  * extension SPV_KHR_physical_storage_buffer (declared by the builder).
+ * Opcodes and operands are SPIR-V's own numbers: <spirv/unified1/spirv.h>
+ * (Debian's spirv-headers) names them.
  */
 #ifndef HMIRROR_LOOKUP_H
 #define HMIRROR_LOOKUP_H
@@ -364,53 +366,6 @@ enum hm_tier {
 };
 int  hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
 			uint32_t **ret_words, size_t *ret_nr);
-
-/* ---- SPIR-V numbers the builder, the tests and the benchmark use -------- */
-enum hm_spv_op {
-	HM_SpvOpName = 5, HM_SpvOpExtension = 10, HM_SpvOpMemoryModel = 14,
-	HM_SpvOpEntryPoint = 15, HM_SpvOpExecutionMode = 16, HM_SpvOpCapability = 17,
-	HM_SpvOpTypeVoid = 19, HM_SpvOpTypeBool = 20, HM_SpvOpTypeInt = 21,
-	HM_SpvOpTypeVector = 23, HM_SpvOpTypeArray = 28, HM_SpvOpTypeStruct = 30,
-	HM_SpvOpTypePointer = 32, HM_SpvOpTypeFunction = 33,
-	HM_SpvOpConstantTrue = 41, HM_SpvOpConstantFalse = 42, HM_SpvOpConstant = 43,
-	HM_SpvOpFunction = 54, HM_SpvOpFunctionParameter = 55, HM_SpvOpFunctionEnd = 56,
-	HM_SpvOpFunctionCall = 57, HM_SpvOpVariable = 59, HM_SpvOpLoad = 61,
-	HM_SpvOpStore = 62, HM_SpvOpAccessChain = 65, HM_SpvOpDecorate = 71,
-	HM_SpvOpMemberDecorate = 72, HM_SpvOpCompositeConstruct = 80,
-	HM_SpvOpCompositeExtract = 81, HM_SpvOpUConvert = 113,
-	HM_SpvOpConvertUToPtr = 120, HM_SpvOpBitcast = 124, HM_SpvOpIAdd = 128,
-	HM_SpvOpISub = 130, HM_SpvOpIMul = 132, HM_SpvOpUMod = 137, HM_SpvOpUMulExtended = 151,
-	HM_SpvOpLogicalOr = 166, HM_SpvOpLogicalAnd = 167, HM_SpvOpSelect = 169,
-	HM_SpvOpIEqual = 170, HM_SpvOpINotEqual = 171, HM_SpvOpULessThan = 176,
-	HM_SpvOpShiftRightLogical = 194, HM_SpvOpShiftLeftLogical = 196,
-	HM_SpvOpBitwiseOr = 197,
-	HM_SpvOpBitCount = 205, HM_SpvOpBitwiseXor = 198, HM_SpvOpBitwiseAnd = 199,
-	HM_SpvOpControlBarrier = 224, HM_SpvOpAtomicIAdd = 234, HM_SpvOpPhi = 245,
-	HM_SpvOpLoopMerge = 246, HM_SpvOpSelectionMerge = 247, HM_SpvOpLabel = 248,
-	HM_SpvOpBranch = 249, HM_SpvOpBranchConditional = 250, HM_SpvOpReturn = 253,
-	HM_SpvOpReturnValue = 254,
-};
-enum {
-	HM_SpvCapShader = 1, HM_SpvCapLinkage = 5, HM_SpvCapInt64 = 11,
-	HM_SpvCapPhysicalStorageBufferAddresses = 5347,
-	HM_SpvStorageInput = 1, HM_SpvStorageWorkgroup = 4, HM_SpvStoragePrivate = 6,
-	HM_SpvStorageFunction = 7, HM_SpvStoragePushConstant = 9,
-	HM_SpvStoragePhysicalStorageBuffer = 5349,
-	HM_SpvAddressingPhysicalStorageBuffer64 = 5348, HM_SpvMemoryModelGLSL450 = 1,
-	HM_SpvExecModelGLCompute = 5, HM_SpvExecModeLocalSize = 17,
-	HM_SpvDecorationBlock = 2, HM_SpvDecorationBuiltIn = 11,
-	HM_SpvDecorationRestrict = 19, HM_SpvDecorationNonWritable = 24,
-	HM_SpvDecorationOffset = 35, HM_SpvDecorationLinkageAttributes = 41,
-	HM_SpvBuiltInWorkgroupId = 26, HM_SpvBuiltInLocalInvocationId = 27,
-	HM_SpvBuiltInGlobalInvocationId = 28,
-	HM_SpvLinkageExport = 0, HM_SpvLinkageImport = 1,
-	HM_SpvFunctionControlNone = 0, HM_SpvFunctionControlInline = 1,
-	HM_SpvFunctionControlDontInline = 2,
-	HM_SpvMemoryAccessVolatile = 1, HM_SpvMemoryAccessAligned = 2,
-	HM_SpvSelectionControlNone = 0, HM_SpvLoopControlNone = 0,
-	HM_SpvScopeDevice = 1, HM_SpvScopeWorkgroup = 2, HM_SpvScopeInvocation = 4,
-	HM_SpvSemanticsNone = 0,
-};
 
 #ifdef __cplusplus
 }
