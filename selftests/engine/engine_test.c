@@ -29,6 +29,7 @@
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 #include "vkfault_test.h"
+#include "../../lib/engine/test_hooks.h"
 
 extern const uint32_t hm_test_rw_spv[];
 extern const size_t hm_test_rw_spv_words;
@@ -86,6 +87,7 @@ struct env {
 	enum tier_mode { T_ONE_FORM = 0, T_COMPACT, T_SPEC, T_BOTH } tier;
 	uint32_t *rw_w;                 /* rw_build()'s module */
 	size_t rw_n;
+	struct hm_engine_test_hooks hooks;      /* kept by env_new(), installed on e */
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -264,6 +266,7 @@ static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engin
 			 unsigned watch_shift, const char **why)
 {
 	enum tier_mode tier = v->tier;
+	struct hm_engine_test_hooks hooks = v->hooks;
 
 	/* HMIRROR_TEST_SPARSE=1: a device that binds sparse gets the sparse
 	 * mirror window (the GPU runs; lavapipe has no sparse binding) */
@@ -276,6 +279,7 @@ static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engin
 
 	memset(v, 0, sizeof(*v));
 	v->tier = tier;
+	v->hooks = hooks;
 	v->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)b;
 	*why = NULL;
 	if (b == HM_BACKEND_KMOD)
@@ -307,6 +311,7 @@ static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engin
 		*why = "hm_engine_new failed";
 		return err;
 	}
+	hm__test_engine_hooks(v->e, &v->hooks);
 	err = hm_engine_add_space(v->e, v->s, GUEST_BASE, &v->space_id);
 	if (err)
 		return err;
@@ -567,9 +572,7 @@ MODEL_VARIANT(kmod, HM_BACKEND_KMOD, small_budget, M_SMALL_BUDGET);
 
 FIXTURE_SETUP(model)
 {
-	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
-				       .test_before_dispatch = start_cpu_writes,
-				       .test_arg = &self->v };
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS };
 	const char *why;
 	int err;
 
@@ -599,6 +602,8 @@ FIXTURE_SETUP(model)
 		break;
 	}
 	self->v.tier = variant->tier;
+	self->v.hooks = (struct hm_engine_test_hooks){ .before_dispatch = start_cpu_writes,
+						       .arg = &self->v };
 	err = env_new_units(&self->v, variant->backend, &ep, variant->watch_shift, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
@@ -735,12 +740,12 @@ FIXTURE_VARIANT_ADD(torture, mprotect) { .backend = HM_BACKEND_MPROTECT };
 FIXTURE_SETUP(torture)
 {
 	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
-				       .test_before_dispatch = start_cpu_writes,
-				       .test_arg = &self->v, .hot_marks = 1,
-				       .mirror_budget = 8 * CHUNK };
+				       .hot_marks = 1, .mirror_budget = 8 * CHUNK };
 	const char *why;
 	int err;
 
+	self->v.hooks = (struct hm_engine_test_hooks){ .before_dispatch = start_cpu_writes,
+						       .arg = &self->v };
 	err = env_new(&self->v, variant->backend, &ep, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
@@ -1010,8 +1015,9 @@ FIXTURE(rules) {
 FIXTURE_SETUP(rules)
 {
 	memset(&self->v, 0, sizeof(self->v));
-	self->ep = (struct hm_engine_params){ .chunk_shift = CHUNK_SHIFT, .test_arg = self,
+	self->ep = (struct hm_engine_params){ .chunk_shift = CHUNK_SHIFT,
 					      .timeout_ns = SUBMIT_TIMEOUT_NS };
+	self->v.hooks.arg = self;
 }
 
 FIXTURE_TEARDOWN(rules)
@@ -1064,7 +1070,7 @@ TEST_F(rules, raced_upload_is_never_published)
 	uint32_t got;
 	bool m;
 
-	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->v.hooks.after_upload_copy = hook_cpu_write;
 	self->hook_off = off;
 	self->hook_val = 0x5a;
 	RULES_ENV(self);
@@ -1099,7 +1105,7 @@ TEST_F(rules, upload_raced_every_try_stays_home)
 	uint32_t got;
 	bool m;
 
-	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->v.hooks.after_upload_copy = hook_cpu_write;
 	self->hook_off = off;
 	self->hook_val = 0x60;
 	self->hook_writes = 1000;
@@ -1130,7 +1136,7 @@ TEST_F(rules, raced_every_dispatch_backs_off)
 	uint32_t got;
 	bool m;
 
-	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->v.hooks.after_upload_copy = hook_cpu_write;
 	self->hook_off = off;
 	self->hook_val = 0x10;
 	self->hook_writes = 1000;	/* after every copy, whichever chunks it held */
@@ -1166,7 +1172,7 @@ TEST_F(rules, shared_dispatch_reads_home)
 	uint32_t got, before;
 	bool m;
 
-	self->ep.test_before_dispatch = hook_cpu_write;
+	self->v.hooks.before_dispatch = hook_cpu_write;
 	self->hook_off = src;
 	self->hook_val = 0xc3;
 	RULES_ENV(self);
