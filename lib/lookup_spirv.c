@@ -18,8 +18,9 @@
  *
  * without branches: every probe is loaded, the answer selected.  That is
  * the default form; the others (uvec4 slots, a shift home slot, a select
- * chain, and two references that break D969 for measurement) are listed in
- * hm_lookup_variants[] and Documentation/table.rst ("Emission variants").
+ * chain, and two references that break D969 for measurement,
+ * lookup_reference.h) are listed in hm_lookup_variants[] and
+ * Documentation/table.rst ("Emission variants").
  */
 #include <errno.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 
 #include "hmirror/lookup.h"
 #include "lookup_internal.h"
+#include "lookup_reference.h"
 
 static void set_err(struct hm_spirv_module *m, int e)
 {
@@ -481,6 +483,8 @@ uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m)
 
 #define H HM_SPV_SEC_HELPER
 
+/* The public variants, then the reference ones (lookup_reference.h), which
+ * hm_lookup_nr_variants does not count. */
 const struct hm_lookup_variant hm_lookup_variants[] = {
 	{ "u64x2", HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, false,
 	  "default: one u64vec2 load a slot (64-bit compare and delta) through a "
@@ -495,24 +499,37 @@ const struct hm_lookup_variant hm_lookup_variants[] = {
 	  "u64x2, first hit by a chain of selects instead of a tree" },
 	{ "pow2+u64x2", HM_LOOKUP_V_POW2 | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, true,
 	  "u64x2, home slot by a shift (power-of-two nr_home)" },
-	{ "ref-split", HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_NONWRITABLE, true, false,
+	{ "ref-split", HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_NONWRITABLE, false, false,
 	  "REFERENCE (breaks D969: one load a slot): two 8-byte loads a slot" },
-	{ "ref-inline", HM_LOOKUP_V_REF_INLINE | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, true, false,
+	{ "ref-inline", HM_LOOKUP_V_REF_INLINE | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, false,
 	  "REFERENCE (breaks D969: DontInline): the default form, inlined" },
 };
-const unsigned hm_lookup_nr_variants = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]);
+#define NR_REFERENCE_FORMS 2        /* the last ones; table_test.c checks */
+const unsigned hm__lookup_nr_forms = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]);
+const unsigned hm_lookup_nr_variants = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]) -
+				       NR_REFERENCE_FORMS;
 
-const struct hm_lookup_variant *hm_lookup_variant_by_name(const char *name)
+static const struct hm_lookup_variant *variant_by_name(const char *name, unsigned n)
 {
-	for (unsigned i = 0; name && i < hm_lookup_nr_variants; i++)
+	for (unsigned i = 0; name && i < n; i++)
 		if (!strcmp(hm_lookup_variants[i].name, name))
 			return &hm_lookup_variants[i];
 	return NULL;
 }
 
+const struct hm_lookup_variant *hm_lookup_variant_by_name(const char *name)
+{
+	return variant_by_name(name, hm_lookup_nr_variants);
+}
+
+const struct hm_lookup_variant *hm__lookup_form_by_name(const char *name)
+{
+	return variant_by_name(name, hm__lookup_nr_forms);
+}
+
 int hm_spirv_set_lookup_variant(struct hm_spirv_module *m, uint32_t flags)
 {
-	if (!m || (flags & ~HM_LOOKUP_V_ALL) ||
+	if (!m || (flags & ~HM_LOOKUP_V_ALL_FORMS) ||
 	    ((flags & HM_LOOKUP_V_REF_SPLIT) && (flags & HM_LOOKUP_V_U64X2)))
 		return -EINVAL;
 	if (m->lookup_fn)

@@ -37,7 +37,7 @@ TEST(bench_programs_are_valid)
 			free(w);
 		}
 	}
-	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+	for (unsigned v = 0; v < hm__lookup_nr_forms; v++) {
 		for (int op = 0; op < NR_OPS; op++) {
 			ASSERT_EQ(0, build(PATH_HELPER, op, hm_lookup_variants[v].flags, &w, &n));
 			ASSERT_EQ(0, spv_validate(w, n, "vulkan1.2")) TH_LOG("%s", hm_lookup_variants[v].name);
@@ -121,7 +121,7 @@ TEST(bench_chains_end_where_they_should)
 	}
 	/* every variant's chain, both tables, both footprints (device data) */
 	ASSERT_EQ(0, point_tables(&b, 0));
-	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+	for (unsigned v = 0; v < hm__lookup_nr_forms; v++) {
 		struct hm_vk_pipeline p;
 
 		ASSERT_EQ(0, make_pipe(&b, PATH_HELPER, OP_LOAD, hm_lookup_variants[v].flags, &p));

@@ -30,6 +30,7 @@
 #include "hmirror/vkctx.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "../../lib/lookup_reference.h"
 #include "spv_check.h"
 
 extern const uint32_t hm_test_lookup_probe_spv[];
@@ -126,7 +127,7 @@ FIXTURE_SETUP(lk)
 		self->probe = self->probe_owned;
 	}
 	if (variant->form) {
-		const struct hm_lookup_variant *lv = hm_lookup_variant_by_name(variant->form);
+		const struct hm_lookup_variant *lv = hm__lookup_form_by_name(variant->form);
 		uint32_t *lib;
 		size_t nlib;
 

@@ -11,6 +11,7 @@
 #include "kselftest_harness.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "../../lib/lookup_reference.h"
 #include "spv_check.h"
 
 static uint64_t rng_state = 0x1234567887654321ull;
@@ -556,14 +557,19 @@ TEST(every_variant_library_is_valid)
 		SKIP(return, "spirv-val not installed");
 	ASSERT_GE(hm_lookup_nr_variants, 6);
 	ASSERT_EQ(HM_LOOKUP_DEFAULT_VARIANT, hm_lookup_variants[0].flags);
-	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+	/* the public variants, then the reference forms (lookup_reference.h) */
+	for (unsigned v = 0; v < hm__lookup_nr_forms; v++) {
 		const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
 		uint32_t *w;
 		size_t n;
 		unsigned loads = 0;
 
-		ASSERT_EQ(lv, hm_lookup_variant_by_name(lv->name));
-		ASSERT_EQ(lv->reference, (lv->flags & HM_LOOKUP_V_REFERENCE) != 0) TH_LOG("%s", lv->name);
+		ASSERT_EQ(lv, hm__lookup_form_by_name(lv->name));
+		ASSERT_EQ(v < hm_lookup_nr_variants ? lv : NULL, hm_lookup_variant_by_name(lv->name));
+		ASSERT_EQ(v >= hm_lookup_nr_variants, hm__lookup_is_reference(lv->flags))
+			TH_LOG("%s", lv->name);
+		ASSERT_FALSE(lv->reserved);
+		ASSERT_EQ(0, lv->flags & ~HM_LOOKUP_V_ALL_FORMS);
 		ASSERT_EQ(lv->needs_pow2, (lv->flags & HM_LOOKUP_V_POW2) != 0) TH_LOG("%s", lv->name);
 		nr_default += lv->flags == HM_LOOKUP_DEFAULT_VARIANT;
 		ASSERT_EQ(0, hm_spirv_lookup_library_variant(lv->flags, &w, &n));

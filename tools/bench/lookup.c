@@ -43,6 +43,7 @@
 #include "hmirror/vkctx.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "../../lib/lookup_reference.h"
 
 #define GROUPS 128
 #define LANES 64
@@ -1411,13 +1412,13 @@ static void usage(void)
 
 	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n"
 	       "variants:\n");
-	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
+	for (unsigned i = 0; i < hm__lookup_nr_forms; i++)
 		printf("  %-12s %s\n", hm_lookup_variants[i].name, hm_lookup_variants[i].what);
 }
 
 static const char *variant_name(uint32_t flags)
 {
-	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
+	for (unsigned i = 0; i < hm__lookup_nr_forms; i++)
 		if (hm_lookup_variants[i].flags == flags)
 			return hm_lookup_variants[i].name;
 	return "custom";
@@ -1430,7 +1431,7 @@ static int parse_variants(const char *arg, uint32_t *ret)
 
 	*ret = 0;
 	if (!strcmp(arg, "all")) {
-		*ret = (1u << hm_lookup_nr_variants) - 1;
+		*ret = (1u << hm__lookup_nr_forms) - 1;
 		return 0;
 	}
 	if (!strcmp(arg, "none"))
@@ -1439,7 +1440,7 @@ static int parse_variants(const char *arg, uint32_t *ret)
 		return -EINVAL;
 	strcpy(buf, arg);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		const struct hm_lookup_variant *v = hm_lookup_variant_by_name(tok);
+		const struct hm_lookup_variant *v = hm__lookup_form_by_name(tok);
 
 		if (!v)
 			return -EINVAL;
@@ -1577,11 +1578,12 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 	memset(guard, 0, sizeof(guard));
 	memset(ratio, 0, sizeof(ratio));
 	*ret_best = -1;
-	for (unsigned v = 0; v < hm_lookup_nr_variants && nf < MAX_FORMS; v++)
+	for (unsigned v = 0; v < hm__lookup_nr_forms && nf < MAX_FORMS; v++)
 		if (sel & (1u << v))
 			forms[nf++] = (struct vform){ hm_lookup_variants[v].name, PATH_HELPER,
 						      hm_lookup_variants[v].flags,
-						      hm_lookup_variants[v].reference, true };
+						      hm__lookup_is_reference(hm_lookup_variants[v].flags),
+						      true };
 	for (unsigned x = 0; x < NR_EXTRA_FORMS && nf < MAX_FORMS; x++)
 		forms[nf++] = extra_forms[x];
 	vp = calloc(nf, sizeof(*vp));
@@ -1668,7 +1670,7 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		if (fm->variant && !fm->reference && !(failed & (1u << f)) && ratio[f][0] > 0 &&
 		    ratio[f][0] < best) {
 			best = ratio[f][0];
-			*ret_best = (int)(hm_lookup_variant_by_name(fm->name) - hm_lookup_variants);
+			*ret_best = (int)(hm__lookup_form_by_name(fm->name) - hm_lookup_variants);
 		}
 		if (b->json) {
 			printf("{\"bench\":\"lookup\",\"section\":\"variants_summary\",\"device\":\"%s\","
@@ -1788,7 +1790,7 @@ int bench_lookup(int argc, char **argv)
 	struct hm_vk_pipeline pipes[2][NR_OPS];
 	bool quick = false;
 	double target[2] = { 0, 0 };    /* helper/raw, device data+table, load: cache, past */
-	uint32_t vsel = (1u << hm_lookup_nr_variants) - 1;
+	uint32_t vsel = (1u << hm__lookup_nr_forms) - 1;
 	const char *compile_sites = NULL;
 	int c, r, best = -1;
 
@@ -1810,7 +1812,7 @@ int bench_lookup(int argc, char **argv)
 			}
 			break;
 		case 'v': {
-			const struct hm_lookup_variant *v = hm_lookup_variant_by_name(optarg);
+			const struct hm_lookup_variant *v = hm__lookup_form_by_name(optarg);
 
 			if (!v) {
 				fprintf(stderr, "lookup: no variant %s (see --help)\n", optarg);

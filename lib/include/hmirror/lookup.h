@@ -164,9 +164,7 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m);
  * HM_LOOKUP_V_POW2 needs a table whose nr_home is a power of two >= 2.
  * The default (HM_LOOKUP_DEFAULT_VARIANT) is what every module gets
  * unless hm_spirv_set_lookup_variant() is called before the helper is
- * first written.  The two REFERENCE variants break a rule of the data path and
- * exist only so that the benchmark can measure what the rule costs:
- * never use them in a real module.
+ * first written.  Bits above HM_LOOKUP_V_ALL are reserved.
  */
 enum hm_lookup_variant_flag {
 	/* a slot loaded as one u64vec2 (Aligned 16) instead of one uvec4 */
@@ -179,21 +177,16 @@ enum hm_lookup_variant_flag {
 	/* slots read through a Block whose member is NonWritable + Restrict
 	 * (what glslang emits for a readonly restrict buffer_reference) */
 	HM_LOOKUP_V_NONWRITABLE	= 1u << 3,
-	/* REFERENCE ONLY (breaks the helper's one load a slot): two 8-byte loads */
-	HM_LOOKUP_V_REF_SPLIT	= 1u << 4,
-	/* REFERENCE ONLY (breaks the helper's DontInline): FunctionControl Inline */
-	HM_LOOKUP_V_REF_INLINE	= 1u << 5,
 };
-#define HM_LOOKUP_V_ALL		0x3fu
-#define HM_LOOKUP_V_REFERENCE	(HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_REF_INLINE)
+#define HM_LOOKUP_V_ALL		0x0fu
 #define HM_LOOKUP_DEFAULT_VARIANT (HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE)
 
-/* Named variants the benchmark and the tests run (the first is the
- * default; reference = breaks a rule of the helper, for measurement only). */
+/* The named variants, hm_lookup_nr_variants of them (the first is the
+ * default): what hmirror-link --variant and hmirrord know. */
 struct hm_lookup_variant {
 	const char *name;
 	uint32_t flags;
-	bool reference;
+	bool reserved;          /* false */
 	bool needs_pow2;
 	const char *what;
 };
