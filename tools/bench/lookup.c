@@ -44,124 +44,20 @@
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
 #include "../../lib/lookup_reference.h"
+#include "common.h"
+#include "lookup_bench.h"
 
-#define GROUPS 128
-#define LANES 64
-#define SHORT_STEPS 4
-#define LONG_STEPS 36
-#define CHUNK_SHIFT 16
-#define PUSH_WORDS 22
-#define GUEST_BASE 0x7e0000000000ull
-#define CACHE_STRIDE (64u << 10)
-#define PAST_STRIDE (2u << 20)
-/* the "one chunk" table: a chunk of 128 MiB holds all the data */
-#define HOT_CHUNK_SHIFT 27
-#define HOT_NR_HOME 4
-/* the bitmap of PATH_SPEC_BITMAP: a bit per 64 KiB chunk, 32768 chunks */
-#define BITMAP_BYTES 4096
 
-/*
- * The paths after PATH_RAW_GUARD are what the variants section compares
- * the helper with (load only):
- *   flat      REFERENCE, not a D969 table: one dependent 8-byte load of the
- *             chunk's delta from a flat array indexed by chunk number, no
- *             hash, no compare, no call, no guard: the least any table read
- *             on the dependent path can cost
- *   spec      REFERENCE, a call site D969 does not describe: the default
- *             helper, and beside it a speculative load at the address the
- *             chunk would have if every chunk of the space lay at one delta
- *             (clamped into the space); the helper's answer confirms it, or
- *             the guarded load at the answer replaces it
- *   selguard  the default helper with the call site's guard as selects (an
- *             unmapped access loads from the table base, which always holds
- *             64 readable bytes, and answers 0) instead of a branch
- *   loadthrough  REFERENCE, a helper D969 does not have: one DontInline
- *             function per load that makes the speculative load, the lookup
- *             (inlined into it) and the confirmation, and answers the word
- *   spec+bitmap  REFERENCE: the speculative load and, beside it, one load
- *             of a bitmap word (a bit per chunk: "mirrored at the guess")
- *             inlined at the call site; the helper is called only where the
- *             bit is clear
- *   mmu       REFERENCE, no table: the guest address at one delta (clamped
- *             into the space, as spec's guess) and loaded; through a
- *             sparse buffer whose chunks are bound where the mirrors lie,
- *             the device's MMU is the translation
- *   sentinel  REFERENCE: the speculative load at one delta (an address
- *             outside the space reads a page of SENTINEL words instead),
- *             trusted unless it answers SENTINEL, which a window page that
- *             holds no mirror would (the engine would keep such pages
- *             filled with it); only then the helper and the guarded load
- *   site      D969a, the library's load call site (hm_spirv_emit_load()) in
- *             its speculative tier (hm_spirv_tier_form()): the window is
- *             the chains' data at one delta (push 12-17 as for spec), a
- *             miss (lim 0) the sentinel page of push 20-21
- *   site-compact  the same module in its compact tier (every load calls
- *             the helper)
- */
-#define SENTINEL 0xffffffffu
-/* PATH_SITE and PATH_SITE_COMPACT: loads of n words (the first is the
- * chain's next offset; the others, offsets too, are kept live by adding
- * their bit 31, always 0), carried in a form's flags above the helper's
- * variant bits */
-#define SITE_WIDTH(n)		((uint32_t)(n) << 16)
-#define SITE_WIDTH_MASK		0xff0000u
-#define SITE_WIDTH_OF(f)	(((f) & SITE_WIDTH_MASK) ? ((f) & SITE_WIDTH_MASK) >> 16 : 1)
-enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, PATH_SITE,
-	    PATH_SITE_COMPACT, NR_PATHS };
-static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
+const char *const lk_path_name[NR_PATHS] = { "raw", "helper", "raw+guard", "flat", "spec",
 					 "selguard", "loadthrough", "spec+bitmap", "mmu",
 					 "sentinel", "site", "site-compact" };
-
-enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
-static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
+const char *const lk_op_name[NR_OPS] = { "load", "load+store", "load+store,no-marks" };
 
 /* which ops a path's program has */
-static bool path_has_op(enum path path, enum op op)
+bool lk_path_has_op(enum path path, enum op op)
 {
 	return path < NR_PATHS && (path <= PATH_RAW_GUARD || op == OP_LOAD);
 }
-
-struct bench {
-	struct hm_vk *vk;
-	uint32_t nr_lanes;
-	/* [0] device-local, [1] host import; where the device binds sparse
-	 * buffers, [2] a sparse buffer whose chunks are bound to device memory
-	 * in scattered order, [3] one bound chunk for chunk to the host
-	 * import's memory (where its memory type may be bound): the same
-	 * chains, translated by the device's MMU (section "mmu") */
-	struct hm_vk_buffer data[4];
-	VkDeviceSize sparse_block;              /* the sparse buffer's alignment */
-	bool sparse_host;                       /* data[3] bound */
-	void *host_data;
-	size_t data_bytes;
-	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
-	struct hm_vk_buffer hot;                /* device: one chunk for all the data */
-	struct hm_vk_buffer flat, flat_hot;     /* PATH_FLAT: a delta per chunk */
-	struct hm_vk_buffer bits[2];            /* PATH_SPEC_BITMAP: [0] all set, [1] clear */
-	void *host_table;
-	size_t table_bytes;
-	uint32_t nr_home;
-	struct hm_vk_buffer marks, out;
-	void *marks_mem;
-	size_t marks_bytes;
-	VkQueryPool qp;
-	struct hm_vk_buffer flush, scratch;     /* cache eviction, touch output */
-	struct hm_vk_pipeline touch;
-	size_t host_data_bytes, host_table_bytes;
-	uint32_t flush_mib;
-	uint32_t touch_copies;                  /* groups touching each slot after a flush */
-	uint64_t touch_addr;                    /* what timed() touches: the table of */
-	uint32_t touch_nr;                      /* the measure (16-byte units) */
-	bool touch_wide;                        /* touched by 1024+ groups */
-	uint32_t spec_skew;                     /* PATH_SPEC guesses this far off */
-	bool json;
-	unsigned rounds;
-	uint32_t variant;                       /* helper form of the main matrix */
-};
-
-static double now_ns(void);
-static double median(double *v, unsigned n);
 
 /* ---- programs ------------------------------------------------------------ */
 #define FN HM_SPV_SEC_FUNCTION
@@ -532,7 +428,7 @@ static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t var
 			  uint32_t *ret_gidx, uint32_t *ret_base, uint32_t *ret_out)
 {
 	struct hm_spirv_module *m = k->m;
-	int r = path_has_op(path, op) ?
+	int r = lk_path_has_op(path, op) ?
 		hm_spirv_set_lookup_variant(m, variant & ~SITE_WIDTH_MASK) : -EINVAL;
 
 	if (r)
@@ -587,7 +483,7 @@ static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t of
  * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
  * last offset to out[l].
  */
-static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
+int lk_build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
@@ -657,7 +553,7 @@ out_free:
  * the last word stored to out.  Never dispatched; what they cost is the
  * driver's compile (--compile-sites).
  */
-static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint32_t salt,
+int lk_build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint32_t salt,
 		       uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
@@ -694,7 +590,7 @@ out_free:
  * flush): push[10] slots, push[11] lanes (a multiple of it: copies of the
  * touch spread over more of the device's SMs); lane i loads slot
  * i % push[10] and stores a word of it to out[i % LANES] (keeps the load). */
-static int build_touch(uint32_t **ret_w, size_t *ret_n)
+int lk_build_touch(uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
@@ -868,12 +764,12 @@ static int sparse_bind(struct bench *b, VkBuffer buf, VkDeviceMemory mem, uint32
 		mb[i].memoryOffset = mem ? phys << CHUNK_SHIFT : 0;
 	}
 	r = hm_vk_errno(vkCreateFence(b->vk->dev, &fci, NULL, &fence));
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	if (!r)
 		r = hm_vk_errno(vkQueueBindSparse(b->vk->queue, 1, &si, fence));
 	if (!r)
 		r = hm_vk_errno(vkWaitForFences(b->vk->dev, 1, &fence, VK_TRUE, 10000000000ull));
-	*ret_us = (now_ns() - t0) / 1e3;
+	*ret_us = (bench_now_ns() - t0) / 1e3;
 	if (fence)
 		vkDestroyFence(b->vk->dev, fence, NULL);
 	free(mb);
@@ -971,8 +867,8 @@ static int setup_sparse(struct bench *b)
 	       "\"bind_1_us\":%.1f,\"bind_16_us\":%.1f,\"bind_256_us\":%.1f,"
 	       "\"unbind_1_us\":%.1f,\"unbind_16_us\":%.1f,\"unbind_256_us\":%.1f}\n",
 	       b->vk->props.deviceName, (unsigned long long)b->sparse_block, nr, all_us,
-	       median(one_us[0], 9), median(one_us[1], 9), median(one_us[2], 9),
-	       median(un_us[0], 9), median(un_us[1], 9), median(un_us[2], 9));
+	       bench_median(one_us[0], 9), bench_median(one_us[1], 9), bench_median(one_us[2], 9),
+	       bench_median(un_us[0], 9), bench_median(un_us[1], 9), bench_median(un_us[2], 9));
 	fflush(stdout);
 	return 0;
 }
@@ -1008,7 +904,7 @@ static int sparse_host(struct bench *b)
 	return 0;
 }
 
-static int setup(struct bench *b)
+int lk_setup(struct bench *b)
 {
 	uint32_t *img;
 	int r;
@@ -1110,7 +1006,7 @@ static int setup(struct bench *b)
 		uint32_t *w;
 		size_t n;
 
-		r = build_touch(&w, &n);
+		r = lk_build_touch(&w, &n);
 		if (!r) {
 			r = hm_vk_pipeline_new(b->vk, w, n, "main", 4 * PUSH_WORDS, &b->touch);
 			free(w);
@@ -1122,7 +1018,7 @@ out:
 }
 
 /* Table image for the data placement `which`, into both table buffers. */
-static int point_tables(struct bench *b, int which)
+int lk_point_tables(struct bench *b, int which)
 {
 	void *img = aligned_alloc(64, (b->table_bytes + 63) / 64 * 64);
 	int r;
@@ -1174,7 +1070,7 @@ static int point_tables(struct bench *b, int which)
 	return r;
 }
 
-static void teardown(struct bench *b)
+void lk_teardown(struct bench *b)
 {
 	if (!b->vk)
 		return;
@@ -1205,14 +1101,6 @@ static void teardown(struct bench *b)
 	if (b->marks_mem)
 		munmap(b->marks_mem, b->marks_bytes);
 	hm_vk_free(b->vk);
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 /* One timed dispatch: ns.  flush: first evict the device's caches (fill a
@@ -1257,9 +1145,9 @@ static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t
 	hm_vk_cmd_dispatch(cb, p, push, 4 * PUSH_WORDS, b->nr_lanes / LANES, 1, 1);
 	if (b->qp)
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->qp, 1);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	r = hm_vk_submit_wait(b->vk, cb, 0);
-	*ret_ns = now_ns() - t0;
+	*ret_ns = bench_now_ns() - t0;
 	if (r || !b->qp)
 		return r;
 	r = hm_vk_errno(vkGetQueryPoolResults(b->vk->dev, b->qp, 0, 2, sizeof(ts), ts, 8,
@@ -1271,19 +1159,6 @@ static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t
 		*ret_ns = (double)((ts[1] - ts[0]) & mask) * b->vk->timestamp_period_ns;
 	}
 	return r;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ns per step (whole dispatch) of one configuration: median over rounds of
@@ -1364,14 +1239,14 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 			return r;
 		d[i] = (t36 - t4) / (LONG_STEPS - SHORT_STEPS);
 	}
-	*ret_step_ns = median(d, rounds);
+	*ret_step_ns = bench_median(d, rounds);
 	return 0;
 }
 
 /* table 0: device, 1: host import (64 KiB chunks); 2: the one-chunk table.
  * PATH_FLAT reads the flat arrays instead (0: 64 KiB chunks, 2: one chunk),
- * which point_tables() fills for the same data placement. */
-static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
+ * which lk_point_tables() fills for the same data placement. */
+int lk_measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
 		   int data, int table, bool cache, double *ret_step_ns)
 {
 	if (path == PATH_FLAT) {
@@ -1449,12 +1324,12 @@ static int parse_variants(const char *arg, uint32_t *ret)
 	return 0;
 }
 
-static int make_pipe(struct bench *b, enum path path, enum op op, uint32_t variant,
+int lk_make_pipe(struct bench *b, enum path path, enum op op, uint32_t variant,
 		     struct hm_vk_pipeline *ret)
 {
 	uint32_t *w;
 	size_t n;
-	int r = build(path, op, variant, &w, &n);
+	int r = lk_build(path, op, variant, &w, &n);
 
 	if (!r) {
 		r = hm_vk_pipeline_new(b->vk, w, n, "main", 4 * PUSH_WORDS, ret);
@@ -1467,32 +1342,17 @@ static int make_pipe(struct bench *b, enum path path, enum op op, uint32_t varia
  * the flush, touch the table from at least 1024 groups (copies of the
  * touch), so that every SM has read it, as a previous dispatch would have;
  * otherwise b->touch_copies (default 1: each slot read once). */
-struct vconf {
-	bool cache;
-	int table;              /* 0: a new 64 KiB chunk every step, 2: one chunk */
-	enum op op;
-	bool wide;
-	const char *name;       /* in the summary */
-};
-static const struct vconf vconfs[] = {
+const struct vconf lk_vconfs[] = {
 	{ true, 0, OP_LOAD, false, "cache_step" }, { true, 2, OP_LOAD, false, "cache_one" },
 	{ false, 0, OP_LOAD, false, "past_step" }, { false, 2, OP_LOAD, false, "past_one" },
 	{ true, 0, OP_STORE_MARK, false, "cache_step_store" },
 	{ false, 0, OP_LOAD, true, "past_step_wide" },
 };
-#define NR_VCONFS (sizeof(vconfs) / sizeof(vconfs[0]))
+_Static_assert(sizeof(lk_vconfs) / sizeof(lk_vconfs[0]) == NR_VCONFS, "NR_VCONFS");
 
 /* One form of the variants section: an emission variant of the helper
  * through the plain call site (PATH_HELPER), or one of the other paths. */
-struct vform {
-	const char *name;
-	enum path path;
-	uint32_t flags;
-	bool reference;         /* breaks D969, or is no D969 table at all */
-	bool variant;           /* one of hm_lookup_variants[] */
-	uint32_t spec_skew;     /* PATH_SPEC: guess this many bytes off (a miss) */
-};
-static const struct vform extra_forms[] = {
+const struct vform lk_extra_forms[] = {
 	{ "ref-flat", PATH_FLAT, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-spec", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
@@ -1521,17 +1381,17 @@ static const struct vform extra_forms[] = {
 	{ "site-compact-w16", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(16),
 	  false, false },
 };
-#define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))
+_Static_assert(sizeof(lk_extra_forms) / sizeof(lk_extra_forms[0]) == NR_EXTRA_FORMS, "NR_EXTRA_FORMS");
 #define MAX_FORMS 32
 
-static int measure_vconf(struct bench *b, const struct vconf *vc, const struct hm_vk_pipeline *p,
+int lk_measure_vconf(struct bench *b, const struct vconf *vc, const struct hm_vk_pipeline *p,
 			 enum path path, uint32_t skew, double *ret)
 {
 	int r;
 
 	b->touch_wide = vc->wide;
 	b->spec_skew = skew;
-	r = measure(b, p, path, 0, vc->table, vc->cache, ret);
+	r = lk_measure(b, p, path, 0, vc->table, vc->cache, ret);
 	b->touch_wide = false;
 	b->spec_skew = 0;
 	return r;
@@ -1547,22 +1407,22 @@ static void print_vrow(struct bench *b, const struct vform *f, const struct vcon
 		       "\"chunks\":\"%s\",\"touch\":\"%s\",\"op\":\"%s\",\"groups\":%u,\"lanes\":%u,"
 		       "\"rounds\":%u,\"raw_ns_per_step\":%.1f,\"raw_guard_ns_per_step\":%.1f,"
 		       "\"helper_ns_per_step\":%.1f,\"ratio\":%.3f,\"ratio_vs_guard\":%.3f}\n",
-		       b->vk->props.deviceName, f->name, path_name[f->path],
+		       b->vk->props.deviceName, f->name, lk_path_name[f->path],
 		       f->reference ? "true" : "false", f->flags, vc->cache ? "cache" : "past",
-		       vc->table ? "one" : "step", vc->wide ? "wide" : "once", op_name[vc->op],
+		       vc->table ? "one" : "step", vc->wide ? "wide" : "once", lk_op_name[vc->op],
 		       b->nr_lanes / LANES, LANES, b->rounds, raw0, rawg, help, ratio,
 		       rawg > 0 ? help / rawg : 0.0);
 	else
 		printf("%-15s %-5s %-6s %-4s %-10s %10.1f %10.1f %10.1f %7.3f %9.3f%s\n",
 		       f->name, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-		       vc->wide ? "wide" : "once", op_name[vc->op], raw0, rawg, help, ratio,
+		       vc->wide ? "wide" : "once", lk_op_name[vc->op], raw0, rawg, help, ratio,
 		       rawg > 0 ? help / rawg : 0.0, f->reference ? "  (reference)" : "");
 	fflush(stdout);
 }
 
 /* Every selected variant side by side, same run: per configuration the raw
  * chain (before and after the variants), the raw chain with the guard,
- * then each variant and the other forms (extra_forms[], load only).
+ * then each variant and the other forms (lk_extra_forms[], load only).
  * ret_best: the D969-conforming variant with the lowest helper/raw in the
  * cache, new chunk every step, load. */
 static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
@@ -1585,24 +1445,24 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 						      hm__lookup_is_reference(hm_lookup_variants[v].flags),
 						      true };
 	for (unsigned x = 0; x < NR_EXTRA_FORMS && nf < MAX_FORMS; x++)
-		forms[nf++] = extra_forms[x];
+		forms[nf++] = lk_extra_forms[x];
 	vp = calloc(nf, sizeof(*vp));
 	if (!vp)
 		return -ENOMEM;
 	for (int op = 0; op < 2 && !r; op++) {
-		r = make_pipe(b, PATH_RAW, op, 0, &raw[op]);
+		r = lk_make_pipe(b, PATH_RAW, op, 0, &raw[op]);
 		if (!r)
-			r = make_pipe(b, PATH_RAW_GUARD, op, 0, &guard[op]);
+			r = lk_make_pipe(b, PATH_RAW_GUARD, op, 0, &guard[op]);
 	}
 	for (unsigned f = 0; f < nf && !r; f++)
 		for (int op = 0; op < 2 && !r; op++)
-			if (path_has_op(forms[f].path, op))
-				r = make_pipe(b, forms[f].path, op, forms[f].flags, &vp[f][op]);
+			if (lk_path_has_op(forms[f].path, op))
+				r = lk_make_pipe(b, forms[f].path, op, forms[f].flags, &vp[f][op]);
 	if (r) {
 		fprintf(stderr, "lookup: variant pipelines: %s\n", strerror(-r));
 		goto out;
 	}
-	r = point_tables(b, 0);
+	r = lk_point_tables(b, 0);
 	if (!b->json && !r)
 		printf("helper variants side by side (device data, device table; chunks: step = a "
 		       "new 64 KiB chunk every step, one = one chunk under the whole chain; touch: "
@@ -1611,18 +1471,18 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		       "%-15s %-5s %-6s %-4s %-10s %10s %10s %10s %7s %9s\n", "variant", "fp",
 		       "chunks", "tch", "op", "raw", "raw+guard", "helper", "ratio", "vs guard");
 	for (unsigned c = 0; c < NR_VCONFS && !r; c++) {
-		const struct vconf *vc = &vconfs[c];
+		const struct vconf *vc = &lk_vconfs[c];
 		double raw0, raw1, rawg, help, rawm;
 
-		r = measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw0);
+		r = lk_measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw0);
 		if (!r)
-			r = measure_vconf(b, vc, &guard[vc->op], PATH_RAW_GUARD, 0, &rawg);
+			r = lk_measure_vconf(b, vc, &guard[vc->op], PATH_RAW_GUARD, 0, &rawg);
 		for (unsigned f = 0; f < nf && !r; f++) {
 			const struct vform *fm = &forms[f];
 
-			if (!path_has_op(fm->path, vc->op))
+			if (!lk_path_has_op(fm->path, vc->op))
 				continue;
-			r = measure_vconf(b, vc, &vp[f][vc->op], fm->path, fm->spec_skew, &help);
+			r = lk_measure_vconf(b, vc, &vp[f][vc->op], fm->path, fm->spec_skew, &help);
 			if (r == -EIO) {
 				/* a form whose chains end elsewhere answered wrongly on
 				 * this driver: reported, left out of the choice, and the
@@ -1633,7 +1493,7 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 					       "\"variant\":\"%s\",\"footprint\":\"%s\",\"chunks\":\"%s\","
 					       "\"op\":\"%s\",\"error\":\"wrong answers (chains end elsewhere)\"}\n",
 					       b->vk->props.deviceName, fm->name, vc->cache ? "cache" : "past",
-					       vc->table ? "one" : "step", op_name[vc->op]);
+					       vc->table ? "one" : "step", lk_op_name[vc->op]);
 				else
 					printf("%-15s WRONG ANSWERS: chains end elsewhere\n", fm->name);
 				r = 0;
@@ -1646,7 +1506,7 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		}
 		/* the raw chain again: how much the baseline drifted over the rows */
 		if (!r)
-			r = measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw1);
+			r = lk_measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw1);
 		if (!r) {
 			rawm = (raw0 + raw1) / 2;
 			if (b->json)
@@ -1656,12 +1516,12 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 				       "\"raw_guard_ns_per_step\":%.1f,\"drift\":%.3f}\n",
 				       b->vk->props.deviceName, vc->cache ? "cache" : "past",
 				       vc->table ? "one" : "step", vc->wide ? "wide" : "once",
-				       op_name[vc->op], raw0, raw1, rawg,
+				       lk_op_name[vc->op], raw0, raw1, rawg,
 				       rawm > 0 ? (raw1 - raw0) / rawm : 0.0);
 			else
 				printf("%-15s %-5s %-6s %-4s %-10s %10.1f (raw after the variants)\n",
 				       "raw", vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-				       vc->wide ? "wide" : "once", op_name[vc->op], raw1);
+				       vc->wide ? "wide" : "once", lk_op_name[vc->op], raw1);
 		}
 	}
 	for (unsigned f = 0; f < nf && !r; f++) {
@@ -1675,18 +1535,18 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		if (b->json) {
 			printf("{\"bench\":\"lookup\",\"section\":\"variants_summary\",\"device\":\"%s\","
 			       "\"variant\":\"%s\",\"path\":\"%s\",\"reference\":%s",
-			       b->vk->props.deviceName, fm->name, path_name[fm->path],
+			       b->vk->props.deviceName, fm->name, lk_path_name[fm->path],
 			       fm->reference ? "true" : "false");
 			for (unsigned c = 0; c < NR_VCONFS; c++)
-				if (path_has_op(fm->path, vconfs[c].op))
-					printf(",\"ratio_%s\":%.3f", vconfs[c].name, ratio[f][c]);
+				if (lk_path_has_op(fm->path, lk_vconfs[c].op))
+					printf(",\"ratio_%s\":%.3f", lk_vconfs[c].name, ratio[f][c]);
 			printf(",\"wrong_answers\":%s}\n", failed & (1u << f) ? "true" : "false");
 		}
 	}
 	if (!b->json && !r) {
 		printf("\n%-15s", "variant");
 		for (unsigned c = 0; c < NR_VCONFS; c++)
-			printf(" %16s", vconfs[c].name);
+			printf(" %16s", lk_vconfs[c].name);
 		printf("   (helper / raw)\n");
 		for (unsigned f = 0; f < nf; f++) {
 			printf("%-15s", forms[f].name);
@@ -1708,7 +1568,7 @@ out:
 }
 
 /* The forms whose compile time --compile-sites measures. */
-static const struct vform compile_forms[] = {
+const struct vform lk_compile_forms[] = {
 	{ "raw", PATH_RAW, 0 },
 	{ "helper", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT },
 	{ "ref-inline", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
@@ -1718,15 +1578,15 @@ static const struct vform compile_forms[] = {
 	{ "site-compact", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT },
 	{ "site", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT },
 };
-#define NR_COMPILE_FORMS (sizeof(compile_forms) / sizeof(compile_forms[0]))
+_Static_assert(sizeof(lk_compile_forms) / sizeof(lk_compile_forms[0]) == NR_COMPILE_FORMS, "NR_COMPILE_FORMS");
 
 /* --compile-sites N,N,...: for each N (in the order given) and each form,
  * the words of a module of N accesses and the wall time of its pipeline's
  * compile (vkCreateComputePipelines), one line each as it is measured. */
-static int run_compile(struct bench *b, const char *list)
+int lk_run_compile(struct bench *b, const char *list)
 {
 	char buf[256], *tok, *save;
-	uint32_t salt = (uint32_t)now_ns();
+	uint32_t salt = (uint32_t)bench_now_ns();
 	int r = 0;
 
 	if (strlen(list) >= sizeof(buf))
@@ -1740,19 +1600,19 @@ static int run_compile(struct bench *b, const char *list)
 		if (n < 1 || n > 100000)
 			return -EINVAL;
 		for (unsigned f = 0; f < NR_COMPILE_FORMS && !r; f++) {
-			const struct vform *cf = &compile_forms[f];
+			const struct vform *cf = &lk_compile_forms[f];
 			struct hm_vk_pipeline p;
 			uint32_t *w;
 			size_t nw;
 			double t0, ms;
 
 			salt += 0x10000;
-			r = build_sites(cf->path, cf->flags, (uint32_t)n, salt, &w, &nw);
+			r = lk_build_sites(cf->path, cf->flags, (uint32_t)n, salt, &w, &nw);
 			if (r)
 				break;
-			t0 = now_ns();
+			t0 = bench_now_ns();
 			r = hm_vk_pipeline_new(b->vk, w, nw, "main", 4 * PUSH_WORDS, &p);
-			ms = (now_ns() - t0) / 1e6;
+			ms = (bench_now_ns() - t0) / 1e6;
 			free(w);
 			if (r)
 				break;
@@ -1838,12 +1698,12 @@ int bench_lookup(int argc, char **argv)
 	}
 	if (compile_sites) {
 		/* the compile times alone: no buffers, no chains */
-		r = run_compile(&b, compile_sites);
+		r = lk_run_compile(&b, compile_sites);
 		if (r)
 			fprintf(stderr, "lookup: --compile-sites: %s\n", strerror(-r));
 		goto out;
 	}
-	r = setup(&b);
+	r = lk_setup(&b);
 	if (r) {
 		fprintf(stderr, "lookup: setup: %s\n", strerror(-r));
 		goto out;
@@ -1852,7 +1712,7 @@ int bench_lookup(int argc, char **argv)
 		for (int op = 0; op < NR_OPS && !r; op++) {
 			if (path == PATH_RAW && op == OP_STORE_NOMARK)
 				continue;
-			r = make_pipe(&b, path, op, b.variant, &pipes[path][op]);
+			r = lk_make_pipe(&b, path, op, b.variant, &pipes[path][op]);
 		}
 	}
 	if (r) {
@@ -1888,7 +1748,7 @@ int bench_lookup(int argc, char **argv)
 		       variant_name(b.variant), "data", "fp", "table", "op", "raw ns/step",
 		       "helper ns/st", "ratio", "ns/lane-acc");
 	for (int data = 0; data < 2 && !r; data++) {
-		r = point_tables(&b, data);
+		r = lk_point_tables(&b, data);
 		for (int fp = 0; fp < 2 && !r; fp++) {
 			bool cache = fp == 0;
 
@@ -1898,11 +1758,11 @@ int bench_lookup(int argc, char **argv)
 				double raw, help;
 				int rop = op == OP_STORE_NOMARK ? OP_STORE_MARK : op;
 
-				r = measure(&b, &pipes[PATH_RAW][rop], PATH_RAW, data, 0, cache, &raw);
+				r = lk_measure(&b, &pipes[PATH_RAW][rop], PATH_RAW, data, 0, cache, &raw);
 				for (int table = 0; table < 2 && !r; table++) {
 					if (quick && table == 1)
 						continue;
-					r = measure(&b, &pipes[PATH_HELPER][op], PATH_HELPER, data, table,
+					r = lk_measure(&b, &pipes[PATH_HELPER][op], PATH_HELPER, data, table,
 						    cache, &help);
 					if (r)
 						break;
@@ -1918,13 +1778,13 @@ int bench_lookup(int argc, char **argv)
 						       b.vk->props.deviceName, variant_name(b.variant),
 						       data ? "host" : "device",
 						       cache ? "cache" : "past", table ? "host" : "device",
-						       op_name[op], op == OP_STORE_MARK ? "true" : "false",
+						       lk_op_name[op], op == OP_STORE_MARK ? "true" : "false",
 						       b.nr_lanes / LANES, LANES, b.rounds, raw, help,
 						       raw > 0 ? help / raw : 0.0, help / b.nr_lanes);
 					else
 						printf("%-6s %-5s %-6s %-20s %12.1f %12.1f %7.3f %10.4f\n",
 						       data ? "host" : "device", cache ? "cache" : "past",
-						       table ? "host" : "device", op_name[op], raw, help,
+						       table ? "host" : "device", lk_op_name[op], raw, help,
 						       raw > 0 ? help / raw : 0.0, help / b.nr_lanes);
 					fflush(stdout);
 				}
@@ -1957,16 +1817,16 @@ int bench_lookup(int argc, char **argv)
 			continue;
 		struct hm_vk_pipeline mmu;
 
-		r = make_pipe(&b, PATH_MMU, OP_LOAD, 0, &mmu);
+		r = lk_make_pipe(&b, PATH_MMU, OP_LOAD, 0, &mmu);
 		for (int fp = 0; fp < 2 && !r; fp++) {
 			double plain, sp, g;
 
-			r = measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, data, 0, fp == 0, &plain);
+			r = lk_measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, data, 0, fp == 0, &plain);
 			if (!r)
-				r = measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, 2 + data, 0, fp == 0,
+				r = lk_measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, 2 + data, 0, fp == 0,
 					    &sp);
 			if (!r)
-				r = measure(&b, &mmu, PATH_MMU, 2 + data, 0, fp == 0, &g);
+				r = lk_measure(&b, &mmu, PATH_MMU, 2 + data, 0, fp == 0, &g);
 			if (!r)
 				printf("{\"bench\":\"lookup\",\"section\":\"mmu\",\"device\":\"%s\","
 				       "\"data\":\"%s\",\"footprint\":\"%s\",\"raw_ns_per_step\":%.1f,"
@@ -1988,6 +1848,6 @@ out:
 	for (int path = 0; path < 2; path++)
 		for (int op = 0; op < NR_OPS; op++)
 			hm_vk_pipeline_free(b.vk, &pipes[path][op]);
-	teardown(&b);
+	lk_teardown(&b);
 	return r;
 }
