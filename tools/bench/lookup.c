@@ -47,10 +47,9 @@
 #include "common.h"
 #include "lookup_bench.h"
 
-
 const char *const lk_path_name[NR_PATHS] = { "raw", "helper", "raw+guard", "flat", "spec",
-					 "selguard", "loadthrough", "spec+bitmap", "mmu",
-					 "sentinel", "site", "site-compact" };
+					     "selguard", "mmu", "sentinel", "site",
+					     "site-compact" };
 const char *const lk_op_name[NR_OPS] = { "load", "load+store", "load+store,no-marks" };
 
 /* which ops a path's program has */
@@ -65,7 +64,6 @@ bool lk_path_has_op(enum path path, enum op op)
 struct kb {
 	struct hm_spirv_module *m;
 	uint32_t u32, u64, bl, psb_u32, label;
-	uint32_t loadthrough;           /* PATH_LOADTHROUGH's function, once written */
 	enum path path;                 /* of the chain (PATH_SITE: its speculative tier) */
 	uint32_t width;                 /* PATH_SITE*: words a load (SITE_WIDTH()) */
 };
@@ -168,7 +166,7 @@ static uint32_t call_lookup(struct kb *k, int sec, uint32_t guest, uint32_t tabl
 }
 
 /* vs where hit; else the helper, called there only, and the guarded load
- * at its answer (PATH_SPEC_BITMAP, PATH_SENTINEL); answers the word */
+ * at its answer (PATH_SENTINEL); answers the word */
 static uint32_t trusted_or_slow(struct kb *k, const struct hm_spirv_table_ids *t,
 				uint32_t addr, uint32_t hit, uint32_t vs)
 {
@@ -184,41 +182,6 @@ static uint32_t trusted_or_slow(struct kb *k, const struct hm_spirv_table_ids *t
 	slow_end = k->label;
 	kb_label(k, m1);
 	return HM_SPV_OP(m, FN, SpvOpPhi, k->u32, vs, pre, v, slow_end);
-}
-
-/*
- * PATH_LOADTHROUGH's function, DontInline, written whole into the helper
- * section: u32 (guest, table, nr_home, shift, marks, sdev, sbase, lim): the
- * speculative load, the helper (inlined into it where the module's variant
- * says so) and the confirmation; answers the word (0 where unmapped).
- */
-static uint32_t loadthrough_fn(struct kb *k)
-{
-	struct hm_spirv_module *m = k->m;
-	const int H = HM_SPV_SEC_HELPER;
-	uint32_t pty[8] = { k->u64, k->u64, k->u32, k->u32, k->u64, k->u64, k->u64, k->u64 };
-	uint32_t p[8], fn, fnty, label, sa, vs, dev, v;
-
-	if (k->loadthrough)
-		return k->loadthrough;
-	hm_spirv_lookup_fn(m);          /* the helper first: written whole */
-	fnty = hm_spirv_type_function(m, k->u32, pty, 8);
-	fn = hm_spirv_id(m);
-	HM_SPV(m, H, SpvOpFunction, k->u32, fn, SpvFunctionControlDontInlineMask, fnty);
-	for (int i = 0; i < 8; i++)
-		p[i] = HM_SPV_OP(m, H, SpvOpFunctionParameter, pty[i]);
-	label = hm_spirv_id(m);
-	HM_SPV(m, H, SpvOpLabel, label);
-	sa = spec_addr(k, H, p[0], p[5], p[6], p[7]);
-	vs = HM_SPV_OP(m, H, SpvOpLoad, k->u32,
-		       HM_SPV_OP(m, H, SpvOpConvertUToPtr, k->psb_u32, sa),
-		       SpvMemoryAccessAlignedMask, 4);
-	dev = call_lookup(k, H, p[0], p[1], p[2], p[3], p[4]);
-	v = spec_confirm(k, H, &label, HM_SPV_OP(m, H, SpvOpIEqual, k->bl, dev, sa), vs, dev);
-	HM_SPV(m, H, SpvOpReturnValue, v);
-	hm_spirv_inst(m, H, SpvOpFunctionEnd, NULL, 0);
-	k->loadthrough = fn;
-	return fn;
 }
 
 /*
@@ -305,7 +268,7 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		w.first = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, miss, sent, sdev);
 		w.last = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, miss,
 				   HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, sent,
-					     hm_spirv_const_u64(m, BITMAP_BYTES - HM_ACCESS_MAX_BYTES)),
+					     hm_spirv_const_u64(m, SENTINEL_BYTES - HM_ACCESS_MAX_BYTES)),
 				   HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, sdev, lim));
 		uint32_t words[HM_ACCESS_MAX_BYTES / 4];
 
@@ -317,45 +280,6 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 			val = HM_SPV_OP(m, FN, SpvOpIAdd, k->u32, val,
 					HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u32, words[i],
 						  hm_spirv_const_u32(m, 31)));
-	} else if (path == PATH_LOADTHROUGH) {
-		uint32_t fn = loadthrough_fn(k);
-
-		val = HM_SPV_OP(m, FN, SpvOpFunctionCall, k->u32, fn, addr, t->table, t->nr_home,
-				t->chunk_shift, t->marks, kb_join(k, push[12], push[13]),
-				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
-	} else if (path == PATH_SPEC_BITMAP) {
-		/* push 18-19: the bitmap, bit i = chunk i of the space (from
-		 * sbase) is mirrored at its speculative address */
-		uint32_t sbase = kb_join(k, push[14], push[15]);
-		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]), sbase,
-					kb_join(k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, sa),
-					SpvMemoryAccessAlignedMask, 4);
-		uint32_t ci = HM_SPV_OP(m, FN, SpvOpUConvert, k->u32,
-					HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u64,
-						  HM_SPV_OP(m, FN, SpvOpISub, k->u64, addr, sbase),
-						  t->chunk_shift));
-		uint32_t wa = HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, kb_join(k, push[18], push[19]),
-					HM_SPV_OP(m, FN, SpvOpUConvert, k->u64,
-						  HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k->u32,
-							    HM_SPV_OP(m, FN, SpvOpShiftRightLogical,
-								      k->u32, ci,
-								      hm_spirv_const_u32(m, 5)),
-							    hm_spirv_const_u32(m, 2))));
-		uint32_t w = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
-				       HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, wa),
-				       SpvMemoryAccessAlignedMask, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl,
-					 HM_SPV_OP(m, FN, SpvOpBitwiseAnd, k->u32,
-						   HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u32,
-							     w, HM_SPV_OP(m, FN, SpvOpBitwiseAnd,
-									  k->u32, ci,
-									  hm_spirv_const_u32(m, 31))),
-						   hm_spirv_const_u32(m, 1)),
-					 hm_spirv_const_u32(m, 0));
-		/* a clear bit: the helper, and the guarded load at its answer */
-		val = trusted_or_slow(k, t, addr, hit, vs);
 	} else if (path == PATH_SELGUARD) {
 		uint32_t nz, a;
 
@@ -966,13 +890,13 @@ int lk_setup(struct bench *b)
 				     &b->flat);
 	if (!r)
 		r = device_table_new(b, 16, &b->flat_hot);
-	for (int i = 0; i < 2 && !r; i++) {
-		uint32_t w[BITMAP_BYTES / 4];
+	if (!r) {
+		uint32_t w[SENTINEL_BYTES / 4];
 
-		memset(w, i ? 0 : 0xff, sizeof(w));
-		r = device_table_new(b, BITMAP_BYTES, &b->bits[i]);
+		memset(w, 0xff, sizeof(w));
+		r = device_table_new(b, SENTINEL_BYTES, &b->sentinel);
 		if (!r)
-			r = table_write(b, &b->bits[i], w, BITMAP_BYTES);
+			r = table_write(b, &b->sentinel, w, SENTINEL_BYTES);
 	}
 	if (r)
 		goto out;
@@ -1087,8 +1011,7 @@ void lk_teardown(struct bench *b)
 	hm_vk_buffer_free(b->vk, &b->hot);
 	hm_vk_buffer_free(b->vk, &b->flat);
 	hm_vk_buffer_free(b->vk, &b->flat_hot);
-	for (int i = 0; i < 2; i++)
-		hm_vk_buffer_free(b->vk, &b->bits[i]);
+	hm_vk_buffer_free(b->vk, &b->sentinel);
 	hm_vk_buffer_free(b->vk, &b->marks);
 	hm_vk_buffer_free(b->vk, &b->out);
 	hm_vk_buffer_free(b->vk, &b->flush);
@@ -1197,13 +1120,9 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 	push[15] = (uint32_t)(sbase >> 32);
 	push[16] = (uint32_t)lim;
 	push[17] = (uint32_t)(lim >> 32);
-	/* PATH_SPEC_BITMAP: every chunk mirrored at its guess, or (skewed,
-	 * every guess wrong) none */
-	push[18] = (uint32_t)b->bits[!!b->spec_skew].addr;
-	push[19] = (uint32_t)(b->bits[!!b->spec_skew].addr >> 32);
-	/* PATH_SENTINEL: all-ones words are SENTINEL words */
-	push[20] = (uint32_t)b->bits[0].addr;
-	push[21] = (uint32_t)(b->bits[0].addr >> 32);
+	/* push 18-19 unused; PATH_SENTINEL, PATH_SITE: a page of SENTINEL words */
+	push[20] = (uint32_t)b->sentinel.addr;
+	push[21] = (uint32_t)(b->sentinel.addr >> 32);
 	push[0] = (uint32_t)tab;
 	push[1] = (uint32_t)(tab >> 32);
 	push[2] = nr_home;
@@ -1358,14 +1277,6 @@ const struct vform lk_extra_forms[] = {
 	{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
 	  true, false },
 	{ "ref-spec-miss", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
-	{ "ref-loadthrough", PATH_LOADTHROUGH, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
-	  true, false },
-	{ "ref-loadthrough-miss", PATH_LOADTHROUGH,
-	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false, 8 },
-	{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false },
-	{ "ref-spec-bitmap-miss", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
-	{ "ref-spec-bitmap-inline", PATH_SPEC_BITMAP,
-	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false },
 	{ "ref-sentinel", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-sentinel-inline", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
 	  true, false },

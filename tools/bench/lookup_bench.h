@@ -24,8 +24,8 @@
 /* the "one chunk" table: a chunk of 128 MiB holds all the data */
 #define HOT_CHUNK_SHIFT 27
 #define HOT_NR_HOME 4
-/* the bitmap of PATH_SPEC_BITMAP: a bit per 64 KiB chunk, 32768 chunks */
-#define BITMAP_BYTES 4096
+/* the page of SENTINEL words (PATH_SENTINEL, PATH_SITE's misses) */
+#define SENTINEL_BYTES 4096
 
 /*
  * The paths after PATH_RAW_GUARD are what the variants section compares
@@ -42,13 +42,6 @@
  *   selguard  the default helper with the call site's guard as selects (an
  *             unmapped access loads from the table base, which always holds
  *             64 readable bytes, and answers 0) instead of a branch
- *   loadthrough  REFERENCE, a helper D969 does not have: one DontInline
- *             function per load that makes the speculative load, the lookup
- *             (inlined into it) and the confirmation, and answers the word
- *   spec+bitmap  REFERENCE: the speculative load and, beside it, one load
- *             of a bitmap word (a bit per chunk: "mirrored at the guess")
- *             inlined at the call site; the helper is called only where the
- *             bit is clear
  *   mmu       REFERENCE, no table: the guest address at one delta (clamped
  *             into the space, as spec's guess) and loaded; through a
  *             sparse buffer whose chunks are bound where the mirrors lie,
@@ -74,8 +67,7 @@
 #define SITE_WIDTH_MASK		0xff0000u
 #define SITE_WIDTH_OF(f)	(((f) & SITE_WIDTH_MASK) ? ((f) & SITE_WIDTH_MASK) >> 16 : 1)
 enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, PATH_SITE,
-	    PATH_SITE_COMPACT, NR_PATHS };
+	    PATH_MMU, PATH_SENTINEL, PATH_SITE, PATH_SITE_COMPACT, NR_PATHS };
 
 enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
 
@@ -96,7 +88,7 @@ struct bench {
 	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
 	struct hm_vk_buffer hot;                /* device: one chunk for all the data */
 	struct hm_vk_buffer flat, flat_hot;     /* PATH_FLAT: a delta per chunk */
-	struct hm_vk_buffer bits[2];            /* PATH_SPEC_BITMAP: [0] all set, [1] clear */
+	struct hm_vk_buffer sentinel;           /* SENTINEL_BYTES of SENTINEL words */
 	void *host_table;
 	size_t table_bytes;
 	uint32_t nr_home;
@@ -164,7 +156,7 @@ struct vform {
 };
 
 #define NR_VCONFS 6
-#define NR_EXTRA_FORMS 19
+#define NR_EXTRA_FORMS 14
 #define NR_COMPILE_FORMS 7
 extern const struct vconf lk_vconfs[NR_VCONFS];
 /* the forms beside the helper's emission variants */
