@@ -269,8 +269,7 @@ static void canon_init(void)
 		uint32_t *w;
 		size_t n;
 
-		if (hm_lookup_variants[v].reference ||
-		    hm_spirv_lookup_library_variant(hm_lookup_variants[v].flags, &w, &n) < 0)
+		if (hm_spirv_lookup_library_variant(hm_lookup_variants[v].flags, &w, &n) < 0)
 			continue;
 		if (hmd_spv_parse(&canon[nr_canon], w, n) < 0) {
 			hmd_spv_free(&canon[nr_canon]);

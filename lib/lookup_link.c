@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spirv/unified1/spirv.h>
 
 #include "hmirror/lookup.h"
 #include "lookup_internal.h"
@@ -360,7 +361,7 @@ static void write_stub_body(struct hm_spirv_module *m, const struct link *l,
 
 		if (ptypes[k] == want[k]) {
 			args[k] = params[k];
-		} else if (p && p->storage == HM_SpvStorageFunction && p->pointee == want[k]) {
+		} else if (p && p->storage == SpvStorageClassFunction && p->pointee == want[k]) {
 			args[k] = HM_SPV_OP(m, F, OP_LOAD, want[k], params[k]);
 		} else {
 			m->err = m->err ? m->err : -EINVAL;
@@ -431,7 +432,7 @@ static void write_load_stub_body(struct hm_spirv_module *m, const struct link *l
 
 		if (ptypes[k] == want[k]) {
 			call[1 + k] = params[k];
-		} else if (p && p->storage == HM_SpvStorageFunction && p->pointee == want[k]) {
+		} else if (p && p->storage == SpvStorageClassFunction && p->pointee == want[k]) {
 			call[1 + k] = HM_SPV_OP(m, F, OP_LOAD, want[k], params[k]);
 		} else {
 			m->err = m->err ? m->err : -EINVAL;
@@ -455,7 +456,7 @@ static void write_load_stub_body(struct hm_spirv_module *m, const struct link *l
 static int copy_globals(struct hm_spirv_module *m, struct link *l, bool relink)
 {
 	const uint32_t *w = l->w;
-	uint32_t addressing = ADDRESSING_LOGICAL, model = HM_SpvMemoryModelGLSL450;
+	uint32_t addressing = ADDRESSING_LOGICAL, model = SpvMemoryModelGLSL450;
 	int r;
 
 	for (size_t i = 5; i < l->first_fn; i += w[i] >> 16) {
@@ -463,7 +464,7 @@ static int copy_globals(struct hm_spirv_module *m, struct link *l, bool relink)
 		enum hm_spv_section sec;
 
 		if (op == OP_CAPABILITY && nr == 2) {
-			if (w[i + 1] != HM_SpvCapLinkage || l->other_linkage)
+			if (w[i + 1] != SpvCapabilityLinkage || l->other_linkage)
 				hm_spirv_capability(m, w[i + 1]);
 			continue;
 		}
@@ -513,11 +514,11 @@ static int copy_globals(struct hm_spirv_module *m, struct link *l, bool relink)
 		hm_spirv_inst(m, sec, op, w + i + 1, nr - 1);
 	}
 	if (addressing != ADDRESSING_LOGICAL &&
-	    addressing != HM_SpvAddressingPhysicalStorageBuffer64)
+	    addressing != SpvAddressingModelPhysicalStorageBuffer64)
 		return -ENOTSUP;
 	m->sec[HM_SPV_SEC_MEMORY_MODEL].n = 0;
 	HM_SPV(m, HM_SPV_SEC_MEMORY_MODEL, OP_MEMORY_MODEL,
-	       HM_SpvAddressingPhysicalStorageBuffer64, model);
+	       SpvAddressingModelPhysicalStorageBuffer64, model);
 	return m->err;
 }
 

@@ -18,16 +18,19 @@
  *
  * without branches: every probe is loaded, the answer selected.  That is
  * the default form; the others (uvec4 slots, a shift home slot, a select
- * chain, and two references that break D969 for measurement) are listed in
- * hm_lookup_variants[] and Documentation/table.rst ("Emission variants").
+ * chain, and two references that break D969 for measurement,
+ * lookup_reference.h) are listed in hm_lookup_variants[] and
+ * Documentation/table.rst ("Emission variants").
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spirv/unified1/spirv.h>
 
 #include "hmirror/lookup.h"
 #include "lookup_internal.h"
+#include "lookup_reference.h"
 
 static void set_err(struct hm_spirv_module *m, int e)
 {
@@ -149,38 +152,38 @@ uint32_t hm_spirv_compute_main(struct hm_spirv_module *m, uint32_t nr_push, uint
 	for (uint32_t i = 0; i < nr_push; i++)
 		mem[i] = u32;
 	pt = hm_spirv_type_struct_unique(m, mem, nr_push);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, pt, HM_SpvDecorationBlock);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpDecorate, pt, SpvDecorationBlock);
 	for (uint32_t i = 0; i < nr_push; i++)
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, pt, i,
-		       HM_SpvDecorationOffset, 4 * i);
-	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-		       hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, pt),
-		       HM_SpvStoragePushConstant);
-	pcu = hm_spirv_type_pointer(m, HM_SpvStoragePushConstant, u32);
-	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, HM_SpvOpVariable,
-			hm_spirv_type_pointer(m, HM_SpvStorageInput, v3), HM_SpvStorageInput);
-	HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, gid, HM_SpvDecorationBuiltIn,
-	       HM_SpvBuiltInGlobalInvocationId);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpMemberDecorate, pt, i,
+		       SpvDecorationOffset, 4 * i);
+	pv = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, SpvOpVariable,
+		       hm_spirv_type_pointer(m, SpvStorageClassPushConstant, pt),
+		       SpvStorageClassPushConstant);
+	pcu = hm_spirv_type_pointer(m, SpvStorageClassPushConstant, u32);
+	gid = HM_SPV_OP(m, HM_SPV_SEC_GLOBAL, SpvOpVariable,
+			hm_spirv_type_pointer(m, SpvStorageClassInput, v3), SpvStorageClassInput);
+	HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpDecorate, gid, SpvDecorationBuiltIn,
+	       SpvBuiltInGlobalInvocationId);
 	main_fn = hm_spirv_id(m);
-	ep[0] = HM_SpvExecModelGLCompute;
+	ep[0] = SpvExecutionModelGLCompute;
 	ep[1] = main_fn;
 	n = 2 + hm_spirv_put_string(ep + 2, "main");
 	ep[n++] = gid;
 	ep[n++] = pv;
-	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, HM_SpvOpEntryPoint, ep, n);
-	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, HM_SpvOpExecutionMode, main_fn,
-	       HM_SpvExecModeLocalSize, local_x, 1, 1);
-	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpFunction, voidt, main_fn,
-	       HM_SpvFunctionControlNone, fnt);
+	hm_spirv_inst(m, HM_SPV_SEC_ENTRY_POINT, SpvOpEntryPoint, ep, n);
+	HM_SPV(m, HM_SPV_SEC_EXEC_MODE, SpvOpExecutionMode, main_fn,
+	       SpvExecutionModeLocalSize, local_x, 1, 1);
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, SpvOpFunction, voidt, main_fn,
+	       SpvFunctionControlMaskNone, fnt);
 	label = hm_spirv_id(m);
-	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLabel, label);
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, SpvOpLabel, label);
 	for (uint32_t i = 0; i < nr_push; i++)
-		push[i] = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLoad, u32,
-				    HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpAccessChain, pcu, pv,
+		push[i] = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpLoad, u32,
+				    HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpAccessChain, pcu, pv,
 					      hm_spirv_const_u32(m, i)));
 	if (ret_gidx)
-		*ret_gidx = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpCompositeExtract, u32,
-				      HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpLoad, v3, gid), 0);
+		*ret_gidx = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpCompositeExtract, u32,
+				      HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpLoad, v3, gid), 0);
 	return m->err ? 0 : label;
 }
 
@@ -283,7 +286,7 @@ static uint32_t dedup(struct hm_spirv_module *m, enum hm_spv_section sec, uint16
 
 void hm_spirv_capability(struct hm_spirv_module *m, uint32_t cap)
 {
-	dedup(m, HM_SPV_SEC_CAPABILITY, HM_SpvOpCapability, false, &cap, 1);
+	dedup(m, HM_SPV_SEC_CAPABILITY, SpvOpCapability, false, &cap, 1);
 }
 
 void hm_spirv_extension(struct hm_spirv_module *m, const char *name)
@@ -292,7 +295,7 @@ void hm_spirv_extension(struct hm_spirv_module *m, const char *name)
 	uint32_t w[n];
 
 	hm_spirv_put_string(w, name);
-	dedup(m, HM_SPV_SEC_EXTENSION, HM_SpvOpExtension, false, w, n);
+	dedup(m, HM_SPV_SEC_EXTENSION, SpvOpExtension, false, w, n);
 }
 
 void hm_spirv_name(struct hm_spirv_module *m, uint32_t id, const char *name)
@@ -302,17 +305,17 @@ void hm_spirv_name(struct hm_spirv_module *m, uint32_t id, const char *name)
 
 	w[0] = id;
 	hm_spirv_put_string(w + 1, name);
-	hm_spirv_inst(m, HM_SPV_SEC_DEBUG, HM_SpvOpName, w, n + 1);
+	hm_spirv_inst(m, HM_SPV_SEC_DEBUG, SpvOpName, w, n + 1);
 }
 
 uint32_t hm_spirv_type_void(struct hm_spirv_module *m)
 {
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeVoid, false, NULL, 0);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypeVoid, false, NULL, 0);
 }
 
 uint32_t hm_spirv_type_bool(struct hm_spirv_module *m)
 {
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeBool, false, NULL, 0);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypeBool, false, NULL, 0);
 }
 
 uint32_t hm_spirv_type_int(struct hm_spirv_module *m, uint32_t width, bool is_signed)
@@ -320,20 +323,20 @@ uint32_t hm_spirv_type_int(struct hm_spirv_module *m, uint32_t width, bool is_si
 	uint32_t w[2] = { width, is_signed };
 
 	if (width == 64)
-		hm_spirv_capability(m, HM_SpvCapInt64);
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeInt, false, w, 2);
+		hm_spirv_capability(m, SpvCapabilityInt64);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypeInt, false, w, 2);
 }
 
 uint32_t hm_spirv_type_vector(struct hm_spirv_module *m, uint32_t component, uint32_t n)
 {
 	uint32_t w[2] = { component, n };
 
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeVector, false, w, 2);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypeVector, false, w, 2);
 }
 
 uint32_t hm_spirv_type_struct(struct hm_spirv_module *m, const uint32_t *members, size_t n)
 {
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeStruct, false, members, n);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypeStruct, false, members, n);
 }
 
 uint32_t hm_spirv_type_struct_unique(struct hm_spirv_module *m, const uint32_t *members, size_t n)
@@ -345,7 +348,7 @@ uint32_t hm_spirv_type_struct_unique(struct hm_spirv_module *m, const uint32_t *
 		return 0;
 	w[0] = id;
 	memcpy(w + 1, members, n * sizeof(*w));
-	hm_spirv_inst(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeStruct, w, n + 1);
+	hm_spirv_inst(m, HM_SPV_SEC_GLOBAL, SpvOpTypeStruct, w, n + 1);
 	return m->err ? 0 : id;
 }
 
@@ -353,7 +356,7 @@ uint32_t hm_spirv_type_pointer(struct hm_spirv_module *m, uint32_t storage_class
 {
 	uint32_t w[2] = { storage_class, pointee };
 
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypePointer, false, w, 2);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypePointer, false, w, 2);
 }
 
 uint32_t hm_spirv_type_function(struct hm_spirv_module *m, uint32_t ret_type,
@@ -363,28 +366,28 @@ uint32_t hm_spirv_type_function(struct hm_spirv_module *m, uint32_t ret_type,
 
 	w[0] = ret_type;
 	memcpy(w + 1, params, n * sizeof(*w));
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeFunction, false, w, n + 1);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpTypeFunction, false, w, n + 1);
 }
 
 uint32_t hm_spirv_const_u32(struct hm_spirv_module *m, uint32_t v)
 {
 	uint32_t w[2] = { hm_spirv_type_int(m, 32, false), v };
 
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpConstant, true, w, 2);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpConstant, true, w, 2);
 }
 
 uint32_t hm_spirv_const_u64(struct hm_spirv_module *m, uint64_t v)
 {
 	uint32_t w[3] = { hm_spirv_type_int(m, 64, false), (uint32_t)v, (uint32_t)(v >> 32) };
 
-	return dedup(m, HM_SPV_SEC_GLOBAL, HM_SpvOpConstant, true, w, 3);
+	return dedup(m, HM_SPV_SEC_GLOBAL, SpvOpConstant, true, w, 3);
 }
 
 uint32_t hm_spirv_const_bool(struct hm_spirv_module *m, bool v)
 {
 	uint32_t t = hm_spirv_type_bool(m);
 
-	return dedup(m, HM_SPV_SEC_GLOBAL, v ? HM_SpvOpConstantTrue : HM_SpvOpConstantFalse,
+	return dedup(m, HM_SPV_SEC_GLOBAL, v ? SpvOpConstantTrue : SpvOpConstantFalse,
 		     true, &t, 1);
 }
 
@@ -400,12 +403,12 @@ int hm_spirv_module_new(struct hm_spirv_module **ret)
 	m->bound = 1;
 	m->version = HM_SPIRV_VERSION_1_5;
 	m->variant = HM_LOOKUP_DEFAULT_VARIANT;
-	hm_spirv_capability(m, HM_SpvCapShader);
-	hm_spirv_capability(m, HM_SpvCapInt64);
-	hm_spirv_capability(m, HM_SpvCapPhysicalStorageBufferAddresses);
+	hm_spirv_capability(m, SpvCapabilityShader);
+	hm_spirv_capability(m, SpvCapabilityInt64);
+	hm_spirv_capability(m, SpvCapabilityPhysicalStorageBufferAddresses);
 	hm_spirv_extension(m, "SPV_KHR_physical_storage_buffer");
-	HM_SPV(m, HM_SPV_SEC_MEMORY_MODEL, HM_SpvOpMemoryModel,
-	       HM_SpvAddressingPhysicalStorageBuffer64, HM_SpvMemoryModelGLSL450);
+	HM_SPV(m, HM_SPV_SEC_MEMORY_MODEL, SpvOpMemoryModel,
+	       SpvAddressingModelPhysicalStorageBuffer64, SpvMemoryModelGLSL450);
 	if (m->err) {
 		int e = m->err;
 
@@ -480,6 +483,8 @@ uint32_t hm_spirv_lookup_fn_type(struct hm_spirv_module *m)
 
 #define H HM_SPV_SEC_HELPER
 
+/* The public variants, then the reference ones (lookup_reference.h), which
+ * hm_lookup_nr_variants does not count. */
 const struct hm_lookup_variant hm_lookup_variants[] = {
 	{ "u64x2", HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, false,
 	  "default: one u64vec2 load a slot (64-bit compare and delta) through a "
@@ -494,24 +499,37 @@ const struct hm_lookup_variant hm_lookup_variants[] = {
 	  "u64x2, first hit by a chain of selects instead of a tree" },
 	{ "pow2+u64x2", HM_LOOKUP_V_POW2 | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, true,
 	  "u64x2, home slot by a shift (power-of-two nr_home)" },
-	{ "ref-split", HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_NONWRITABLE, true, false,
+	{ "ref-split", HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_NONWRITABLE, false, false,
 	  "REFERENCE (breaks D969: one load a slot): two 8-byte loads a slot" },
-	{ "ref-inline", HM_LOOKUP_V_REF_INLINE | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, true, false,
+	{ "ref-inline", HM_LOOKUP_V_REF_INLINE | HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE, false, false,
 	  "REFERENCE (breaks D969: DontInline): the default form, inlined" },
 };
-const unsigned hm_lookup_nr_variants = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]);
+#define NR_REFERENCE_FORMS 2        /* the last ones; table_test.c checks */
+const unsigned hm__lookup_nr_forms = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]);
+const unsigned hm_lookup_nr_variants = sizeof(hm_lookup_variants) / sizeof(hm_lookup_variants[0]) -
+				       NR_REFERENCE_FORMS;
 
-const struct hm_lookup_variant *hm_lookup_variant_by_name(const char *name)
+static const struct hm_lookup_variant *variant_by_name(const char *name, unsigned n)
 {
-	for (unsigned i = 0; name && i < hm_lookup_nr_variants; i++)
+	for (unsigned i = 0; name && i < n; i++)
 		if (!strcmp(hm_lookup_variants[i].name, name))
 			return &hm_lookup_variants[i];
 	return NULL;
 }
 
+const struct hm_lookup_variant *hm_lookup_variant_by_name(const char *name)
+{
+	return variant_by_name(name, hm_lookup_nr_variants);
+}
+
+const struct hm_lookup_variant *hm__lookup_form_by_name(const char *name)
+{
+	return variant_by_name(name, hm__lookup_nr_forms);
+}
+
 int hm_spirv_set_lookup_variant(struct hm_spirv_module *m, uint32_t flags)
 {
-	if (!m || (flags & ~HM_LOOKUP_V_ALL) ||
+	if (!m || (flags & ~HM_LOOKUP_V_ALL_FORMS) ||
 	    ((flags & HM_LOOKUP_V_REF_SPLIT) && (flags & HM_LOOKUP_V_U64X2)))
 		return -EINVAL;
 	if (m->lookup_fn)
@@ -523,7 +541,7 @@ int hm_spirv_set_lookup_variant(struct hm_spirv_module *m, uint32_t flags)
 /* a ? b : c over n-bit ids */
 static uint32_t sel(struct hm_spirv_module *m, uint32_t ty, uint32_t a, uint32_t b, uint32_t c)
 {
-	return HM_SPV_OP(m, H, HM_SpvOpSelect, ty, a, b, c);
+	return HM_SPV_OP(m, H, SpvOpSelect, ty, a, b, c);
 }
 
 /* First hit wins: of v[0..3] under hit[0..3] (else `none`). */
@@ -568,7 +586,7 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 	v4 = hm_spirv_type_vector(m, u32, 4);
 	v2 = (f & HM_LOOKUP_V_U64X2) ? hm_spirv_type_vector(m, u64, 2) : 0;
 	ldty = (f & HM_LOOKUP_V_U64X2) ? v2 : (f & HM_LOOKUP_V_REF_SPLIT) ? u64 : v4;
-	ptr = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, ldty);
+	ptr = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, ldty);
 	res = hm_spirv_lookup_result_type(m);
 	fnty = hm_spirv_lookup_fn_type(m);
 	c32 = hm_spirv_const_u32(m, 32);
@@ -587,144 +605,144 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m)
 		/* struct { slot } Block, member 0 NonWritable Restrict Offset 0
 		 * (glslang's readonly restrict buffer_reference) */
 		blk = hm_spirv_type_struct_unique(m, &ldty, 1);
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, blk, HM_SpvDecorationBlock);
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, blk, 0,
-		       HM_SpvDecorationOffset, 0);
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, blk, 0,
-		       HM_SpvDecorationNonWritable);
-		HM_SPV(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpMemberDecorate, blk, 0,
-		       HM_SpvDecorationRestrict);
-		pblk = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, blk);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpDecorate, blk, SpvDecorationBlock);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpMemberDecorate, blk, 0,
+		       SpvDecorationOffset, 0);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpMemberDecorate, blk, 0,
+		       SpvDecorationNonWritable);
+		HM_SPV(m, HM_SPV_SEC_ANNOTATION, SpvOpMemberDecorate, blk, 0,
+		       SpvDecorationRestrict);
+		pblk = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, blk);
 		k0m = k0;
 	}
 	if (m->err)
 		return 0;
 
 	fn = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpFunction, res, fn,
-	       (f & HM_LOOKUP_V_REF_INLINE) ? HM_SpvFunctionControlInline :
-					      HM_SpvFunctionControlDontInline, fnty);
-	guest = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
-	table = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
-	nr_home = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u32);
-	shift = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u32);
-	marks = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, u64);
-	HM_SPV(m, H, HM_SpvOpLabel, hm_spirv_id(m));
+	HM_SPV(m, H, SpvOpFunction, res, fn,
+	       (f & HM_LOOKUP_V_REF_INLINE) ? SpvFunctionControlInlineMask :
+					      SpvFunctionControlDontInlineMask, fnty);
+	guest = HM_SPV_OP(m, H, SpvOpFunctionParameter, u64);
+	table = HM_SPV_OP(m, H, SpvOpFunctionParameter, u64);
+	nr_home = HM_SPV_OP(m, H, SpvOpFunctionParameter, u32);
+	shift = HM_SPV_OP(m, H, SpvOpFunctionParameter, u32);
+	marks = HM_SPV_OP(m, H, SpvOpFunctionParameter, u64);
+	HM_SPV(m, H, SpvOpLabel, hm_spirv_id(m));
 
-	chunk = HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, guest, shift);
-	clo = HM_SPV_OP(m, H, HM_SpvOpUConvert, u32, chunk);
-	chi = HM_SPV_OP(m, H, HM_SpvOpUConvert, u32,
-			HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, chunk, c32));
-	t = HM_SPV_OP(m, H, HM_SpvOpIAdd, u32,
-		      HM_SPV_OP(m, H, HM_SpvOpIMul, u32, clo, kmul_lo),
-		      HM_SPV_OP(m, H, HM_SpvOpIMul, u32, chi, kmul_hi));
+	chunk = HM_SPV_OP(m, H, SpvOpShiftRightLogical, u64, guest, shift);
+	clo = HM_SPV_OP(m, H, SpvOpUConvert, u32, chunk);
+	chi = HM_SPV_OP(m, H, SpvOpUConvert, u32,
+			HM_SPV_OP(m, H, SpvOpShiftRightLogical, u64, chunk, c32));
+	t = HM_SPV_OP(m, H, SpvOpIAdd, u32,
+		      HM_SPV_OP(m, H, SpvOpIMul, u32, clo, kmul_lo),
+		      HM_SPV_OP(m, H, SpvOpIMul, u32, chi, kmul_hi));
 	if (f & HM_LOOKUP_V_POW2) {
 		/* nr_home = 2^k: hi32(t * 2^k) = t >> (32 - k); k = popcount(nr_home - 1),
 		 * computed from the argument alone, beside the hash */
-		uint32_t k = HM_SPV_OP(m, H, HM_SpvOpBitCount, u32,
-				       HM_SPV_OP(m, H, HM_SpvOpISub, u32, nr_home,
+		uint32_t k = HM_SPV_OP(m, H, SpvOpBitCount, u32,
+				       HM_SPV_OP(m, H, SpvOpISub, u32, nr_home,
 						 hm_spirv_const_u32(m, 1)));
 
-		home = HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u32, t,
-				 HM_SPV_OP(m, H, HM_SpvOpISub, u32, c32, k));
+		home = HM_SPV_OP(m, H, SpvOpShiftRightLogical, u32, t,
+				 HM_SPV_OP(m, H, SpvOpISub, u32, c32, k));
 	} else {
-		home = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32,
-				 HM_SPV_OP(m, H, HM_SpvOpUMulExtended, u32x2, t, nr_home), 1);
+		home = HM_SPV_OP(m, H, SpvOpCompositeExtract, u32,
+				 HM_SPV_OP(m, H, SpvOpUMulExtended, u32x2, t, nr_home), 1);
 	}
-	home64 = HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, home);
-	base = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, table,
-			 HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64, home64, c4));
+	home64 = HM_SPV_OP(m, H, SpvOpUConvert, u64, home);
+	base = HM_SPV_OP(m, H, SpvOpIAdd, u64, table,
+			 HM_SPV_OP(m, H, SpvOpShiftLeftLogical, u64, home64, c4));
 
 	/* Four independent loads from one base. */
 	for (uint32_t i = 0; i < HM_TABLE_PROBES; i++) {
 		uint32_t a = base, p, s, x, y;
 
 		if (i)
-			a = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, base,
+			a = HM_SPV_OP(m, H, SpvOpIAdd, u64, base,
 				      hm_spirv_const_u64(m, (uint64_t)i * HM_TABLE_SLOT_BYTES));
 		if (f & HM_LOOKUP_V_REF_SPLIT) {
-			uint32_t a8 = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, a, hm_spirv_const_u64(m, 8));
+			uint32_t a8 = HM_SPV_OP(m, H, SpvOpIAdd, u64, a, hm_spirv_const_u64(m, 8));
 			uint32_t p8;
 
 			if (pblk) {
-				p = HM_SPV_OP(m, H, HM_SpvOpAccessChain, ptr,
-					      HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, pblk, a), k0m);
-				p8 = HM_SPV_OP(m, H, HM_SpvOpAccessChain, ptr,
-					       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, pblk, a8), k0m);
+				p = HM_SPV_OP(m, H, SpvOpAccessChain, ptr,
+					      HM_SPV_OP(m, H, SpvOpConvertUToPtr, pblk, a), k0m);
+				p8 = HM_SPV_OP(m, H, SpvOpAccessChain, ptr,
+					       HM_SPV_OP(m, H, SpvOpConvertUToPtr, pblk, a8), k0m);
 			} else {
-				p = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a);
-				p8 = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a8);
+				p = HM_SPV_OP(m, H, SpvOpConvertUToPtr, ptr, a);
+				p8 = HM_SPV_OP(m, H, SpvOpConvertUToPtr, ptr, a8);
 			}
-			x = HM_SPV_OP(m, H, HM_SpvOpLoad, u64, p, HM_SpvMemoryAccessAligned, 16);
-			d64[i] = HM_SPV_OP(m, H, HM_SpvOpLoad, u64, p8, HM_SpvMemoryAccessAligned, 8);
-			hit[i] = HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, chunk);
+			x = HM_SPV_OP(m, H, SpvOpLoad, u64, p, SpvMemoryAccessAlignedMask, 16);
+			d64[i] = HM_SPV_OP(m, H, SpvOpLoad, u64, p8, SpvMemoryAccessAlignedMask, 8);
+			hit[i] = HM_SPV_OP(m, H, SpvOpIEqual, bl, x, chunk);
 			continue;
 		}
 		if (pblk)
-			p = HM_SPV_OP(m, H, HM_SpvOpAccessChain, ptr,
-				      HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, pblk, a), k0m);
+			p = HM_SPV_OP(m, H, SpvOpAccessChain, ptr,
+				      HM_SPV_OP(m, H, SpvOpConvertUToPtr, pblk, a), k0m);
 		else
-			p = HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, ptr, a);
-		s = HM_SPV_OP(m, H, HM_SpvOpLoad, ldty, p, HM_SpvMemoryAccessAligned,
+			p = HM_SPV_OP(m, H, SpvOpConvertUToPtr, ptr, a);
+		s = HM_SPV_OP(m, H, SpvOpLoad, ldty, p, SpvMemoryAccessAlignedMask,
 			      HM_TABLE_SLOT_BYTES);
 		if (f & HM_LOOKUP_V_U64X2) {
-			x = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u64, s, 0);
-			d64[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u64, s, 1);
-			hit[i] = HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, chunk);
+			x = HM_SPV_OP(m, H, SpvOpCompositeExtract, u64, s, 0);
+			d64[i] = HM_SPV_OP(m, H, SpvOpCompositeExtract, u64, s, 1);
+			hit[i] = HM_SPV_OP(m, H, SpvOpIEqual, bl, x, chunk);
 			continue;
 		}
-		x = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 0);
-		y = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 1);
-		lo[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 2);
-		hi[i] = HM_SPV_OP(m, H, HM_SpvOpCompositeExtract, u32, s, 3);
+		x = HM_SPV_OP(m, H, SpvOpCompositeExtract, u32, s, 0);
+		y = HM_SPV_OP(m, H, SpvOpCompositeExtract, u32, s, 1);
+		lo[i] = HM_SPV_OP(m, H, SpvOpCompositeExtract, u32, s, 2);
+		hi[i] = HM_SPV_OP(m, H, SpvOpCompositeExtract, u32, s, 3);
 		d64[i] = 0;
-		hit[i] = HM_SPV_OP(m, H, HM_SpvOpLogicalAnd, bl,
-				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, x, clo),
-				   HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, y, chi));
+		hit[i] = HM_SPV_OP(m, H, SpvOpLogicalAnd, bl,
+				   HM_SPV_OP(m, H, SpvOpIEqual, bl, x, clo),
+				   HM_SPV_OP(m, H, SpvOpIEqual, bl, y, chi));
 	}
 
 	bool chain = f & HM_LOOKUP_V_CHAIN;
 
-	h01 = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[0], hit[1]);
-	any = HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, h01,
-			HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, hit[2], hit[3]));
+	h01 = HM_SPV_OP(m, H, SpvOpLogicalOr, bl, hit[0], hit[1]);
+	any = HM_SPV_OP(m, H, SpvOpLogicalOr, bl, h01,
+			HM_SPV_OP(m, H, SpvOpLogicalOr, bl, hit[2], hit[3]));
 	if (d64[0]) {
 		delta = pick(m, chain, u64, hit, h01, d64, 0, any);
 	} else {
 		uint32_t dlo = pick(m, chain, u32, hit, h01, lo, 0, any);
 		uint32_t dhi = pick(m, chain, u32, hit, h01, hi, 0, any);
 
-		delta = HM_SPV_OP(m, H, HM_SpvOpBitwiseOr, u64,
-				  HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dlo),
-				  HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64,
-					    HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, dhi), c32));
+		delta = HM_SPV_OP(m, H, SpvOpBitwiseOr, u64,
+				  HM_SPV_OP(m, H, SpvOpUConvert, u64, dlo),
+				  HM_SPV_OP(m, H, SpvOpShiftLeftLogical, u64,
+					    HM_SPV_OP(m, H, SpvOpUConvert, u64, dhi), c32));
 	}
 	/* 1 + i + home where slot home + i hits, 0 (the sink) where none does */
 	if (chain) {
 		uint32_t kh[HM_TABLE_PROBES];
 
 		for (uint32_t i = 0; i < HM_TABLE_PROBES; i++)
-			kh[i] = HM_SPV_OP(m, H, HM_SpvOpIAdd, u32, home, kidx[i]);
+			kh[i] = HM_SPV_OP(m, H, SpvOpIAdd, u32, home, kidx[i]);
 		midx = pick(m, true, u32, hit, h01, kh, k0, any);
 	} else {
 		midx = sel(m, u32, any,
-			   HM_SPV_OP(m, H, HM_SpvOpIAdd, u32, home,
+			   HM_SPV_OP(m, H, SpvOpIAdd, u32, home,
 				     pick(m, false, u32, hit, h01, kidx, 0, any)), k0);
 	}
-	dev = HM_SPV_OP(m, H, HM_SpvOpSelect, u64, any,
-			HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, guest, delta), k64_0);
-	mark = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, marks,
-			 HM_SPV_OP(m, H, HM_SpvOpShiftLeftLogical, u64,
-				   HM_SPV_OP(m, H, HM_SpvOpUConvert, u64, midx), c2));
-	r = HM_SPV_OP(m, H, HM_SpvOpCompositeConstruct, res,
-		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32, dev),
-		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32,
-				HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, dev, c32)),
-		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32, mark),
-		      HM_SPV_OP(m, H, HM_SpvOpUConvert, u32,
-				HM_SPV_OP(m, H, HM_SpvOpShiftRightLogical, u64, mark, c32)));
-	HM_SPV(m, H, HM_SpvOpReturnValue, r);
-	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	dev = HM_SPV_OP(m, H, SpvOpSelect, u64, any,
+			HM_SPV_OP(m, H, SpvOpIAdd, u64, guest, delta), k64_0);
+	mark = HM_SPV_OP(m, H, SpvOpIAdd, u64, marks,
+			 HM_SPV_OP(m, H, SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, H, SpvOpUConvert, u64, midx), c2));
+	r = HM_SPV_OP(m, H, SpvOpCompositeConstruct, res,
+		      HM_SPV_OP(m, H, SpvOpUConvert, u32, dev),
+		      HM_SPV_OP(m, H, SpvOpUConvert, u32,
+				HM_SPV_OP(m, H, SpvOpShiftRightLogical, u64, dev, c32)),
+		      HM_SPV_OP(m, H, SpvOpUConvert, u32, mark),
+		      HM_SPV_OP(m, H, SpvOpUConvert, u32,
+				HM_SPV_OP(m, H, SpvOpShiftRightLogical, u64, mark, c32)));
+	HM_SPV(m, H, SpvOpReturnValue, r);
+	hm_spirv_inst(m, H, SpvOpFunctionEnd, NULL, 0);
 	if (m->err)
 		return 0;
 	m->lookup_fn = fn;
@@ -753,15 +771,15 @@ int hm_spirv_lookup_library_variant(uint32_t flags, uint32_t **ret_words, size_t
 		hm_spirv_module_free(m);
 		return r;
 	}
-	hm_spirv_capability(m, HM_SpvCapLinkage);
+	hm_spirv_capability(m, SpvCapabilityLinkage);
 	fn = hm_spirv_lookup_fn(m);
 	if (fn) {
 		hm_spirv_name(m, fn, HM_LOOKUP_EXPORT_NAME);
 		w[0] = fn;
-		w[1] = HM_SpvDecorationLinkageAttributes;
+		w[1] = SpvDecorationLinkageAttributes;
 		n = 2 + hm_spirv_put_string(w + 2, HM_LOOKUP_EXPORT_NAME);
-		w[n++] = HM_SpvLinkageExport;
-		hm_spirv_inst(m, HM_SPV_SEC_ANNOTATION, HM_SpvOpDecorate, w, n);
+		w[n++] = SpvLinkageTypeExport;
+		hm_spirv_inst(m, HM_SPV_SEC_ANNOTATION, SpvOpDecorate, w, n);
 	}
 	r = hm_spirv_module_finish(m, ret_words, ret_nr);
 	hm_spirv_module_free(m);
@@ -800,10 +818,10 @@ static uint32_t join64(struct hm_spirv_module *m, int sec, uint32_t lo, uint32_t
 {
 	uint32_t u64 = hm_spirv_type_int(m, 64, false);
 
-	return HM_SPV_OP(m, sec, HM_SpvOpBitwiseOr, u64,
-			 HM_SPV_OP(m, sec, HM_SpvOpUConvert, u64, lo),
-			 HM_SPV_OP(m, sec, HM_SpvOpShiftLeftLogical, u64,
-				   HM_SPV_OP(m, sec, HM_SpvOpUConvert, u64, hi),
+	return HM_SPV_OP(m, sec, SpvOpBitwiseOr, u64,
+			 HM_SPV_OP(m, sec, SpvOpUConvert, u64, lo),
+			 HM_SPV_OP(m, sec, SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, sec, SpvOpUConvert, u64, hi),
 				   hm_spirv_const_u32(m, 32)));
 }
 
@@ -817,10 +835,10 @@ static int emit_lookup_in(struct hm_spirv_module *m, int sec, const struct hm_sp
 
 	if (!t || !ret_dev || !ret_mark)
 		return -EINVAL;
-	r = HM_SPV_OP(m, sec, HM_SpvOpFunctionCall, res, fn, guest, t->table, t->nr_home,
+	r = HM_SPV_OP(m, sec, SpvOpFunctionCall, res, fn, guest, t->table, t->nr_home,
 		      t->chunk_shift, t->marks);
 	for (uint32_t i = 0; i < 4; i++)
-		h[i] = HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, u32, r, i);
+		h[i] = HM_SPV_OP(m, sec, SpvOpCompositeExtract, u32, r, i);
 	*ret_dev = join64(m, sec, h[0], h[1]);
 	*ret_mark = join64(m, sec, h[2], h[3]);
 	return m->err;
@@ -845,14 +863,14 @@ static int emit_access_in(struct hm_spirv_module *m, int sec, const struct hm_sp
 		ret_mark[0] = mk[0];
 		return m->err;
 	}
-	last = HM_SPV_OP(m, sec, HM_SpvOpIAdd, u64, guest,
+	last = HM_SPV_OP(m, sec, SpvOpIAdd, u64, guest,
 			 hm_spirv_const_u64(m, 4ull * (nr_words - 1)));
 	r = emit_lookup_in(m, sec, t, last, &d[1], &mk[1]);
 	if (r)
 		return r;
 	for (int j = 0; j < 2; j++)
-		nz[j] = HM_SPV_OP(m, sec, HM_SpvOpINotEqual, bl, d[j], k0);
-	c0 = HM_SPV_OP(m, sec, HM_SpvOpShiftRightLogical, u64, guest, t->chunk_shift);
+		nz[j] = HM_SPV_OP(m, sec, SpvOpINotEqual, bl, d[j], k0);
+	c0 = HM_SPV_OP(m, sec, SpvOpShiftRightLogical, u64, guest, t->chunk_shift);
 	for (uint32_t i = 0; i < nr_words; i++) {
 		uint32_t a0, a1, gi, same;
 
@@ -864,26 +882,26 @@ static int emit_access_in(struct hm_spirv_module *m, int sec, const struct hm_sp
 		if (i == nr_words - 1) {
 			gi = last;
 		} else {
-			gi = HM_SPV_OP(m, sec, HM_SpvOpIAdd, u64, guest,
+			gi = HM_SPV_OP(m, sec, SpvOpIAdd, u64, guest,
 				       hm_spirv_const_u64(m, 4ull * i));
 		}
-		same = HM_SPV_OP(m, sec, HM_SpvOpIEqual, bl,
-				 HM_SPV_OP(m, sec, HM_SpvOpShiftRightLogical, u64, gi, t->chunk_shift),
+		same = HM_SPV_OP(m, sec, SpvOpIEqual, bl,
+				 HM_SPV_OP(m, sec, SpvOpShiftRightLogical, u64, gi, t->chunk_shift),
 				 c0);
 		/* word i from the first lookup: d0 + 4i; from the last: d1 - 4(n-1-i);
 		 * 0 stays 0 (unmapped). */
-		a0 = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, nz[0],
-			       HM_SPV_OP(m, sec, HM_SpvOpIAdd, u64, d[0],
+		a0 = HM_SPV_OP(m, sec, SpvOpSelect, u64, nz[0],
+			       HM_SPV_OP(m, sec, SpvOpIAdd, u64, d[0],
 					 hm_spirv_const_u64(m, 4ull * i)), k0);
 		if (i == nr_words - 1)
 			a1 = d[1];
 		else
-			a1 = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, nz[1],
-				       HM_SPV_OP(m, sec, HM_SpvOpISub, u64, d[1],
+			a1 = HM_SPV_OP(m, sec, SpvOpSelect, u64, nz[1],
+				       HM_SPV_OP(m, sec, SpvOpISub, u64, d[1],
 						 hm_spirv_const_u64(m, 4ull * (nr_words - 1 - i))),
 				       k0);
-		ret_dev[i] = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, same, a0, a1);
-		ret_mark[i] = HM_SPV_OP(m, sec, HM_SpvOpSelect, u64, same, mk[0], mk[1]);
+		ret_dev[i] = HM_SPV_OP(m, sec, SpvOpSelect, u64, same, a0, a1);
+		ret_mark[i] = HM_SPV_OP(m, sec, SpvOpSelect, u64, same, mk[0], mk[1]);
 	}
 	return m->err;
 }
@@ -966,10 +984,10 @@ static uint32_t load_fn_open(struct hm_spirv_module *m, uint32_t nr_words, bool 
 	/* the compact form compiles fastest as one function called at every
 	 * access; the speculative one is meant to be inlined at each (a call
 	 * on a load's path costs it 0.15-0.25x, table.rst) */
-	HM_SPV(m, H, HM_SpvOpFunction, hm_spirv_load_result_type(m, nr_words), fn,
-	       spec ? HM_SpvFunctionControlInline : HM_SpvFunctionControlDontInline, fnty);
+	HM_SPV(m, H, SpvOpFunction, hm_spirv_load_result_type(m, nr_words), fn,
+	       spec ? SpvFunctionControlInlineMask : SpvFunctionControlDontInlineMask, fnty);
 	for (int i = 0; i < 8; i++)
-		p[i] = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, pty[i]);
+		p[i] = HM_SPV_OP(m, H, SpvOpFunctionParameter, pty[i]);
 	return fn;
 }
 
@@ -983,7 +1001,7 @@ static int compact_words(struct hm_spirv_module *m, const struct hm_spirv_table_
 	uint32_t u32 = hm_spirv_type_int(m, 32, false);
 	uint32_t u64 = hm_spirv_type_int(m, 64, false);
 	uint32_t bl = hm_spirv_type_bool(m);
-	uint32_t psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	uint32_t psb = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	uint32_t dev[HM_ACCESS_MAX_BYTES / 4], mark[HM_ACCESS_MAX_BYTES / 4];
 	uint32_t k0 = hm_spirv_const_u64(m, 0), z = hm_spirv_const_u32(m, 0);
 	int r;
@@ -992,13 +1010,13 @@ static int compact_words(struct hm_spirv_module *m, const struct hm_spirv_table_
 	if (r)
 		return r;
 	for (uint32_t i = 0; i < nr_words; i++) {
-		uint32_t nz = HM_SPV_OP(m, H, HM_SpvOpINotEqual, bl, dev[i], k0);
-		uint32_t a = HM_SPV_OP(m, H, HM_SpvOpSelect, u64, nz, dev[i], t->table);
-		uint32_t v = HM_SPV_OP(m, H, HM_SpvOpLoad, u32,
-				       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, psb, a),
-				       HM_SpvMemoryAccessAligned, 4);
+		uint32_t nz = HM_SPV_OP(m, H, SpvOpINotEqual, bl, dev[i], k0);
+		uint32_t a = HM_SPV_OP(m, H, SpvOpSelect, u64, nz, dev[i], t->table);
+		uint32_t v = HM_SPV_OP(m, H, SpvOpLoad, u32,
+				       HM_SPV_OP(m, H, SpvOpConvertUToPtr, psb, a),
+				       SpvMemoryAccessAlignedMask, 4);
 
-		ret_v[i] = HM_SPV_OP(m, H, HM_SpvOpSelect, u32, nz, v, z);
+		ret_v[i] = HM_SPV_OP(m, H, SpvOpSelect, u32, nz, v, z);
 	}
 	return m->err;
 }
@@ -1008,7 +1026,7 @@ static uint32_t write_load_fns(struct hm_spirv_module *m, uint32_t nr_words)
 	uint32_t u32 = hm_spirv_type_int(m, 32, false);
 	uint32_t u64 = hm_spirv_type_int(m, 64, false);
 	uint32_t bl = hm_spirv_type_bool(m);
-	uint32_t psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	uint32_t psb = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	uint32_t res = hm_spirv_load_result_type(m, nr_words);
 	uint32_t sentinel = hm_spirv_const_u32(m, HM_WINDOW_SENTINEL);
 	uint32_t p[8], v[HM_ACCESS_MAX_BYTES / 4], ws[HM_ACCESS_MAX_BYTES / 4];
@@ -1022,13 +1040,13 @@ static uint32_t write_load_fns(struct hm_spirv_module *m, uint32_t nr_words)
 
 	/* compact: D969, every access calls the helper */
 	fn = load_fn_open(m, nr_words, false, p);
-	HM_SPV(m, H, HM_SpvOpLabel, hm_spirv_id(m));
+	HM_SPV(m, H, SpvOpLabel, hm_spirv_id(m));
 	t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
 	if (compact_words(m, &t, p[0], nr_words, v))
 		return 0;
-	HM_SPV(m, H, HM_SpvOpReturnValue,
-	       hm_spirv_op(m, H, HM_SpvOpCompositeConstruct, res, v, nr_words));
-	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, H, SpvOpReturnValue,
+	       hm_spirv_op(m, H, SpvOpCompositeConstruct, res, v, nr_words));
+	hm_spirv_inst(m, H, SpvOpFunctionEnd, NULL, 0);
 	m->load_fn[nr_words - 1] = fn;
 
 	/* speculative: clamp(guest + delta) into the window, one load a word;
@@ -1039,37 +1057,37 @@ static uint32_t write_load_fns(struct hm_spirv_module *m, uint32_t nr_words)
 	m->load_spec_fn[nr_words - 1] = load_fn_open(m, nr_words, true, p);
 	t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
 	entry = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpLabel, entry);
-	a = HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, p[0], p[5]);
-	a = HM_SPV_OP(m, H, HM_SpvOpSelect, u64,
-		      HM_SPV_OP(m, H, HM_SpvOpULessThan, bl, a, p[6]), p[6], a);
-	a = HM_SPV_OP(m, H, HM_SpvOpSelect, u64,
-		      HM_SPV_OP(m, H, HM_SpvOpULessThan, bl, p[7], a), p[7], a);
+	HM_SPV(m, H, SpvOpLabel, entry);
+	a = HM_SPV_OP(m, H, SpvOpIAdd, u64, p[0], p[5]);
+	a = HM_SPV_OP(m, H, SpvOpSelect, u64,
+		      HM_SPV_OP(m, H, SpvOpULessThan, bl, a, p[6]), p[6], a);
+	a = HM_SPV_OP(m, H, SpvOpSelect, u64,
+		      HM_SPV_OP(m, H, SpvOpULessThan, bl, p[7], a), p[7], a);
 	for (uint32_t i = 0; i < nr_words; i++) {
-		uint32_t ai = i ? HM_SPV_OP(m, H, HM_SpvOpIAdd, u64, a,
+		uint32_t ai = i ? HM_SPV_OP(m, H, SpvOpIAdd, u64, a,
 					    hm_spirv_const_u64(m, 4ull * i)) : a;
 		uint32_t s;
 
-		ws[i] = HM_SPV_OP(m, H, HM_SpvOpLoad, u32,
-				  HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, psb, ai),
-				  HM_SpvMemoryAccessAligned, 4);
-		s = HM_SPV_OP(m, H, HM_SpvOpIEqual, bl, ws[i], sentinel);
-		miss = i ? HM_SPV_OP(m, H, HM_SpvOpLogicalOr, bl, miss, s) : s;
+		ws[i] = HM_SPV_OP(m, H, SpvOpLoad, u32,
+				  HM_SPV_OP(m, H, SpvOpConvertUToPtr, psb, ai),
+				  SpvMemoryAccessAlignedMask, 4);
+		s = HM_SPV_OP(m, H, SpvOpIEqual, bl, ws[i], sentinel);
+		miss = i ? HM_SPV_OP(m, H, SpvOpLogicalOr, bl, miss, s) : s;
 	}
-	fast_r = hm_spirv_op(m, H, HM_SpvOpCompositeConstruct, res, ws, nr_words);
+	fast_r = hm_spirv_op(m, H, SpvOpCompositeConstruct, res, ws, nr_words);
 	slow = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
-	HM_SPV(m, H, HM_SpvOpBranchConditional, miss, slow, merge);
-	HM_SPV(m, H, HM_SpvOpLabel, slow);
+	HM_SPV(m, H, SpvOpSelectionMerge, merge, SpvSelectionControlMaskNone);
+	HM_SPV(m, H, SpvOpBranchConditional, miss, slow, merge);
+	HM_SPV(m, H, SpvOpLabel, slow);
 	if (compact_words(m, &t, p[0], nr_words, vsl))
 		return 0;
-	slow_r = hm_spirv_op(m, H, HM_SpvOpCompositeConstruct, res, vsl, nr_words);
-	HM_SPV(m, H, HM_SpvOpBranch, merge);
-	HM_SPV(m, H, HM_SpvOpLabel, merge);
-	HM_SPV(m, H, HM_SpvOpReturnValue,
-	       HM_SPV_OP(m, H, HM_SpvOpPhi, res, fast_r, entry, slow_r, slow));
-	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
+	slow_r = hm_spirv_op(m, H, SpvOpCompositeConstruct, res, vsl, nr_words);
+	HM_SPV(m, H, SpvOpBranch, merge);
+	HM_SPV(m, H, SpvOpLabel, merge);
+	HM_SPV(m, H, SpvOpReturnValue,
+	       HM_SPV_OP(m, H, SpvOpPhi, res, fast_r, entry, slow_r, slow));
+	hm_spirv_inst(m, H, SpvOpFunctionEnd, NULL, 0);
 	(void)u32;
 	return m->err ? 0 : fn;
 }
@@ -1101,11 +1119,11 @@ int hm_spirv_emit_load(struct hm_spirv_module *m, const struct hm_spirv_table_id
 		return m->err;
 	u32 = hm_spirv_type_int(m, 32, false);
 	fn = hm_spirv_load_fn(m, nr_words);
-	r = HM_SPV_OP(m, F, HM_SpvOpFunctionCall, hm_spirv_load_result_type(m, nr_words), fn,
+	r = HM_SPV_OP(m, F, SpvOpFunctionCall, hm_spirv_load_result_type(m, nr_words), fn,
 		      guest, t->table, t->nr_home, t->chunk_shift, t->marks, w->delta, w->first,
 		      w->last);
 	for (uint32_t i = 0; i < nr_words; i++)
-		ret_words[i] = HM_SPV_OP(m, F, HM_SpvOpCompositeExtract, u32, r, i);
+		ret_words[i] = HM_SPV_OP(m, F, SpvOpCompositeExtract, u32, r, i);
 	return m->err;
 }
 
@@ -1159,7 +1177,7 @@ int hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
 
 		if (!wc || i + wc > nr)
 			return -EINVAL;
-		if (op == HM_SpvOpName && wc >= 3 && hm_spirv_load_name(words + i + 2, wc - 2, &f, &k)) {
+		if (op == SpvOpName && wc >= 3 && hm_spirv_load_name(words + i + 2, wc - 2, &f, &k)) {
 			if (fn_of[f][k - 1])
 				return -EINVAL;
 			fn_of[f][k - 1] = words[i + 1];
@@ -1181,22 +1199,22 @@ int hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
 		uint32_t wc = words[i] >> 16, op = words[i] & 0xffff;
 		bool keep = !skip;
 
-		if (op == HM_SpvOpFunction && wc >= 5) {
+		if (op == SpvOpFunction && wc >= 5) {
 			for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
 				if (fn_of[drop][k] && words[i + 2] == fn_of[drop][k])
 					skip = true;
 			keep = !skip;
-		} else if (op == HM_SpvOpFunctionEnd && skip) {
+		} else if (op == SpvOpFunctionEnd && skip) {
 			skip = false;
 			keep = false;
-		} else if (op == HM_SpvOpName && wc >= 2) {
+		} else if (op == SpvOpName && wc >= 2) {
 			for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
 				if (fn_of[drop][k] && words[i + 1] == fn_of[drop][k])
 					keep = false;
 		}
 		if (keep) {
 			memcpy(out + n, words + i, wc * sizeof(*out));
-			if (op == HM_SpvOpFunctionCall && wc >= 4 && tier == HM_TIER_SPECULATIVE)
+			if (op == SpvOpFunctionCall && wc >= 4 && tier == HM_TIER_SPECULATIVE)
 				for (uint32_t k = 0; k < HM_ACCESS_MAX_BYTES / 4; k++)
 					if (fn_of[0][k] && out[n + 3] == fn_of[0][k])
 						out[n + 3] = fn_of[1][k];

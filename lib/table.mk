@@ -52,9 +52,10 @@ $(B)/bin/test-lookup-vk: $(O)/selftests/table/lookup_vk_test.o \
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lvulkan
 
-# The benchmark's programs, checked (valid, chains end where they should).
-$(O)/selftests/table/bench_programs_test.o: CFLAGS += -DHM_SPIRV_VAL='"$(SPIRV_VAL)"'
-$(B)/bin/test-lookup-bench: $(O)/selftests/table/bench_programs_test.o $(TABLE_OBJS) $(TABLE_VK_OBJS)
+# The benchmark's programs, checked (valid, chains end where they should):
+# the test links the bench's own object (tools/bench/lookup_bench.h).
+$(B)/bin/test-lookup-bench: $(O)/selftests/table/bench_programs_test.o $(O)/tools/bench/lookup.o \
+		$(O)/tools/bench/common.o $(TABLE_OBJS) $(TABLE_VK_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ -lvulkan -lm
 
@@ -64,10 +65,3 @@ NATIVE_TESTS += $(B)/bin/test-table $(B)/bin/test-lookup-vk $(B)/bin/test-lookup
 HMIRROR_BENCH_OBJS += $(O)/tools/bench/lookup.o $(TABLE_OBJS) $(TABLE_VK_OBJS)
 HMIRROR_BENCH_LIBS += -lvulkan -lm
 $(O)/selftests/table/%.o: CFLAGS += -Wno-sign-compare
-
-# The same subcommand alone (main.c's other subcommands are weak): a
-# binary that needs nothing but libvulkan, to carry to a GPU machine.
-$(B)/bin/hmirror-bench-lookup: $(O)/tools/bench/main.o $(O)/tools/bench/lookup.o \
-		$(TABLE_OBJS) $(TABLE_VK_OBJS)
-	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan -lm

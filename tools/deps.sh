@@ -26,7 +26,7 @@ PATH=$PATH:/usr/sbin:/sbin
 PKGS="build-essential pkg-config kmod cpio
  libdrm-dev libnl-3-dev libnl-genl-3-dev liburing-dev libsystemd-dev
  libvulkan-dev vulkan-tools mesa-vulkan-drivers vulkan-validationlayers
- spirv-tools glslang-tools
+ spirv-tools spirv-headers glslang-tools
  qemu-system-x86 busybox-static xz-utils zstd debootstrap
  linux-source-6.1
  sparse gnuplot-nox python3 python3-yaml python3-docutils

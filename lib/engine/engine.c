@@ -56,7 +56,7 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	if (!p)
 		p = &defaults;
 	if (p->flags & ~HM_ENGINE_FLAGS_ALL || p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
-	    p->twin_mode > HM_TWIN_GATHER)
+	    p->twin_mode > HM_TWIN_GATHER || p->reserved[0] || p->reserved[1] || p->reserved[2])
 		return -EINVAL;
 	if (p->chunk_shift && (p->chunk_shift < HM_TABLE_MIN_CHUNK_SHIFT ||
 			       p->chunk_shift > HM_CHUNK_SHIFT_MAX))
@@ -145,6 +145,13 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 out_free:
 	hm_engine_free(e);
 	return err;
+}
+
+void hm__test_engine_hooks(struct hm_engine *e, const struct hm_engine_test_hooks *h)
+{
+	pthread_mutex_lock(&e->lock);
+	e->test = h ? *h : (struct hm_engine_test_hooks){ 0 };
+	pthread_mutex_unlock(&e->lock);
 }
 
 void hm_engine_free(struct hm_engine *e)
@@ -454,8 +461,8 @@ static int prepare(struct hm_engine *e, struct hm_pipe *pp, bool shared, uint64_
 	err = upload_and_sync(e, shared);
 	if (err)
 		return err;
-	if (e->p.test_before_dispatch)
-		e->p.test_before_dispatch(e->p.test_arg);
+	if (e->test.before_dispatch)
+		e->test.before_dispatch(e->test.arg);
 	hm_table_flush(e->table);
 	t[2] = hm_now_ns();
 	return 0;

@@ -12,6 +12,7 @@
 #include "hmirror/engine.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "test_hooks.h"
 
 #define HM_NO_MIRROR		UINT32_MAX
 
@@ -200,6 +201,7 @@ struct hm_engine_work {
 struct hm_engine {
 	struct hm_vk *vk;
 	struct hm_engine_params p;
+	struct hm_engine_test_hooks test;       /* test_hooks.h; zero but in tests */
 	pthread_mutex_t lock;
 	unsigned shift;
 	uint64_t chunk;

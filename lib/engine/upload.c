@@ -376,8 +376,8 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		err = hm_engine_copy_candidates(e, n, &bytes);
 	if (err)
 		goto out_unwind;
-	if (e->p.test_after_upload_copy)
-		e->p.test_after_upload_copy(e->p.test_arg);
+	if (e->test.after_upload_copy)
+		e->test.after_upload_copy(e->test.arg);
 	t0 = hm_now_ns();
 	err = arm_and_note(e, n, 0, e->ug1);
 	e->st.ns_upload_gens += hm_now_ns() - t0;

@@ -27,6 +27,7 @@
 #include <dirent.h>
 #include <time.h>
 #include <unistd.h>
+#include <spirv/unified1/spirv.h>
 
 #include <hmirror/advice.h>
 #include <hmirror/client.h>
@@ -1041,39 +1042,39 @@ static int copy_build(uint32_t **ret_w, size_t *ret_n)
 	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
 	bl = hm_spirv_type_bool(m);
-	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	psb = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + 4, 64, push, &gidx);
 	hm_spirv_push_ids(m, push, &t, &w);
-	g = HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, u64,
-		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64, push[HM_DEVICE_TABLE_PUSH_WORDS]),
-		      HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, u64,
-				HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64,
+	g = HM_SPV_OP(m, FN, SpvOpBitwiseOr, u64,
+		      HM_SPV_OP(m, FN, SpvOpUConvert, u64, push[HM_DEVICE_TABLE_PUSH_WORDS]),
+		      HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, u64,
+				HM_SPV_OP(m, FN, SpvOpUConvert, u64,
 					  push[HM_DEVICE_TABLE_PUSH_WORDS + 1]),
 				hm_spirv_const_u32(m, 32)));
-	i4 = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, u32, gidx, hm_spirv_const_u32(m, 2));
-	r = hm_spirv_emit_load(m, &t, &w, HM_SPV_OP(m, FN, HM_SpvOpIAdd, u64, g,
-						   HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64, i4)),
+	i4 = HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, u32, gidx, hm_spirv_const_u32(m, 2));
+	r = hm_spirv_emit_load(m, &t, &w, HM_SPV_OP(m, FN, SpvOpIAdd, u64, g,
+						   HM_SPV_OP(m, FN, SpvOpUConvert, u64, i4)),
 			       1, &v);
-	v = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, u32, v, push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
-	hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, FN, HM_SpvOpIAdd, u64, g,
-					      HM_SPV_OP(m, FN, HM_SpvOpUConvert, u64,
-							HM_SPV_OP(m, FN, HM_SpvOpIAdd, u32, i4,
+	v = HM_SPV_OP(m, FN, SpvOpBitwiseXor, u32, v, push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
+	hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, FN, SpvOpIAdd, u64, g,
+					      HM_SPV_OP(m, FN, SpvOpUConvert, u64,
+							HM_SPV_OP(m, FN, SpvOpIAdd, u32, i4,
 								  push[HM_DEVICE_TABLE_PUSH_WORDS + 2]))),
 			     &dev, &mark);
-	cond = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
+	cond = HM_SPV_OP(m, FN, SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
 	then = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
-	HM_SPV(m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, cond, then, merge);
-	HM_SPV(m, FN, HM_SpvOpLabel, then);
-	HM_SPV(m, FN, HM_SpvOpStore, HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb, dev), v,
-	       HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, FN, HM_SpvOpBranch, merge);
-	HM_SPV(m, FN, HM_SpvOpLabel, merge);
-	HM_SPV(m, FN, HM_SpvOpStore, HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb, mark),
-	       hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, FN, SpvOpSelectionMerge, merge, SpvSelectionControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, cond, then, merge);
+	HM_SPV(m, FN, SpvOpLabel, then);
+	HM_SPV(m, FN, SpvOpStore, HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb, dev), v,
+	       SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, FN, SpvOpBranch, merge);
+	HM_SPV(m, FN, SpvOpLabel, merge);
+	HM_SPV(m, FN, SpvOpStore, HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb, mark),
+	       hm_spirv_const_u32(m, 1), SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, FN, SpvOpReturn);
+	hm_spirv_inst(m, FN, SpvOpFunctionEnd, NULL, 0);
 	if (!r)
 		r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);
@@ -2222,10 +2223,10 @@ static uint32_t spv_join(struct hm_spirv_module *m, uint32_t lo, uint32_t hi)
 {
 	uint32_t u64 = hm_spirv_type_int(m, 64, false);
 
-	return HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpBitwiseOr, u64,
-			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, lo),
-			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpShiftLeftLogical, u64,
-				   HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, hi),
+	return HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpBitwiseOr, u64,
+			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpUConvert, u64, lo),
+			 HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpShiftLeftLogical, u64,
+				   HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpUConvert, u64, hi),
 				   hm_spirv_const_u32(m, 32)));
 }
 
@@ -2248,13 +2249,13 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
 	bl = hm_spirv_type_bool(m);
-	pu32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	pu32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	uint32_t arr = 0, voidt = 0, fnt = 0, local_fn = 0;
 
 	if (kind == MOD_LOCAL_OOB) {
 		/* u32[4], declared by hand (the builder has no arrays) */
 		arr = hm_spirv_id(m);
-		HM_SPV(m, HM_SPV_SEC_GLOBAL, HM_SpvOpTypeArray, arr, u32, hm_spirv_const_u32(m, 4));
+		HM_SPV(m, HM_SPV_SEC_GLOBAL, SpvOpTypeArray, arr, u32, hm_spirv_const_u32(m, 4));
 		voidt = hm_spirv_type_void(m);
 		fnt = hm_spirv_type_function(m, voidt, (const uint32_t[]){ u32, u32 }, 2);
 		local_fn = hm_spirv_id(m);
@@ -2272,14 +2273,14 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 	if (kind == MOD_FAKE_TABLE)
 		t.table = guest;
 	g = kind == MOD_MISALIGNED ? guest :
-		HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest,
+		HM_SPV_OP(m, F, SpvOpBitwiseAnd, u64, guest,
 			  hm_spirv_const_u64(m, kind == MOD_WIDE_ALIGNED ? ~15ull : ~3ull));
 	r = hm_spirv_emit_lookup(m, &t, g, &dev, &mark);
 	if (r) {
 		hm_spirv_module_free(m);
 		return r;
 	}
-	uint32_t nz = HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
+	uint32_t nz = HM_SPV_OP(m, F, SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0));
 
 	switch (kind) {
 	case MOD_RAW_PUSH:
@@ -2289,51 +2290,51 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 		addr = dev;
 		break;
 	case MOD_OFFSET_DEV:
-		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz,
-				 HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, dev, hm_spirv_const_u64(m, 4096)),
+		addr = HM_SPV_OP(m, F, SpvOpSelect, u64, nz,
+				 HM_SPV_OP(m, F, SpvOpIAdd, u64, dev, hm_spirv_const_u64(m, 4096)),
 				 mark);
 		break;
 	default:
-		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64, nz, dev, mark);
+		addr = HM_SPV_OP(m, F, SpvOpSelect, u64, nz, dev, mark);
 		break;
 	}
 	if (kind == MOD_WIDE || kind == MOD_WIDE_ALIGNED) {
 		uint32_t v4 = hm_spirv_type_vector(m, u32, 4);
 
-		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr,
-			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4), addr);
-		HM_SPV(m, F, HM_SpvOpStore, p,
-		       HM_SPV_OP(m, F, HM_SpvOpCompositeConstruct, v4, val, val, val, val),
-		       HM_SpvMemoryAccessAligned, 4);
+		p = HM_SPV_OP(m, F, SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, v4), addr);
+		HM_SPV(m, F, SpvOpStore, p,
+		       HM_SPV_OP(m, F, SpvOpCompositeConstruct, v4, val, val, val, val),
+		       SpvMemoryAccessAlignedMask, 4);
 	} else if (kind == MOD_BITCAST) {
-		p = HM_SPV_OP(m, F, HM_SpvOpBitcast, pu32, guest);
-		HM_SPV(m, F, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+		p = HM_SPV_OP(m, F, SpvOpBitcast, pu32, guest);
+		HM_SPV(m, F, SpvOpStore, p, val, SpvMemoryAccessAlignedMask, 4);
 	} else {
-		p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr);
-		HM_SPV(m, F, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+		p = HM_SPV_OP(m, F, SpvOpConvertUToPtr, pu32, addr);
+		HM_SPV(m, F, SpvOpStore, p, val, SpvMemoryAccessAlignedMask, 4);
 	}
-	p = HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark);
-	HM_SPV(m, F, HM_SpvOpStore, p, hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	p = HM_SPV_OP(m, F, SpvOpConvertUToPtr, pu32, mark);
+	HM_SPV(m, F, SpvOpStore, p, hm_spirv_const_u32(m, 1), SpvMemoryAccessAlignedMask, 4);
 	if (kind == MOD_LOCAL_OOB)
-		HM_SPV_OP(m, F, HM_SpvOpFunctionCall, voidt, local_fn, push[8], push[6]);
-	HM_SPV(m, F, HM_SpvOpReturn);
-	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+		HM_SPV_OP(m, F, SpvOpFunctionCall, voidt, local_fn, push[8], push[6]);
+	HM_SPV(m, F, SpvOpReturn);
+	hm_spirv_inst(m, F, SpvOpFunctionEnd, NULL, 0);
 	if (kind == MOD_LOCAL_OOB) {
 		/* f(i, v) { uint a[4]; a[i] = v; }: i is the client's push word */
 		uint32_t i, v, var;
 
-		HM_SPV(m, F, HM_SpvOpFunction, voidt, local_fn, HM_SpvFunctionControlDontInline, fnt);
-		i = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter, u32);
-		v = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter, u32);
-		HM_SPV(m, F, HM_SpvOpLabel, hm_spirv_id(m));
-		var = HM_SPV_OP(m, F, HM_SpvOpVariable,
-				hm_spirv_type_pointer(m, HM_SpvStorageFunction, arr),
-				HM_SpvStorageFunction);
-		HM_SPV(m, F, HM_SpvOpStore,
-		       HM_SPV_OP(m, F, HM_SpvOpAccessChain,
-				 hm_spirv_type_pointer(m, HM_SpvStorageFunction, u32), var, i), v);
-		HM_SPV(m, F, HM_SpvOpReturn);
-		hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+		HM_SPV(m, F, SpvOpFunction, voidt, local_fn, SpvFunctionControlDontInlineMask, fnt);
+		i = HM_SPV_OP(m, F, SpvOpFunctionParameter, u32);
+		v = HM_SPV_OP(m, F, SpvOpFunctionParameter, u32);
+		HM_SPV(m, F, SpvOpLabel, hm_spirv_id(m));
+		var = HM_SPV_OP(m, F, SpvOpVariable,
+				hm_spirv_type_pointer(m, SpvStorageClassFunction, arr),
+				SpvStorageClassFunction);
+		HM_SPV(m, F, SpvOpStore,
+		       HM_SPV_OP(m, F, SpvOpAccessChain,
+				 hm_spirv_type_pointer(m, SpvStorageClassFunction, u32), var, i), v);
+		HM_SPV(m, F, SpvOpReturn);
+		hm_spirv_inst(m, F, SpvOpFunctionEnd, NULL, 0);
 	}
 	r = hm_spirv_module_finish(m, ret, ret_n);
 	hm_spirv_module_free(m);
@@ -2343,7 +2344,7 @@ static int store_module(enum module_kind kind, uint32_t **ret, size_t *ret_n)
 		uint32_t *w = *ret;
 
 		for (size_t i = 5; i < *ret_n; i += w[i] >> 16)
-			if ((w[i] & 0xffff) == HM_SpvOpConstant && (w[i] >> 16) == 4 &&
+			if ((w[i] & 0xffff) == SpvOpConstant && (w[i] >> 16) == 4 &&
 			    w[i + 3] == HM_TABLE_HASH_MUL_LO)
 				w[i + 3] ^= 0x10000;
 	}
@@ -2620,7 +2621,7 @@ static int smuggled_load_module(uint32_t **ret, size_t *ret_n)
 	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
 	bl = hm_spirv_type_bool(m);
-	pu32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	pu32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	res = hm_spirv_load_result_type(m, 1);
 	fnty = hm_spirv_type_function(m, res, (const uint32_t[]){ u64, u64, u32, u32, u64, u64,
 								  u64, u64 }, 8);
@@ -2637,50 +2638,50 @@ static int smuggled_load_module(uint32_t **ret, size_t *ret_n)
 	t.chunk_shift = push[3];
 	t.marks = spv_join(m, push[4], push[5]);
 	guest = spv_join(m, push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
-	g = HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
-	v = HM_SPV_OP(m, F, HM_SpvOpFunctionCall, res, fn[0], g, t.table, t.nr_home,
+	g = HM_SPV_OP(m, F, SpvOpBitwiseAnd, u64, guest, hm_spirv_const_u64(m, ~3ull));
+	v = HM_SPV_OP(m, F, SpvOpFunctionCall, res, fn[0], g, t.table, t.nr_home,
 		      t.chunk_shift, t.marks, spv_join(m, push[6], push[7]),
 		      spv_join(m, push[8], push[9]), spv_join(m, push[10], push[11]));
-	v = HM_SPV_OP(m, F, HM_SpvOpCompositeExtract, u32, v, 0);
-	r = hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, g,
+	v = HM_SPV_OP(m, F, SpvOpCompositeExtract, u32, v, 0);
+	r = hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, F, SpvOpIAdd, u64, g,
 						  hm_spirv_const_u64(m, 128)), &dev, &mark);
 	if (r) {
 		hm_spirv_module_free(m);
 		return r;
 	}
-	addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64,
-			 HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0)),
+	addr = HM_SPV_OP(m, F, SpvOpSelect, u64,
+			 HM_SPV_OP(m, F, SpvOpINotEqual, bl, dev, hm_spirv_const_u64(m, 0)),
 			 dev, mark);
-	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr), v,
-	       HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark),
-	       hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, F, HM_SpvOpReturn);
-	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, F, SpvOpStore, HM_SPV_OP(m, F, SpvOpConvertUToPtr, pu32, addr), v,
+	       SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, F, SpvOpStore, HM_SPV_OP(m, F, SpvOpConvertUToPtr, pu32, mark),
+	       hm_spirv_const_u32(m, 1), SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, F, SpvOpReturn);
+	hm_spirv_inst(m, F, SpvOpFunctionEnd, NULL, 0);
 	/* both forms: write 0xbad at guest + 64, answer 7 */
 	for (int f = 0; f < 2; f++) {
-		HM_SPV(m, F, HM_SpvOpFunction, res, fn[f], HM_SpvFunctionControlDontInline, fnty);
+		HM_SPV(m, F, SpvOpFunction, res, fn[f], SpvFunctionControlDontInlineMask, fnty);
 		for (int i = 0; i < 8; i++)
-			p[i] = HM_SPV_OP(m, F, HM_SpvOpFunctionParameter,
+			p[i] = HM_SPV_OP(m, F, SpvOpFunctionParameter,
 					 i == 2 || i == 3 ? u32 : u64);
-		HM_SPV(m, F, HM_SpvOpLabel, hm_spirv_id(m));
+		HM_SPV(m, F, SpvOpLabel, hm_spirv_id(m));
 		t = (struct hm_spirv_table_ids){ p[1], p[2], p[3], p[4] };
-		r = hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, p[0],
+		r = hm_spirv_emit_lookup(m, &t, HM_SPV_OP(m, F, SpvOpIAdd, u64, p[0],
 							  hm_spirv_const_u64(m, 64)), &dev, &mark);
 		if (r) {
 			hm_spirv_module_free(m);
 			return r;
 		}
-		addr = HM_SPV_OP(m, F, HM_SpvOpSelect, u64,
-				 HM_SPV_OP(m, F, HM_SpvOpINotEqual, bl, dev,
+		addr = HM_SPV_OP(m, F, SpvOpSelect, u64,
+				 HM_SPV_OP(m, F, SpvOpINotEqual, bl, dev,
 					   hm_spirv_const_u64(m, 0)), dev, mark);
-		HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, addr),
-		       hm_spirv_const_u32(m, 0xbad), HM_SpvMemoryAccessAligned, 4);
-		HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, pu32, mark),
-		       hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
-		HM_SPV(m, F, HM_SpvOpReturnValue,
-		       HM_SPV_OP(m, F, HM_SpvOpCompositeConstruct, res, hm_spirv_const_u32(m, 7)));
-		hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+		HM_SPV(m, F, SpvOpStore, HM_SPV_OP(m, F, SpvOpConvertUToPtr, pu32, addr),
+		       hm_spirv_const_u32(m, 0xbad), SpvMemoryAccessAlignedMask, 4);
+		HM_SPV(m, F, SpvOpStore, HM_SPV_OP(m, F, SpvOpConvertUToPtr, pu32, mark),
+		       hm_spirv_const_u32(m, 1), SpvMemoryAccessAlignedMask, 4);
+		HM_SPV(m, F, SpvOpReturnValue,
+		       HM_SPV_OP(m, F, SpvOpCompositeConstruct, res, hm_spirv_const_u32(m, 7)));
+		hm_spirv_inst(m, F, SpvOpFunctionEnd, NULL, 0);
 	}
 	r = hm_spirv_module_finish(m, ret, ret_n);
 	hm_spirv_module_free(m);

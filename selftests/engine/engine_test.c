@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <spirv/unified1/spirv.h>
 
 #include "kselftest_harness.h"
 #include "hmirror/engine.h"
@@ -28,6 +29,7 @@
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 #include "vkfault_test.h"
+#include "../../lib/engine/test_hooks.h"
 
 extern const uint32_t hm_test_rw_spv[];
 extern const size_t hm_test_rw_spv_words;
@@ -85,6 +87,7 @@ struct env {
 	enum tier_mode { T_ONE_FORM = 0, T_COMPACT, T_SPEC, T_BOTH } tier;
 	uint32_t *rw_w;                 /* rw_build()'s module */
 	size_t rw_n;
+	struct hm_engine_test_hooks hooks;      /* kept by env_new(), installed on e */
 };
 
 static uint64_t rnd(uint64_t *s)
@@ -135,16 +138,16 @@ static uint32_t rwb_if(struct rwb *b, uint32_t cond, uint32_t *ret_merge)
 	uint32_t then = hm_spirv_id(b->m);
 
 	*ret_merge = hm_spirv_id(b->m);
-	HM_SPV(b->m, FN, HM_SpvOpSelectionMerge, *ret_merge, HM_SpvSelectionControlNone);
-	HM_SPV(b->m, FN, HM_SpvOpBranchConditional, cond, then, *ret_merge);
-	HM_SPV(b->m, FN, HM_SpvOpLabel, then);
+	HM_SPV(b->m, FN, SpvOpSelectionMerge, *ret_merge, SpvSelectionControlMaskNone);
+	HM_SPV(b->m, FN, SpvOpBranchConditional, cond, then, *ret_merge);
+	HM_SPV(b->m, FN, SpvOpLabel, then);
 	return then;
 }
 
 static void rwb_endif(struct rwb *b, uint32_t merge)
 {
-	HM_SPV(b->m, FN, HM_SpvOpBranch, merge);
-	HM_SPV(b->m, FN, HM_SpvOpLabel, merge);
+	HM_SPV(b->m, FN, SpvOpBranch, merge);
+	HM_SPV(b->m, FN, SpvOpLabel, merge);
 }
 
 /* if (op == which) { dev, mark = lookup(g); if (dev) store; mark = 1 } */
@@ -154,27 +157,27 @@ static void rwb_store(struct rwb *b, const struct hm_spirv_table_ids *t, uint32_
 	struct hm_spirv_module *m = b->m;
 	uint32_t merge, merge2, dev, mark, p;
 
-	rwb_if(b, HM_SPV_OP(m, FN, HM_SpvOpIEqual, b->bl, op, hm_spirv_const_u32(m, which)),
+	rwb_if(b, HM_SPV_OP(m, FN, SpvOpIEqual, b->bl, op, hm_spirv_const_u32(m, which)),
 	       &merge);
 	hm_spirv_emit_lookup(m, t, g, &dev, &mark);
-	rwb_if(b, HM_SPV_OP(m, FN, HM_SpvOpINotEqual, b->bl, dev, hm_spirv_const_u64(m, 0)),
+	rwb_if(b, HM_SPV_OP(m, FN, SpvOpINotEqual, b->bl, dev, hm_spirv_const_u64(m, 0)),
 	       &merge2);
 	if (which == OP_STORE32) {
-		p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
-			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b->u32), dev);
-		HM_SPV(m, FN, HM_SpvOpStore, p, v, HM_SpvMemoryAccessAligned, 4);
+		p = HM_SPV_OP(m, FN, SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, b->u32), dev);
+		HM_SPV(m, FN, SpvOpStore, p, v, SpvMemoryAccessAlignedMask, 4);
 	} else {
 		uint32_t u8 = hm_spirv_type_int(m, 8, false);
 
-		p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
-			      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u8), dev);
-		HM_SPV(m, FN, HM_SpvOpStore, p, HM_SPV_OP(m, FN, HM_SpvOpUConvert, u8, v),
-		       HM_SpvMemoryAccessAligned, 1);
+		p = HM_SPV_OP(m, FN, SpvOpConvertUToPtr,
+			      hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u8), dev);
+		HM_SPV(m, FN, SpvOpStore, p, HM_SPV_OP(m, FN, SpvOpUConvert, u8, v),
+		       SpvMemoryAccessAlignedMask, 1);
 	}
 	rwb_endif(b, merge2);
-	p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
-		      hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b->u32), mark);
-	HM_SPV(m, FN, HM_SpvOpStore, p, hm_spirv_const_u32(m, 1), HM_SpvMemoryAccessAligned, 4);
+	p = HM_SPV_OP(m, FN, SpvOpConvertUToPtr,
+		      hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, b->u32), mark);
+	HM_SPV(m, FN, SpvOpStore, p, hm_spirv_const_u32(m, 1), SpvMemoryAccessAlignedMask, 4);
 	rwb_endif(b, merge);
 }
 
@@ -199,40 +202,40 @@ static int rw_build(uint32_t **ret_w, size_t *ret_n)
 	v4 = hm_spirv_type_vector(m, b.u32, 4);
 	hm_spirv_compute_main(m, RW_PUSH_WORDS, 64, push, &gidx);
 	hm_spirv_push_ids(m, push, &t, &w);
-#define J(lo, hi) HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, b.u64, \
-			    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, lo), \
-			    HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
-				      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, hi), \
+#define J(lo, hi) HM_SPV_OP(m, FN, SpvOpBitwiseOr, b.u64, \
+			    HM_SPV_OP(m, FN, SpvOpUConvert, b.u64, lo), \
+			    HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, b.u64, \
+				      HM_SPV_OP(m, FN, SpvOpUConvert, b.u64, hi), \
 				      hm_spirv_const_u32(m, 32)))
 	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
 	plan = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
 #undef J
-	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, gidx,
+	rwb_if(&b, HM_SPV_OP(m, FN, SpvOpULessThan, b.bl, gidx,
 			     push[HM_DEVICE_TABLE_PUSH_WORDS + 4]), &merge);
-	e = HM_SPV_OP(m, FN, HM_SpvOpLoad, v4,
-		      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr,
-				hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4),
-				HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, plan,
-					  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64,
-						    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, gidx),
+	e = HM_SPV_OP(m, FN, SpvOpLoad, v4,
+		      HM_SPV_OP(m, FN, SpvOpConvertUToPtr,
+				hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, v4),
+				HM_SPV_OP(m, FN, SpvOpIAdd, b.u64, plan,
+					  HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, b.u64,
+						    HM_SPV_OP(m, FN, SpvOpUConvert, b.u64, gidx),
 						    hm_spirv_const_u32(m, 4)))),
-		      HM_SpvMemoryAccessAligned, 16);
-	g = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base,
-		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64,
-				HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 0)));
+		      SpvMemoryAccessAlignedMask, 16);
+	g = HM_SPV_OP(m, FN, SpvOpIAdd, b.u64, base,
+		      HM_SPV_OP(m, FN, SpvOpUConvert, b.u64,
+				HM_SPV_OP(m, FN, SpvOpCompositeExtract, b.u32, e, 0)));
 	hm_spirv_emit_load(m, &t, &w, g, 1, val);
-	v = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, b.u32, val[0],
-		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 3));
-	g = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base,
-		      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64,
-				HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 1)));
-	rwb_store(&b, &t, HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 2), OP_STORE32,
+	v = HM_SPV_OP(m, FN, SpvOpBitwiseXor, b.u32, val[0],
+		      HM_SPV_OP(m, FN, SpvOpCompositeExtract, b.u32, e, 3));
+	g = HM_SPV_OP(m, FN, SpvOpIAdd, b.u64, base,
+		      HM_SPV_OP(m, FN, SpvOpUConvert, b.u64,
+				HM_SPV_OP(m, FN, SpvOpCompositeExtract, b.u32, e, 1)));
+	rwb_store(&b, &t, HM_SPV_OP(m, FN, SpvOpCompositeExtract, b.u32, e, 2), OP_STORE32,
 		  g, v);
-	rwb_store(&b, &t, HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, b.u32, e, 2), OP_STORE8,
+	rwb_store(&b, &t, HM_SPV_OP(m, FN, SpvOpCompositeExtract, b.u32, e, 2), OP_STORE8,
 		  g, v);
 	rwb_endif(&b, merge);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, FN, SpvOpReturn);
+	hm_spirv_inst(m, FN, SpvOpFunctionEnd, NULL, 0);
 	r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);
 	return r;
@@ -263,6 +266,7 @@ static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engin
 			 unsigned watch_shift, const char **why)
 {
 	enum tier_mode tier = v->tier;
+	struct hm_engine_test_hooks hooks = v->hooks;
 
 	/* HMIRROR_TEST_SPARSE=1: a device that binds sparse gets the sparse
 	 * mirror window (the GPU runs; lavapipe has no sparse binding) */
@@ -275,6 +279,7 @@ static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engin
 
 	memset(v, 0, sizeof(*v));
 	v->tier = tier;
+	v->hooks = hooks;
 	v->rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)b;
 	*why = NULL;
 	if (b == HM_BACKEND_KMOD)
@@ -306,6 +311,7 @@ static int env_new_units(struct env *v, enum hm_backend b, const struct hm_engin
 		*why = "hm_engine_new failed";
 		return err;
 	}
+	hm__test_engine_hooks(v->e, &v->hooks);
 	err = hm_engine_add_space(v->e, v->s, GUEST_BASE, &v->space_id);
 	if (err)
 		return err;
@@ -566,9 +572,7 @@ MODEL_VARIANT(kmod, HM_BACKEND_KMOD, small_budget, M_SMALL_BUDGET);
 
 FIXTURE_SETUP(model)
 {
-	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
-				       .test_before_dispatch = start_cpu_writes,
-				       .test_arg = &self->v };
+	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS };
 	const char *why;
 	int err;
 
@@ -598,6 +602,8 @@ FIXTURE_SETUP(model)
 		break;
 	}
 	self->v.tier = variant->tier;
+	self->v.hooks = (struct hm_engine_test_hooks){ .before_dispatch = start_cpu_writes,
+						       .arg = &self->v };
 	err = env_new_units(&self->v, variant->backend, &ep, variant->watch_shift, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
@@ -734,12 +740,12 @@ FIXTURE_VARIANT_ADD(torture, mprotect) { .backend = HM_BACKEND_MPROTECT };
 FIXTURE_SETUP(torture)
 {
 	struct hm_engine_params ep = { .chunk_shift = CHUNK_SHIFT, .timeout_ns = SUBMIT_TIMEOUT_NS,
-				       .test_before_dispatch = start_cpu_writes,
-				       .test_arg = &self->v, .hot_marks = 1,
-				       .mirror_budget = 8 * CHUNK };
+				       .hot_marks = 1, .mirror_budget = 8 * CHUNK };
 	const char *why;
 	int err;
 
+	self->v.hooks = (struct hm_engine_test_hooks){ .before_dispatch = start_cpu_writes,
+						       .arg = &self->v };
 	err = env_new(&self->v, variant->backend, &ep, &why);
 	if (why && err)
 		SKIP(return, "%s: %s (%d)", hm_backend_name(variant->backend), why, err);
@@ -1009,8 +1015,9 @@ FIXTURE(rules) {
 FIXTURE_SETUP(rules)
 {
 	memset(&self->v, 0, sizeof(self->v));
-	self->ep = (struct hm_engine_params){ .chunk_shift = CHUNK_SHIFT, .test_arg = self,
+	self->ep = (struct hm_engine_params){ .chunk_shift = CHUNK_SHIFT,
 					      .timeout_ns = SUBMIT_TIMEOUT_NS };
+	self->v.hooks.arg = self;
 }
 
 FIXTURE_TEARDOWN(rules)
@@ -1063,7 +1070,7 @@ TEST_F(rules, raced_upload_is_never_published)
 	uint32_t got;
 	bool m;
 
-	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->v.hooks.after_upload_copy = hook_cpu_write;
 	self->hook_off = off;
 	self->hook_val = 0x5a;
 	RULES_ENV(self);
@@ -1098,7 +1105,7 @@ TEST_F(rules, upload_raced_every_try_stays_home)
 	uint32_t got;
 	bool m;
 
-	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->v.hooks.after_upload_copy = hook_cpu_write;
 	self->hook_off = off;
 	self->hook_val = 0x60;
 	self->hook_writes = 1000;
@@ -1129,7 +1136,7 @@ TEST_F(rules, raced_every_dispatch_backs_off)
 	uint32_t got;
 	bool m;
 
-	self->ep.test_after_upload_copy = hook_cpu_write;
+	self->v.hooks.after_upload_copy = hook_cpu_write;
 	self->hook_off = off;
 	self->hook_val = 0x10;
 	self->hook_writes = 1000;	/* after every copy, whichever chunks it held */
@@ -1165,7 +1172,7 @@ TEST_F(rules, shared_dispatch_reads_home)
 	uint32_t got, before;
 	bool m;
 
-	self->ep.test_before_dispatch = hook_cpu_write;
+	self->v.hooks.before_dispatch = hook_cpu_write;
 	self->hook_off = src;
 	self->hook_val = 0xc3;
 	RULES_ENV(self);
@@ -1602,49 +1609,49 @@ static int probe_build(uint32_t **ret_w, size_t *ret_n)
 	b.u32 = hm_spirv_type_int(m, 32, false);
 	b.u64 = hm_spirv_type_int(m, 64, false);
 	b.bl = hm_spirv_type_bool(m);
-	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, b.u32);
+	psb = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, b.u32);
 	hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + PROBE_USER_WORDS, 64, push, &gidx);
 #define FN HM_SPV_SEC_FUNCTION
-#define J(lo, hi) HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, b.u64, \
-			    HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, lo), \
-			    HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
-				      HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, hi), \
+#define J(lo, hi) HM_SPV_OP(m, FN, SpvOpBitwiseOr, b.u64, \
+			    HM_SPV_OP(m, FN, SpvOpUConvert, b.u64, lo), \
+			    HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, b.u64, \
+				      HM_SPV_OP(m, FN, SpvOpUConvert, b.u64, hi), \
 				      hm_spirv_const_u32(m, 32)))
-#define AT(base, i) HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb, \
-			      HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64, base, \
-					HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, b.u64, \
-						  HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u64, i), \
+#define AT(base, i) HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb, \
+			      HM_SPV_OP(m, FN, SpvOpIAdd, b.u64, base, \
+					HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, b.u64, \
+						  HM_SPV_OP(m, FN, SpvOpUConvert, b.u64, i), \
 						  hm_spirv_const_u32(m, 2))))
 	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
 	first = J(push[HM_PUSH_WINDOW_FIRST_LO], push[HM_PUSH_WINDOW_FIRST_HI]);
 	last = J(push[HM_PUSH_WINDOW_LAST_LO], push[HM_PUSH_WINDOW_LAST_HI]);
-	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpIEqual, b.bl, gidx, hm_spirv_const_u32(m, 0)), &merge);
+	rwb_if(&b, HM_SPV_OP(m, FN, SpvOpIEqual, b.bl, gidx, hm_spirv_const_u32(m, 0)), &merge);
 	for (uint32_t i = 0; i < HM_DEVICE_TABLE_PUSH_WORDS; i++)
-		HM_SPV(m, FN, HM_SpvOpStore, AT(out, hm_spirv_const_u32(m, i)), push[i],
-		       HM_SpvMemoryAccessAligned, 4);
+		HM_SPV(m, FN, SpvOpStore, AT(out, hm_spirv_const_u32(m, i)), push[i],
+		       SpvMemoryAccessAlignedMask, 4);
 	rwb_endif(&b, merge);
 	/* n = min(words of the window, cap) */
-	n = HM_SPV_OP(m, FN, HM_SpvOpUConvert, b.u32,
-		      HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, b.u64,
-				HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u64,
-					  HM_SPV_OP(m, FN, HM_SpvOpISub, b.u64, last, first),
+	n = HM_SPV_OP(m, FN, SpvOpUConvert, b.u32,
+		      HM_SPV_OP(m, FN, SpvOpShiftRightLogical, b.u64,
+				HM_SPV_OP(m, FN, SpvOpIAdd, b.u64,
+					  HM_SPV_OP(m, FN, SpvOpISub, b.u64, last, first),
 					  hm_spirv_const_u64(m, HM_ACCESS_MAX_BYTES)),
 				hm_spirv_const_u32(m, 2)));
-	n = HM_SPV_OP(m, FN, HM_SpvOpSelect, b.u32,
-		      HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, n,
+	n = HM_SPV_OP(m, FN, SpvOpSelect, b.u32,
+		      HM_SPV_OP(m, FN, SpvOpULessThan, b.bl, n,
 				push[HM_DEVICE_TABLE_PUSH_WORDS + 2]),
 		      n, push[HM_DEVICE_TABLE_PUSH_WORDS + 2]);
-	rwb_if(&b, HM_SPV_OP(m, FN, HM_SpvOpULessThan, b.bl, gidx, n), &merge);
-	k = HM_SPV_OP(m, FN, HM_SpvOpIAdd, b.u32, gidx, hm_spirv_const_u32(m, 16));
-	HM_SPV(m, FN, HM_SpvOpStore, AT(out, k),
-	       HM_SPV_OP(m, FN, HM_SpvOpLoad, b.u32, AT(first, gidx), HM_SpvMemoryAccessAligned, 4),
-	       HM_SpvMemoryAccessAligned, 4);
+	rwb_if(&b, HM_SPV_OP(m, FN, SpvOpULessThan, b.bl, gidx, n), &merge);
+	k = HM_SPV_OP(m, FN, SpvOpIAdd, b.u32, gidx, hm_spirv_const_u32(m, 16));
+	HM_SPV(m, FN, SpvOpStore, AT(out, k),
+	       HM_SPV_OP(m, FN, SpvOpLoad, b.u32, AT(first, gidx), SpvMemoryAccessAlignedMask, 4),
+	       SpvMemoryAccessAlignedMask, 4);
 	rwb_endif(&b, merge);
 #undef AT
 #undef J
 #undef FN
-	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpReturn);
-	hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, SpvOpReturn);
+	hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, SpvOpFunctionEnd, NULL, 0);
 	r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);
 	return r;

@@ -24,11 +24,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <spirv/unified1/spirv.h>
 
 #include "kselftest_harness.h"
 #include "hmirror/vkctx.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "../../lib/lookup_reference.h"
 #include "spv_check.h"
 
 extern const uint32_t hm_test_lookup_probe_spv[];
@@ -125,7 +127,7 @@ FIXTURE_SETUP(lk)
 		self->probe = self->probe_owned;
 	}
 	if (variant->form) {
-		const struct hm_lookup_variant *lv = hm_lookup_variant_by_name(variant->form);
+		const struct hm_lookup_variant *lv = hm__lookup_form_by_name(variant->form);
 		uint32_t *lib;
 		size_t nlib;
 
@@ -473,16 +475,16 @@ struct kb {
 
 static void kb_label(struct kb *k, uint32_t id)
 {
-	HM_SPV(k->m, FN, HM_SpvOpLabel, id);
+	HM_SPV(k->m, FN, SpvOpLabel, id);
 	k->label = id;
 }
 
 static uint32_t kb_join(struct kb *k, uint32_t lo, uint32_t hi)
 {
-	return HM_SPV_OP(k->m, FN, HM_SpvOpBitwiseOr, k->u64,
-			 HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, lo),
-			 HM_SPV_OP(k->m, FN, HM_SpvOpShiftLeftLogical, k->u64,
-				   HM_SPV_OP(k->m, FN, HM_SpvOpUConvert, k->u64, hi),
+	return HM_SPV_OP(k->m, FN, SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, FN, SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, FN, SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, FN, SpvOpUConvert, k->u64, hi),
 				   hm_spirv_const_u32(k->m, 32)));
 }
 
@@ -491,23 +493,23 @@ static uint32_t kb_if(struct kb *k, uint32_t cond)
 {
 	uint32_t then = hm_spirv_id(k->m), merge = hm_spirv_id(k->m);
 
-	HM_SPV(k->m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
-	HM_SPV(k->m, FN, HM_SpvOpBranchConditional, cond, then, merge);
+	HM_SPV(k->m, FN, SpvOpSelectionMerge, merge, SpvSelectionControlMaskNone);
+	HM_SPV(k->m, FN, SpvOpBranchConditional, cond, then, merge);
 	kb_label(k, then);
 	return merge;
 }
 
 static void kb_endif(struct kb *k, uint32_t merge)
 {
-	HM_SPV(k->m, FN, HM_SpvOpBranch, merge);
+	HM_SPV(k->m, FN, SpvOpBranch, merge);
 	kb_label(k, merge);
 }
 
 static void kb_store32(struct kb *k, uint32_t addr64, uint32_t val)
 {
-	uint32_t p = HM_SPV_OP(k->m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, addr64);
+	uint32_t p = HM_SPV_OP(k->m, FN, SpvOpConvertUToPtr, k->psb_u32, addr64);
 
-	HM_SPV(k->m, FN, HM_SpvOpStore, p, val, HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(k->m, FN, SpvOpStore, p, val, SpvMemoryAccessAlignedMask, 4);
 }
 
 /* Entry point "main", local size 64, the push block of PUSH_WORDS words;
@@ -524,9 +526,9 @@ static int kb_begin(struct kb *k)
 	k->u64 = hm_spirv_type_int(m, 64, false);
 	k->bl = hm_spirv_type_bool(m);
 	k->v4 = hm_spirv_type_vector(m, k->u32, 4);
-	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
-	k->psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u64);
-	k->psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->v4);
+	k->psb_u32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k->u32);
+	k->psb_u64 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k->u64);
+	k->psb_v4 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k->v4);
 	k->label = hm_spirv_compute_main(m, WIDE_PUSH_WORDS, 64, k->push, &k->gidx);
 	hm_spirv_push_ids(m, k->push, &k->t, &k->w);
 	k->in = kb_join(k, k->push[12], k->push[13]);
@@ -538,8 +540,8 @@ static int kb_begin(struct kb *k)
 
 static int kb_end(struct kb *k, uint32_t **ret_w, size_t *ret_n)
 {
-	HM_SPV(k->m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(k->m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(k->m, FN, SpvOpReturn);
+	hm_spirv_inst(k->m, FN, SpvOpFunctionEnd, NULL, 0);
 	int r = hm_spirv_module_finish(k->m, ret_w, ret_n);
 
 	hm_spirv_module_free(k->m);
@@ -572,45 +574,45 @@ static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w
 		return r;
 	one = hm_spirv_const_u32(m, 1);
 	zero = hm_spirv_const_u32(m, 0);
-	merge = kb_if(&k, HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, k.gidx, k.count));
-	j64 = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, k.gidx);
-	g = HM_SPV_OP(m, FN, HM_SpvOpLoad, k.u64,
-		      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_u64,
-				HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, k.in,
-					  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64, j64,
+	merge = kb_if(&k, HM_SPV_OP(m, FN, SpvOpULessThan, k.bl, k.gidx, k.count));
+	j64 = HM_SPV_OP(m, FN, SpvOpUConvert, k.u64, k.gidx);
+	g = HM_SPV_OP(m, FN, SpvOpLoad, k.u64,
+		      HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k.psb_u64,
+				HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, k.in,
+					  HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u64, j64,
 						    hm_spirv_const_u32(m, 3)))),
-		      HM_SpvMemoryAccessAligned, 8);
+		      SpvMemoryAccessAlignedMask, 8);
 	r = hm_spirv_emit_access(m, &k.t, g, nr, dev, mark);
 	if (r)
 		return r;
 	for (unsigned i = 0; i < nr; i++)
-		nz[i] = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k.bl, dev[i], hm_spirv_const_u64(m, 0));
+		nz[i] = HM_SPV_OP(m, FN, SpvOpINotEqual, k.bl, dev[i], hm_spirv_const_u64(m, 0));
 
 	/* op 0: stores */
-	isstore = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k.bl, k.op, zero);
+	isstore = HM_SPV_OP(m, FN, SpvOpIEqual, k.bl, k.op, zero);
 	uint32_t st = hm_spirv_id(m), ld = hm_spirv_id(m);
 
 	mstore = hm_spirv_id(m);
-	HM_SPV(m, FN, HM_SpvOpSelectionMerge, mstore, HM_SpvSelectionControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, isstore, st, ld);
+	HM_SPV(m, FN, SpvOpSelectionMerge, mstore, SpvSelectionControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, isstore, st, ld);
 	kb_label(&k, st);
-	uint32_t base = HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, k.u32,
+	uint32_t base = HM_SPV_OP(m, FN, SpvOpBitwiseOr, k.u32,
 				  hm_spirv_const_u32(m, 0xa0000000u),
-				  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32, k.gidx,
+				  HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u32, k.gidx,
 					    hm_spirv_const_u32(m, 8)));
 
 	for (unsigned i = 0; i < nr; i++)
-		val[i] = HM_SPV_OP(m, FN, HM_SpvOpBitwiseOr, k.u32, base, hm_spirv_const_u32(m, i));
+		val[i] = HM_SPV_OP(m, FN, SpvOpBitwiseOr, k.u32, base, hm_spirv_const_u32(m, i));
 	if (vector) {
 		for (unsigned q = 0; q < (nr + 3) / 4; q++) {
 			uint32_t c[4];
 
 			for (unsigned e = 0; e < 4; e++)
 				c[e] = 4 * q + e < nr ? val[4 * q + e] : zero;
-			vec[q] = HM_SPV_OP(m, FN, HM_SpvOpCompositeConstruct, k.v4, c[0], c[1], c[2], c[3]);
+			vec[q] = HM_SPV_OP(m, FN, SpvOpCompositeConstruct, k.v4, c[0], c[1], c[2], c[3]);
 		}
 		for (unsigned i = 0; i < nr; i++)
-			val[i] = HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, vec[i / 4], i % 4);
+			val[i] = HM_SPV_OP(m, FN, SpvOpCompositeExtract, k.u32, vec[i / 4], i % 4);
 	}
 	for (unsigned i = 0; i < nr; i++) {
 		uint32_t mg = kb_if(&k, nz[i]);
@@ -619,12 +621,12 @@ static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w
 		kb_endif(&k, mg);
 		kb_store32(&k, mark[i], one);
 	}
-	HM_SPV(m, FN, HM_SpvOpBranch, mstore);
+	HM_SPV(m, FN, SpvOpBranch, mstore);
 
 	/* op 1: loads */
 	kb_label(&k, ld);
-	uint32_t obase = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, k.out,
-				   HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64, j64,
+	uint32_t obase = HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, k.out,
+				   HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u64, j64,
 					     hm_spirv_const_u32(m, 6)));
 
 	r = hm_spirv_emit_load(m, &k.t, &k.w, g, nr, val);
@@ -632,20 +634,20 @@ static int build_wide(unsigned nr, bool vector, uint32_t flags, uint32_t **ret_w
 		return r;
 	for (unsigned q = 0; q < (nr + 3) / 4; q++) {
 		if (vector && 4 * q + 4 <= nr) {
-			uint32_t v = HM_SPV_OP(m, FN, HM_SpvOpCompositeConstruct, k.v4,
+			uint32_t v = HM_SPV_OP(m, FN, SpvOpCompositeConstruct, k.v4,
 					       val[4 * q], val[4 * q + 1], val[4 * q + 2], val[4 * q + 3]);
-			uint32_t p = HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k.psb_v4,
-					       HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, obase,
+			uint32_t p = HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k.psb_v4,
+					       HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, obase,
 							 hm_spirv_const_u64(m, 16 * q)));
 
-			HM_SPV(m, FN, HM_SpvOpStore, p, v, HM_SpvMemoryAccessAligned, 16);
+			HM_SPV(m, FN, SpvOpStore, p, v, SpvMemoryAccessAlignedMask, 16);
 			continue;
 		}
 		for (unsigned i = 4 * q; i < nr && i < 4 * q + 4; i++)
-			kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, obase,
+			kb_store32(&k, HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, obase,
 						 hm_spirv_const_u64(m, 4 * i)), val[i]);
 	}
-	HM_SPV(m, FN, HM_SpvOpBranch, mstore);
+	HM_SPV(m, FN, SpvOpBranch, mstore);
 	kb_label(&k, mstore);
 	(void)ld_merge;
 	kb_endif(&k, merge);

@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spirv/unified1/spirv.h>
 
 #include "kselftest_harness.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "../../lib/lookup_reference.h"
 #include "spv_check.h"
 
 static uint64_t rng_state = 0x1234567887654321ull;
@@ -512,7 +514,7 @@ TEST(library_module_is_valid_and_exports_hm_lookup)
 {
 	uint32_t *w, name[4];
 	size_t n;
-	uint32_t cap = HM_SpvCapLinkage;
+	uint32_t cap = SpvCapabilityLinkage;
 
 	if (!spv_have_val())
 		SKIP(return, "spirv-val not installed");
@@ -523,21 +525,21 @@ TEST(library_module_is_valid_and_exports_hm_lookup)
 	 * refuse; it is validated as SPIR-V 1.5 and, once linked, for
 	 * Vulkan (test-lookup-vk). */
 	ASSERT_EQ(0, spv_validate(w, n, "spv1.5"));
-	ASSERT_EQ(1, spv_count(w, n, HM_SpvOpCapability, &cap, 1));
+	ASSERT_EQ(1, spv_count(w, n, SpvOpCapability, &cap, 1));
 	memset(name, 0, sizeof(name));
 	memcpy(name, "hm_lookup", 9);
 	/* exactly one function, DontInline */
-	ASSERT_EQ(1, spv_count(w, n, HM_SpvOpFunction, NULL, 0));
+	ASSERT_EQ(1, spv_count(w, n, SpvOpFunction, NULL, 0));
 	for (size_t i = 5; i < n; i += w[i] >> 16) {
-		if ((w[i] & 0xffff) == HM_SpvOpFunction)
-			ASSERT_EQ(HM_SpvFunctionControlDontInline, w[i + 3]);
-		if ((w[i] & 0xffff) == HM_SpvOpDecorate &&
-		    w[i + 2] == HM_SpvDecorationLinkageAttributes) {
+		if ((w[i] & 0xffff) == SpvOpFunction)
+			ASSERT_EQ(SpvFunctionControlDontInlineMask, w[i + 3]);
+		if ((w[i] & 0xffff) == SpvOpDecorate &&
+		    w[i + 2] == SpvDecorationLinkageAttributes) {
 			ASSERT_EQ(0, memcmp(w + i + 3, name, 12));
-			ASSERT_EQ(HM_SpvLinkageExport, w[i + 6]);
+			ASSERT_EQ(SpvLinkageTypeExport, w[i + 6]);
 		}
 		/* it reads nothing of its caller's: no global variables */
-		ASSERT_NE(HM_SpvOpVariable, w[i] & 0xffff);
+		ASSERT_NE(SpvOpVariable, w[i] & 0xffff);
 	}
 	free(w);
 }
@@ -555,26 +557,31 @@ TEST(every_variant_library_is_valid)
 		SKIP(return, "spirv-val not installed");
 	ASSERT_GE(hm_lookup_nr_variants, 6);
 	ASSERT_EQ(HM_LOOKUP_DEFAULT_VARIANT, hm_lookup_variants[0].flags);
-	for (unsigned v = 0; v < hm_lookup_nr_variants; v++) {
+	/* the public variants, then the reference forms (lookup_reference.h) */
+	for (unsigned v = 0; v < hm__lookup_nr_forms; v++) {
 		const struct hm_lookup_variant *lv = &hm_lookup_variants[v];
 		uint32_t *w;
 		size_t n;
 		unsigned loads = 0;
 
-		ASSERT_EQ(lv, hm_lookup_variant_by_name(lv->name));
-		ASSERT_EQ(lv->reference, (lv->flags & HM_LOOKUP_V_REFERENCE) != 0) TH_LOG("%s", lv->name);
+		ASSERT_EQ(lv, hm__lookup_form_by_name(lv->name));
+		ASSERT_EQ(v < hm_lookup_nr_variants ? lv : NULL, hm_lookup_variant_by_name(lv->name));
+		ASSERT_EQ(v >= hm_lookup_nr_variants, hm__lookup_is_reference(lv->flags))
+			TH_LOG("%s", lv->name);
+		ASSERT_FALSE(lv->reserved);
+		ASSERT_EQ(0, lv->flags & ~HM_LOOKUP_V_ALL_FORMS);
 		ASSERT_EQ(lv->needs_pow2, (lv->flags & HM_LOOKUP_V_POW2) != 0) TH_LOG("%s", lv->name);
 		nr_default += lv->flags == HM_LOOKUP_DEFAULT_VARIANT;
 		ASSERT_EQ(0, hm_spirv_lookup_library_variant(lv->flags, &w, &n));
 		ASSERT_EQ(0, spv_validate(w, n, "spv1.5")) TH_LOG("variant %s", lv->name);
-		ASSERT_EQ(1, spv_count(w, n, HM_SpvOpFunction, NULL, 0));
+		ASSERT_EQ(1, spv_count(w, n, SpvOpFunction, NULL, 0));
 		for (size_t i = 5; i < n; i += w[i] >> 16) {
-			if ((w[i] & 0xffff) == HM_SpvOpFunction)
+			if ((w[i] & 0xffff) == SpvOpFunction)
 				ASSERT_EQ(lv->flags & HM_LOOKUP_V_REF_INLINE ?
-					  HM_SpvFunctionControlInline : HM_SpvFunctionControlDontInline,
+					  SpvFunctionControlInlineMask : SpvFunctionControlDontInlineMask,
 					  w[i + 3]);
-			ASSERT_NE(HM_SpvOpVariable, w[i] & 0xffff);
-			loads += (w[i] & 0xffff) == HM_SpvOpLoad;
+			ASSERT_NE(SpvOpVariable, w[i] & 0xffff);
+			loads += (w[i] & 0xffff) == SpvOpLoad;
 		}
 		ASSERT_EQ(lv->flags & HM_LOOKUP_V_REF_SPLIT ? 2 * HM_TABLE_PROBES : HM_TABLE_PROBES,
 			  loads) TH_LOG("variant %s", lv->name);
@@ -607,35 +614,35 @@ TEST(append_api_module_is_valid_and_deduplicated)
 	ASSERT_EQ(0, hm_spirv_module_new(&m));
 	u64 = hm_spirv_type_int(m, 64, false);
 	ASSERT_NE(0, hm_spirv_compute_main(m, 6, 64, ld, NULL));
-	t.table = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, ld[0]);
+	t.table = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpUConvert, u64, ld[0]);
 	t.nr_home = ld[2];
 	t.chunk_shift = ld[3];
-	t.marks = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, HM_SpvOpUConvert, u64, ld[4]);
+	t.marks = HM_SPV_OP(m, HM_SPV_SEC_FUNCTION, SpvOpUConvert, u64, ld[4]);
 	for (uint32_t words = 1; words <= 16; words++)
 		ASSERT_EQ(0, hm_spirv_emit_access(m, &t, t.table, words, dev, mark));
 	ASSERT_EQ(-EINVAL, hm_spirv_emit_access(m, &t, t.table, 17, dev, mark));
-	HM_SPV(m, HM_SPV_SEC_FUNCTION, HM_SpvOpReturn);
-	hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, HM_SPV_SEC_FUNCTION, SpvOpReturn);
+	hm_spirv_inst(m, HM_SPV_SEC_FUNCTION, SpvOpFunctionEnd, NULL, 0);
 	ASSERT_EQ(0, hm_spirv_module_finish(m, &w, &n));
 	ASSERT_EQ(0, spv_validate(w, n, "vulkan1.2"));
 	ASSERT_EQ(0, spv_validate(w, n, "vulkan1.3"));
-	ASSERT_EQ(2, spv_count(w, n, HM_SpvOpFunction, NULL, 0));
+	ASSERT_EQ(2, spv_count(w, n, SpvOpFunction, NULL, 0));
 	/* the helper once, DontInline; the caller's function as it asked */
 	unsigned dont_inline = 0;
 
 	for (size_t i = 5; i < n; i += w[i] >> 16) {
-		if ((w[i] & 0xffff) == HM_SpvOpFunction &&
-		    w[i + 3] == HM_SpvFunctionControlDontInline)
+		if ((w[i] & 0xffff) == SpvOpFunction &&
+		    w[i + 3] == SpvFunctionControlDontInlineMask)
 			dont_inline++;
 	}
 	ASSERT_EQ(1, dont_inline);
 	/* 1 + 2 * 15 calls of the one helper */
-	ASSERT_EQ(31, spv_count(w, n, HM_SpvOpFunctionCall, NULL, 0));
+	ASSERT_EQ(31, spv_count(w, n, SpvOpFunctionCall, NULL, 0));
 	for (uint64_t v = 0; v <= 64; v += 4) {
 		unsigned nc = 0;
 
 		for (size_t i = 5; i < n; i += w[i] >> 16)
-			if ((w[i] & 0xffff) == HM_SpvOpConstant && (w[i] >> 16) == 5 &&
+			if ((w[i] & 0xffff) == SpvOpConstant && (w[i] >> 16) == 5 &&
 			    w[i + 1] == u64 && w[i + 3] == (uint32_t)v && w[i + 4] == 0)
 				nc++;
 		ASSERT_LE(nc, 1);
@@ -651,7 +658,7 @@ TEST(builder_errors_are_sticky)
 	size_t n;
 
 	ASSERT_EQ(0, hm_spirv_module_new(&m));
-	hm_spirv_inst(m, HM_SPV_NR_SECTIONS, HM_SpvOpReturn, NULL, 0);
+	hm_spirv_inst(m, HM_SPV_NR_SECTIONS, SpvOpReturn, NULL, 0);
 	ASSERT_EQ(-EINVAL, hm_spirv_error(m));
 	ASSERT_EQ(0, hm_spirv_type_int(m, 32, false));
 	ASSERT_EQ(-EINVAL, hm_spirv_module_finish(m, &w, &n));

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include <hmirror/watch.h>
+#include "common.h"
 
 #define PAGE 4096ull
 
@@ -30,27 +31,6 @@ struct opts {
 	unsigned rounds;
 	bool json;
 };
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_d);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* drain consumer k (NULL: the space's hm_space_harvest); chunks handed out */
 static long drain(struct hm_space *s, struct hm_consumer *k, uint64_t *buf, size_t cap)
@@ -124,22 +104,22 @@ static int bench_harvest(enum hm_backend b, const struct opts *o)
 			drain(s, c, buf, cap);
 			drain(s, a, buf, cap);
 			write_k(p, 0, half, k, 2);
-			t0 = now_us();
+			t0 = bench_now_us();
 			n = drain(s, c, buf, cap);
-			tb1[r] = now_us() - t0;
-			t0 = now_us();
+			tb1[r] = bench_now_us() - t0;
+			t0 = bench_now_us();
 			if (n == 0)
 				n = drain(s, a, buf, cap);
-			ta[r] = now_us() - t0;
+			ta[r] = bench_now_us() - t0;
 			if (n != (long)k) {
 				fprintf(stderr, "consumers: %s: A got %ld of %llu\n", hm_backend_name(b),
 					n, (unsigned long long)k);
 				err = -EIO;
 				goto round_out;
 			}
-			t0 = now_us();
+			t0 = bench_now_us();
 			drain(s, c, buf, cap);
-			tb2[r] = now_us() - t0;
+			tb2[r] = bench_now_us() - t0;
 
 			/* baseline: no consumers, hm_space_harvest of the same K */
 			err = new_space(b, o->space_bytes, &l);
@@ -151,9 +131,9 @@ static int bench_harvest(enum hm_backend b, const struct opts *o)
 			write_k(p, 0, half, k, 1);
 			drain(l, NULL, buf, cap);
 			write_k(p, 0, half, k, 2);
-			t0 = now_us();
+			t0 = bench_now_us();
 			n = drain(l, NULL, buf, cap);
-			tl[r] = now_us() - t0;
+			tl[r] = bench_now_us() - t0;
 round_out:
 			hm_consumer_free(a);
 			hm_consumer_free(c);
@@ -163,8 +143,8 @@ round_out:
 		if (err)
 			break;
 		{
-			double mb1 = median(tb1, o->rounds), ma = median(ta, o->rounds);
-			double mb2 = median(tb2, o->rounds), ml = median(tl, o->rounds);
+			double mb1 = bench_median(tb1, o->rounds), ma = bench_median(ta, o->rounds);
+			double mb2 = bench_median(tb2, o->rounds), ml = bench_median(tl, o->rounds);
 
 			if (o->json)
 				printf("{\"bench\":\"consumers\",\"part\":\"harvest\",\"backend\":\"%s\","
@@ -224,12 +204,12 @@ static int bench_writer(enum hm_backend b, const struct opts *o)
 			   one fault a page (uffd: the PTE is read-only without
 			   its uffd-wp bit; kmod: read-only until written) */
 			for (uint64_t l = 0; l <= loops && !err; l++) {
-				double t0 = now_us();
+				double t0 = bench_now_us();
 
 				for (uint64_t i = 0; i < pages; i++)
 					p[i * PAGE + 64] = (uint8_t)l;
 				if (l)
-					spent += now_us() - t0;
+					spent += bench_now_us() - t0;
 				drain(s, other, buf, cap);	/* collects for both */
 				drain(s, w, buf, cap);
 			}
@@ -241,7 +221,7 @@ out:
 		}
 	}
 	if (!err) {
-		double ma = median(armed, o->rounds), mu = median(unw, o->rounds);
+		double ma = bench_median(armed, o->rounds), mu = bench_median(unw, o->rounds);
 
 		if (o->json)
 			printf("{\"bench\":\"consumers\",\"part\":\"writer\",\"backend\":\"%s\","

@@ -44,32 +44,7 @@
 #include <hmirror/vkctx.h>
 
 #include "daemon/empty.spv.h"
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double pct(double *v, size_t n, double p)
-{
-	qsort(v, n, sizeof(*v), cmp_d);
-	return v[(size_t)((double)(n - 1) * p + 0.5)];
-}
-
-static double median_of(double *v, size_t n)
-{
-	return n ? pct(v, n, 0.5) : 0;
-}
+#include "common.h"
 
 /* plain Vulkan: one recorded command buffer and fence, reused */
 enum { RAW_ONESHOT, RAW_ONESHOT_TS, RAW_REUSE_WAIT, RAW_REUSE_SPIN, RAW_SUBMITTER, RAW_NR };
@@ -133,7 +108,7 @@ static int raw_vk(struct hm_vk *vk, unsigned n, double ret_med[RAW_NR], double *
 
 	for (int v = 0; v < RAW_NR; v++) {
 		for (unsigned i = 0; i < n + 10; i++) {
-			double t0 = now_us();
+			double t0 = bench_now_us();
 
 			if (v == RAW_ONESHOT) {
 				r = hm_vk_dispatch_sync(vk, &p, push, sizeof(push), 1, 1, 1);
@@ -197,9 +172,9 @@ static int raw_vk(struct hm_vk *vk, unsigned n, double ret_med[RAW_NR], double *
 					goto out;
 			}
 			if (i >= 10)	/* the first ones warm up */
-				t[i - 10] = now_us() - t0;
+				t[i - 10] = bench_now_us() - t0;
 		}
-		ret_med[v] = median_of(t, n);
+		ret_med[v] = bench_pct(t, n, 0.5);
 	}
 	*ret_gpu_us = gpu_n ? gpu_ns / gpu_n / 1e3 : 0;
 	r = 0;
@@ -340,15 +315,15 @@ int bench_dispatch(int argc, char **argv)
 	hm_engine_stats(e, &st0);
 	for (unsigned k = 0; k < rounds; k++) {
 		for (unsigned i = 0; i < n; i++) {
-			double t0 = now_us();
+			double t0 = bench_now_us();
 
 			r = hm_engine_dispatch(e, ip, 1, 1, 1, push, 2, 0);
-			tin[k * n + i] = now_us() - t0;
+			tin[k * n + i] = bench_now_us() - t0;
 			if (r < 0)
 				break;
-			t0 = now_us();
+			t0 = bench_now_us();
 			r = hm_client_dispatch(cl, &d, 10000, NULL);
-			tdm[k * n + i] = now_us() - t0;
+			tdm[k * n + i] = bench_now_us() - t0;
 			if (r < 0)
 				break;
 		}
@@ -360,8 +335,8 @@ int bench_dispatch(int argc, char **argv)
 
 		memcpy(a, tin + k * n, n * sizeof(double));
 		memcpy(b, tdm + k * n, n * sizeof(double));
-		med_in[k] = pct(a, n, 0.5);
-		med_dm[k] = pct(b, n, 0.5);
+		med_in[k] = bench_pct(a, n, 0.5);
+		med_dm[k] = bench_pct(b, n, 0.5);
 		free(a);
 		free(b);
 	}
@@ -386,19 +361,19 @@ int bench_dispatch(int argc, char **argv)
 		double *a = calloc(n, sizeof(double)), *b = calloc(n, sizeof(double));
 
 		for (unsigned i = 0; i < n && r >= 0; i++) {
-			double t0 = now_us();
+			double t0 = bench_now_us();
 
 			r = hm_client_dispatch(cl, &d, 10000, NULL);
-			a[i] = now_us() - t0;
+			a[i] = bench_now_us() - t0;
 		}
 		for (unsigned i = 0; i < n && r >= 0; i++) {
-			double t0 = now_us();
+			double t0 = bench_now_us();
 
 			r = hm_engine_dispatch(e, ip, 1, 1, 1, push, 2, 0);
-			b[i] = now_us() - t0;
+			b[i] = bench_now_us() - t0;
 		}
-		b2b_dm = median_of(a, n);
-		b2b_in = median_of(b, n);
+		b2b_dm = bench_pct(a, n, 0.5);
+		b2b_in = bench_pct(b, n, 0.5);
 		free(a);
 		free(b);
 	}
@@ -412,8 +387,8 @@ int bench_dispatch(int argc, char **argv)
 	snprintf(spin_s, sizeof(spin_s), "%s", spin && *spin ? spin :
 		 vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? "0" : "200");
 
-	double in_med = pct(med_in, rounds, 0.5), dm_med = pct(med_dm, rounds, 0.5);
-	double in_p99 = pct(tin, total, 0.99), dm_p99 = pct(tdm, total, 0.99);
+	double in_med = bench_pct(med_in, rounds, 0.5), dm_med = bench_pct(med_dm, rounds, 0.5);
+	double in_p99 = bench_pct(tin, total, 0.99), dm_p99 = bench_pct(tdm, total, 0.99);
 	const char *dev = hm_client_info(cl)->device;
 
 	if (json)

@@ -39,6 +39,7 @@
 #include <hmirror/watch.h>
 
 #include "../../lib/uffd_compat.h"
+#include "common.h"
 
 int bench_guards(int argc, char **argv);
 
@@ -58,14 +59,6 @@ struct guards_round {
 	size_t reported;
 };
 
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 static int count_vmas(void)
 {
 	FILE *f = fopen("/proc/self/maps", "r");
@@ -77,19 +70,6 @@ static int count_vmas(void)
 		n += ch == '\n';
 	fclose(f);
 	return n;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* harvest everything recorded; returns the count or -errno */
@@ -125,9 +105,9 @@ static double raw_scan_us(int pm, void *addr, uint64_t len, struct hm_page_regio
 		.category_mask = PAGE_IS_WRITTEN,
 		.return_mask = PAGE_IS_WRITTEN,
 	};
-	double t0 = now_us();
+	double t0 = bench_now_us();
 	long n = ioctl(pm, HM_PAGEMAP_SCAN, &a);
-	double t = now_us() - t0;
+	double t = bench_now_us() - t0;
 
 	*ret_regions = n;
 	return t;
@@ -160,14 +140,14 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 	for (uint64_t i = 0; i < pages; i++)
 		m[i * (uint64_t)pg] = 1;
 	/* baseline: plain stores to the same scattered pages, writable */
-	t0 = now_us();
+	t0 = bench_now_us();
 	for (uint64_t i = 0; i < o->written; i++)
 		m[i * stride * (uint64_t)pg + 8] = (uint8_t)i;
-	r->store_ns = (now_us() - t0) * 1e3 / (double)o->written;
+	r->store_ns = (bench_now_us() - t0) * 1e3 / (double)o->written;
 
-	t0 = now_us();
+	t0 = bench_now_us();
 	err = hm_space_arm(s, 0, nr_chunks);
-	r->arm_us = now_us() - t0;
+	r->arm_us = bench_now_us() - t0;
 	if (err)
 		goto out;
 	/* warm-up cycle: the library's per-chunk state is paged in lazily on
@@ -185,9 +165,9 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 	if (pm >= 0)
 		r->pagemap_scan_empty_us = raw_scan_us(pm, (void *)m, o->space_bytes, vec,
 						       o->written + 1, &n);
-	t0 = now_us();
+	t0 = bench_now_us();
 	got = harvest_all(s, out, nr_chunks);
-	r->harvest_empty_us = now_us() - t0;
+	r->harvest_empty_us = bench_now_us() - t0;
 	if (got < 0) {
 		err = (int)got;
 		goto out;
@@ -195,19 +175,19 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 	r->vmas_before = count_vmas();
 	/* each trip timed on its own: the median is what a trip costs, the
 	   mean also carries preemption by whatever else runs on the machine */
-	t0 = now_us();
+	t0 = bench_now_us();
 	for (uint64_t i = 0; i < o->written; i++) {
-		double t1 = now_us();
+		double t1 = bench_now_us();
 
 		m[i * stride * (uint64_t)pg + 16] = (uint8_t)i;
-		each[i] = (now_us() - t1) * 1e3;
+		each[i] = (bench_now_us() - t1) * 1e3;
 	}
-	r->trip_mean_ns = (now_us() - t0) * 1e3 / (double)o->written;
-	r->trip_ns = median(each, (unsigned)o->written);
+	r->trip_mean_ns = (bench_now_us() - t0) * 1e3 / (double)o->written;
+	r->trip_ns = bench_median(each, (unsigned)o->written);
 	r->vmas = count_vmas();
-	t0 = now_us();
+	t0 = bench_now_us();
 	got = harvest_all(s, out, nr_chunks);
-	r->harvest_us = now_us() - t0;
+	r->harvest_us = bench_now_us() - t0;
 	if (got < 0) {
 		err = (int)got;
 		goto out;
@@ -220,21 +200,21 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 
 		for (uint64_t i = 0; i < o->written; i++)
 			m[i * stride * (uint64_t)pg + 32] = (uint8_t)i;
-		t0 = now_us();
+		t0 = bench_now_us();
 		while (more && total < nr_chunks) {
 			err = hm_space_harvest_take(s, out + total, nr_chunks - total, &k, &more);
 			if (err)
 				goto out;
 			total += k;
 		}
-		r->take_us = now_us() - t0;
+		r->take_us = bench_now_us() - t0;
 		if (total != r->reported) {
 			err = -EIO;
 			goto out;
 		}
-		t0 = now_us();
+		t0 = bench_now_us();
 		err = hm_space_arm_chunks(s, out, total);
-		r->arm_k_us = now_us() - t0;
+		r->arm_k_us = bench_now_us() - t0;
 		if (err)
 			goto out;
 	}
@@ -392,7 +372,7 @@ int bench_guards(int argc, char **argv)
 		double med[10];
 
 		for (unsigned k = 0; k < 10; k++)
-			med[k] = median(v[k], o.rounds);
+			med[k] = bench_median(v[k], o.rounds);
 		trip[b] = med[2];
 		harv[b] = med[3];
 		take[b] = med[8];

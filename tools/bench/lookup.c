@@ -38,128 +38,25 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <spirv/unified1/spirv.h>
 
 #include "hmirror/vkctx.h"
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
+#include "../../lib/lookup_reference.h"
+#include "common.h"
+#include "lookup_bench.h"
 
-#define GROUPS 128
-#define LANES 64
-#define SHORT_STEPS 4
-#define LONG_STEPS 36
-#define CHUNK_SHIFT 16
-#define PUSH_WORDS 22
-#define GUEST_BASE 0x7e0000000000ull
-#define CACHE_STRIDE (64u << 10)
-#define PAST_STRIDE (2u << 20)
-/* the "one chunk" table: a chunk of 128 MiB holds all the data */
-#define HOT_CHUNK_SHIFT 27
-#define HOT_NR_HOME 4
-/* the bitmap of PATH_SPEC_BITMAP: a bit per 64 KiB chunk, 32768 chunks */
-#define BITMAP_BYTES 4096
-
-/*
- * The paths after PATH_RAW_GUARD are what the variants section compares
- * the helper with (load only):
- *   flat      REFERENCE, not a D969 table: one dependent 8-byte load of the
- *             chunk's delta from a flat array indexed by chunk number, no
- *             hash, no compare, no call, no guard: the least any table read
- *             on the dependent path can cost
- *   spec      REFERENCE, a call site D969 does not describe: the default
- *             helper, and beside it a speculative load at the address the
- *             chunk would have if every chunk of the space lay at one delta
- *             (clamped into the space); the helper's answer confirms it, or
- *             the guarded load at the answer replaces it
- *   selguard  the default helper with the call site's guard as selects (an
- *             unmapped access loads from the table base, which always holds
- *             64 readable bytes, and answers 0) instead of a branch
- *   loadthrough  REFERENCE, a helper D969 does not have: one DontInline
- *             function per load that makes the speculative load, the lookup
- *             (inlined into it) and the confirmation, and answers the word
- *   spec+bitmap  REFERENCE: the speculative load and, beside it, one load
- *             of a bitmap word (a bit per chunk: "mirrored at the guess")
- *             inlined at the call site; the helper is called only where the
- *             bit is clear
- *   mmu       REFERENCE, no table: the guest address at one delta (clamped
- *             into the space, as spec's guess) and loaded; through a
- *             sparse buffer whose chunks are bound where the mirrors lie,
- *             the device's MMU is the translation
- *   sentinel  REFERENCE: the speculative load at one delta (an address
- *             outside the space reads a page of SENTINEL words instead),
- *             trusted unless it answers SENTINEL, which a window page that
- *             holds no mirror would (the engine would keep such pages
- *             filled with it); only then the helper and the guarded load
- *   site      D969a, the library's load call site (hm_spirv_emit_load()) in
- *             its speculative tier (hm_spirv_tier_form()): the window is
- *             the chains' data at one delta (push 12-17 as for spec), a
- *             miss (lim 0) the sentinel page of push 20-21
- *   site-compact  the same module in its compact tier (every load calls
- *             the helper)
- */
-#define SENTINEL 0xffffffffu
-/* PATH_SITE and PATH_SITE_COMPACT: loads of n words (the first is the
- * chain's next offset; the others, offsets too, are kept live by adding
- * their bit 31, always 0), carried in a form's flags above the helper's
- * variant bits */
-#define SITE_WIDTH(n)		((uint32_t)(n) << 16)
-#define SITE_WIDTH_MASK		0xff0000u
-#define SITE_WIDTH_OF(f)	(((f) & SITE_WIDTH_MASK) ? ((f) & SITE_WIDTH_MASK) >> 16 : 1)
-enum path { PATH_RAW, PATH_HELPER, PATH_RAW_GUARD, PATH_FLAT, PATH_SPEC, PATH_SELGUARD,
-	    PATH_LOADTHROUGH, PATH_SPEC_BITMAP, PATH_MMU, PATH_SENTINEL, PATH_SITE,
-	    PATH_SITE_COMPACT, NR_PATHS };
-static const char *const path_name[] = { "raw", "helper", "raw+guard", "flat", "spec",
-					 "selguard", "loadthrough", "spec+bitmap", "mmu",
-					 "sentinel", "site", "site-compact" };
-
-enum op { OP_LOAD, OP_STORE_MARK, OP_STORE_NOMARK, NR_OPS };
-static const char *const op_name[] = { "load", "load+store", "load+store,no-marks" };
+const char *const lk_path_name[NR_PATHS] = { "raw", "helper", "raw+guard", "flat", "spec",
+					     "selguard", "mmu", "sentinel", "site",
+					     "site-compact" };
+const char *const lk_op_name[NR_OPS] = { "load", "load+store", "load+store,no-marks" };
 
 /* which ops a path's program has */
-static bool path_has_op(enum path path, enum op op)
+bool lk_path_has_op(enum path path, enum op op)
 {
 	return path < NR_PATHS && (path <= PATH_RAW_GUARD || op == OP_LOAD);
 }
-
-struct bench {
-	struct hm_vk *vk;
-	uint32_t nr_lanes;
-	/* [0] device-local, [1] host import; where the device binds sparse
-	 * buffers, [2] a sparse buffer whose chunks are bound to device memory
-	 * in scattered order, [3] one bound chunk for chunk to the host
-	 * import's memory (where its memory type may be bound): the same
-	 * chains, translated by the device's MMU (section "mmu") */
-	struct hm_vk_buffer data[4];
-	VkDeviceSize sparse_block;              /* the sparse buffer's alignment */
-	bool sparse_host;                       /* data[3] bound */
-	void *host_data;
-	size_t data_bytes;
-	struct hm_vk_buffer table[2];           /* [0] device, [1] host import */
-	struct hm_vk_buffer hot;                /* device: one chunk for all the data */
-	struct hm_vk_buffer flat, flat_hot;     /* PATH_FLAT: a delta per chunk */
-	struct hm_vk_buffer bits[2];            /* PATH_SPEC_BITMAP: [0] all set, [1] clear */
-	void *host_table;
-	size_t table_bytes;
-	uint32_t nr_home;
-	struct hm_vk_buffer marks, out;
-	void *marks_mem;
-	size_t marks_bytes;
-	VkQueryPool qp;
-	struct hm_vk_buffer flush, scratch;     /* cache eviction, touch output */
-	struct hm_vk_pipeline touch;
-	size_t host_data_bytes, host_table_bytes;
-	uint32_t flush_mib;
-	uint32_t touch_copies;                  /* groups touching each slot after a flush */
-	uint64_t touch_addr;                    /* what timed() touches: the table of */
-	uint32_t touch_nr;                      /* the measure (16-byte units) */
-	bool touch_wide;                        /* touched by 1024+ groups */
-	uint32_t spec_skew;                     /* PATH_SPEC guesses this far off */
-	bool json;
-	unsigned rounds;
-	uint32_t variant;                       /* helper form of the main matrix */
-};
-
-static double now_ns(void);
-static double median(double *v, unsigned n);
 
 /* ---- programs ------------------------------------------------------------ */
 #define FN HM_SPV_SEC_FUNCTION
@@ -167,24 +64,23 @@ static double median(double *v, unsigned n);
 struct kb {
 	struct hm_spirv_module *m;
 	uint32_t u32, u64, bl, psb_u32, label;
-	uint32_t loadthrough;           /* PATH_LOADTHROUGH's function, once written */
 	enum path path;                 /* of the chain (PATH_SITE: its speculative tier) */
 	uint32_t width;                 /* PATH_SITE*: words a load (SITE_WIDTH()) */
 };
 
 static void kb_label(struct kb *k, uint32_t id)
 {
-	HM_SPV(k->m, FN, HM_SpvOpLabel, id);
+	HM_SPV(k->m, FN, SpvOpLabel, id);
 	k->label = id;
 }
 
 /* a 64-bit id from two u32 ids, in section sec */
 static uint32_t join_in(struct kb *k, int sec, uint32_t lo, uint32_t hi)
 {
-	return HM_SPV_OP(k->m, sec, HM_SpvOpBitwiseOr, k->u64,
-			 HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, lo),
-			 HM_SPV_OP(k->m, sec, HM_SpvOpShiftLeftLogical, k->u64,
-				   HM_SPV_OP(k->m, sec, HM_SpvOpUConvert, k->u64, hi),
+	return HM_SPV_OP(k->m, sec, SpvOpBitwiseOr, k->u64,
+			 HM_SPV_OP(k->m, sec, SpvOpUConvert, k->u64, lo),
+			 HM_SPV_OP(k->m, sec, SpvOpShiftLeftLogical, k->u64,
+				   HM_SPV_OP(k->m, sec, SpvOpUConvert, k->u64, hi),
 				   hm_spirv_const_u32(k->m, 32)));
 }
 
@@ -195,9 +91,9 @@ static uint32_t kb_join(struct kb *k, uint32_t lo, uint32_t hi)
 
 static void kb_store32(struct kb *k, uint32_t addr, uint32_t v)
 {
-	HM_SPV(k->m, FN, HM_SpvOpStore,
-	       HM_SPV_OP(k->m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, addr), v,
-	       HM_SpvMemoryAccessAligned, 4);
+	HM_SPV(k->m, FN, SpvOpStore,
+	       HM_SPV_OP(k->m, FN, SpvOpConvertUToPtr, k->psb_u32, addr), v,
+	       SpvMemoryAccessAlignedMask, 4);
 }
 
 /*
@@ -219,11 +115,11 @@ static uint32_t spec_addr(struct kb *k, int sec, uint32_t guest, uint32_t sdev, 
 			  uint32_t lim)
 {
 	struct hm_spirv_module *m = k->m;
-	uint32_t rel = HM_SPV_OP(m, sec, HM_SpvOpISub, k->u64, guest, sbase);
+	uint32_t rel = HM_SPV_OP(m, sec, SpvOpISub, k->u64, guest, sbase);
 
-	rel = HM_SPV_OP(m, sec, HM_SpvOpSelect, k->u64,
-			HM_SPV_OP(m, sec, HM_SpvOpULessThan, k->bl, rel, lim), rel, lim);
-	return HM_SPV_OP(m, sec, HM_SpvOpIAdd, k->u64, sdev, rel);
+	rel = HM_SPV_OP(m, sec, SpvOpSelect, k->u64,
+			HM_SPV_OP(m, sec, SpvOpULessThan, k->bl, rel, lim), rel, lim);
+	return HM_SPV_OP(m, sec, SpvOpIAdd, k->u64, sdev, rel);
 }
 
 /* Confirm a speculative word: vs where hit, else the guarded load at dev
@@ -236,22 +132,22 @@ static uint32_t spec_confirm(struct kb *k, int sec, uint32_t *label, uint32_t hi
 	uint32_t slow = hm_spirv_id(m), ld = hm_spirv_id(m), m1 = hm_spirv_id(m);
 	uint32_t m2 = hm_spirv_id(m), nz, v, vslow;
 
-	HM_SPV(m, sec, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
-	HM_SPV(m, sec, HM_SpvOpBranchConditional, hit, m1, slow);
-	HM_SPV(m, sec, HM_SpvOpLabel, slow);
-	nz = HM_SPV_OP(m, sec, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
-	HM_SPV(m, sec, HM_SpvOpSelectionMerge, m2, HM_SpvSelectionControlNone);
-	HM_SPV(m, sec, HM_SpvOpBranchConditional, nz, ld, m2);
-	HM_SPV(m, sec, HM_SpvOpLabel, ld);
-	v = HM_SPV_OP(m, sec, HM_SpvOpLoad, k->u32,
-		      HM_SPV_OP(m, sec, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-		      HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, sec, HM_SpvOpBranch, m2);
-	HM_SPV(m, sec, HM_SpvOpLabel, m2);
-	vslow = HM_SPV_OP(m, sec, HM_SpvOpPhi, k->u32, v, ld, hm_spirv_const_u32(m, 0), slow);
-	HM_SPV(m, sec, HM_SpvOpBranch, m1);
-	HM_SPV(m, sec, HM_SpvOpLabel, m1);
-	v = HM_SPV_OP(m, sec, HM_SpvOpPhi, k->u32, vs, *label, vslow, m2);
+	HM_SPV(m, sec, SpvOpSelectionMerge, m1, SpvSelectionControlMaskNone);
+	HM_SPV(m, sec, SpvOpBranchConditional, hit, m1, slow);
+	HM_SPV(m, sec, SpvOpLabel, slow);
+	nz = HM_SPV_OP(m, sec, SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+	HM_SPV(m, sec, SpvOpSelectionMerge, m2, SpvSelectionControlMaskNone);
+	HM_SPV(m, sec, SpvOpBranchConditional, nz, ld, m2);
+	HM_SPV(m, sec, SpvOpLabel, ld);
+	v = HM_SPV_OP(m, sec, SpvOpLoad, k->u32,
+		      HM_SPV_OP(m, sec, SpvOpConvertUToPtr, k->psb_u32, dev),
+		      SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, sec, SpvOpBranch, m2);
+	HM_SPV(m, sec, SpvOpLabel, m2);
+	vslow = HM_SPV_OP(m, sec, SpvOpPhi, k->u32, v, ld, hm_spirv_const_u32(m, 0), slow);
+	HM_SPV(m, sec, SpvOpBranch, m1);
+	HM_SPV(m, sec, SpvOpLabel, m1);
+	v = HM_SPV_OP(m, sec, SpvOpPhi, k->u32, vs, *label, vslow, m2);
 	*label = m1;
 	return v;
 }
@@ -262,65 +158,30 @@ static uint32_t call_lookup(struct kb *k, int sec, uint32_t guest, uint32_t tabl
 {
 	struct hm_spirv_module *m = k->m;
 	uint32_t fn = hm_spirv_lookup_fn(m);
-	uint32_t r = HM_SPV_OP(m, sec, HM_SpvOpFunctionCall, hm_spirv_lookup_result_type(m), fn,
+	uint32_t r = HM_SPV_OP(m, sec, SpvOpFunctionCall, hm_spirv_lookup_result_type(m), fn,
 			       guest, table, nr_home, shift, marks);
 
-	return join_in(k, sec, HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 0),
-		       HM_SPV_OP(m, sec, HM_SpvOpCompositeExtract, k->u32, r, 1));
+	return join_in(k, sec, HM_SPV_OP(m, sec, SpvOpCompositeExtract, k->u32, r, 0),
+		       HM_SPV_OP(m, sec, SpvOpCompositeExtract, k->u32, r, 1));
 }
 
 /* vs where hit; else the helper, called there only, and the guarded load
- * at its answer (PATH_SPEC_BITMAP, PATH_SENTINEL); answers the word */
+ * at its answer (PATH_SENTINEL); answers the word */
 static uint32_t trusted_or_slow(struct kb *k, const struct hm_spirv_table_ids *t,
 				uint32_t addr, uint32_t hit, uint32_t vs)
 {
 	struct hm_spirv_module *m = k->m;
 	uint32_t pre = k->label, slow = hm_spirv_id(m), m1 = hm_spirv_id(m), v, dev, slow_end;
 
-	HM_SPV(m, FN, HM_SpvOpSelectionMerge, m1, HM_SpvSelectionControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, hit, m1, slow);
+	HM_SPV(m, FN, SpvOpSelectionMerge, m1, SpvSelectionControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, hit, m1, slow);
 	kb_label(k, slow);
 	dev = call_lookup(k, FN, addr, t->table, t->nr_home, t->chunk_shift, t->marks);
 	v = spec_confirm(k, FN, &k->label, hm_spirv_const_bool(m, false), vs, dev);
-	HM_SPV(m, FN, HM_SpvOpBranch, m1);
+	HM_SPV(m, FN, SpvOpBranch, m1);
 	slow_end = k->label;
 	kb_label(k, m1);
-	return HM_SPV_OP(m, FN, HM_SpvOpPhi, k->u32, vs, pre, v, slow_end);
-}
-
-/*
- * PATH_LOADTHROUGH's function, DontInline, written whole into the helper
- * section: u32 (guest, table, nr_home, shift, marks, sdev, sbase, lim): the
- * speculative load, the helper (inlined into it where the module's variant
- * says so) and the confirmation; answers the word (0 where unmapped).
- */
-static uint32_t loadthrough_fn(struct kb *k)
-{
-	struct hm_spirv_module *m = k->m;
-	const int H = HM_SPV_SEC_HELPER;
-	uint32_t pty[8] = { k->u64, k->u64, k->u32, k->u32, k->u64, k->u64, k->u64, k->u64 };
-	uint32_t p[8], fn, fnty, label, sa, vs, dev, v;
-
-	if (k->loadthrough)
-		return k->loadthrough;
-	hm_spirv_lookup_fn(m);          /* the helper first: written whole */
-	fnty = hm_spirv_type_function(m, k->u32, pty, 8);
-	fn = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpFunction, k->u32, fn, HM_SpvFunctionControlDontInline, fnty);
-	for (int i = 0; i < 8; i++)
-		p[i] = HM_SPV_OP(m, H, HM_SpvOpFunctionParameter, pty[i]);
-	label = hm_spirv_id(m);
-	HM_SPV(m, H, HM_SpvOpLabel, label);
-	sa = spec_addr(k, H, p[0], p[5], p[6], p[7]);
-	vs = HM_SPV_OP(m, H, HM_SpvOpLoad, k->u32,
-		       HM_SPV_OP(m, H, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-		       HM_SpvMemoryAccessAligned, 4);
-	dev = call_lookup(k, H, p[0], p[1], p[2], p[3], p[4]);
-	v = spec_confirm(k, H, &label, HM_SPV_OP(m, H, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
-	HM_SPV(m, H, HM_SpvOpReturnValue, v);
-	hm_spirv_inst(m, H, HM_SpvOpFunctionEnd, NULL, 0);
-	k->loadthrough = fn;
-	return fn;
+	return HM_SPV_OP(m, FN, SpvOpPhi, k->u32, vs, pre, v, slow_end);
 }
 
 /*
@@ -340,21 +201,21 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 	if (path == PATH_FLAT) {
 		/* t->table: the flat array, biased so that chunk number c's
 		 * delta lies at t->table + 8c */
-		uint32_t psb_u64 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer,
+		uint32_t psb_u64 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer,
 							 k->u64);
-		uint32_t e = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, t->table,
-				       HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
-						 HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u64,
+		uint32_t e = HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, t->table,
+				       HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k->u64,
+						 HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u64,
 							   addr, t->chunk_shift),
 						 hm_spirv_const_u32(m, 3)));
-		uint32_t delta = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_u64, e),
-					   HM_SpvMemoryAccessAligned, 8);
+		uint32_t delta = HM_SPV_OP(m, FN, SpvOpLoad, k->u64,
+					   HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb_u64, e),
+					   SpvMemoryAccessAlignedMask, 8);
 
-		dev = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, addr, delta);
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
+		dev = HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, addr, delta);
+		val = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+				SpvMemoryAccessAlignedMask, 4);
 	} else if (path == PATH_SPEC) {
 		/* the speculative load: push 12-13 the device address of the
 		 * space's first byte, 14-15 its guest address, 16-17 its size
@@ -362,35 +223,35 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]),
 					kb_join(k, push[14], push[15]),
 					kb_join(k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
+		uint32_t vs = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, sa),
+					SpvMemoryAccessAlignedMask, 4);
 
 		r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
 		if (r)
 			return r;
 		val = spec_confirm(k, FN, &k->label,
-				   HM_SPV_OP(m, FN, HM_SpvOpIEqual, k->bl, dev, sa), vs, dev);
+				   HM_SPV_OP(m, FN, SpvOpIEqual, k->bl, dev, sa), vs, dev);
 	} else if (path == PATH_MMU) {
 		dev = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]),
 				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
+		val = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+				SpvMemoryAccessAlignedMask, 4);
 	} else if (path == PATH_SENTINEL) {
 		/* push 20-21: a page of SENTINEL words */
 		uint32_t sbase = kb_join(k, push[14], push[15]);
-		uint32_t rel = HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, addr, sbase);
-		uint32_t sa = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64,
-					HM_SPV_OP(m, FN, HM_SpvOpULessThan, k->bl, rel,
+		uint32_t rel = HM_SPV_OP(m, FN, SpvOpISub, k->u64, addr, sbase);
+		uint32_t sa = HM_SPV_OP(m, FN, SpvOpSelect, k->u64,
+					HM_SPV_OP(m, FN, SpvOpULessThan, k->bl, rel,
 						  kb_join(k, push[16], push[17])),
-					HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64,
+					HM_SPV_OP(m, FN, SpvOpIAdd, k->u64,
 						  kb_join(k, push[12], push[13]), rel),
 					kb_join(k, push[20], push[21]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, vs,
+		uint32_t vs = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, sa),
+					SpvMemoryAccessAlignedMask, 4);
+		uint32_t hit = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl, vs,
 					 hm_spirv_const_u32(m, SENTINEL));
 		val = trusted_or_slow(k, t, addr, hit, vs);
 	} else if (path == PATH_SITE || path == PATH_SITE_COMPACT) {
@@ -400,15 +261,15 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 		 * the sentinel page where lim is 0 (every load misses) */
 		uint32_t sdev = kb_join(k, push[12], push[13]), lim = kb_join(k, push[16], push[17]);
 		uint32_t sent = kb_join(k, push[20], push[21]);
-		uint32_t miss = HM_SPV_OP(m, FN, HM_SpvOpIEqual, k->bl, lim, hm_spirv_const_u64(m, 0));
+		uint32_t miss = HM_SPV_OP(m, FN, SpvOpIEqual, k->bl, lim, hm_spirv_const_u64(m, 0));
 		struct hm_spirv_window_ids w;
 
-		w.delta = HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, sdev, kb_join(k, push[14], push[15]));
-		w.first = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, miss, sent, sdev);
-		w.last = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, miss,
-				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sent,
-					     hm_spirv_const_u64(m, BITMAP_BYTES - HM_ACCESS_MAX_BYTES)),
-				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, sdev, lim));
+		w.delta = HM_SPV_OP(m, FN, SpvOpISub, k->u64, sdev, kb_join(k, push[14], push[15]));
+		w.first = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, miss, sent, sdev);
+		w.last = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, miss,
+				   HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, sent,
+					     hm_spirv_const_u64(m, SENTINEL_BYTES - HM_ACCESS_MAX_BYTES)),
+				   HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, sdev, lim));
 		uint32_t words[HM_ACCESS_MAX_BYTES / 4];
 
 		r = hm_spirv_emit_load(m, t, &w, addr, k->width, words);
@@ -416,60 +277,21 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 			return r;
 		val = words[0];
 		for (uint32_t i = 1; i < k->width; i++)
-			val = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u32, val,
-					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32, words[i],
+			val = HM_SPV_OP(m, FN, SpvOpIAdd, k->u32, val,
+					HM_SPV_OP(m, FN, SpvOpShiftRightLogical, k->u32, words[i],
 						  hm_spirv_const_u32(m, 31)));
-	} else if (path == PATH_LOADTHROUGH) {
-		uint32_t fn = loadthrough_fn(k);
-
-		val = HM_SPV_OP(m, FN, HM_SpvOpFunctionCall, k->u32, fn, addr, t->table, t->nr_home,
-				t->chunk_shift, t->marks, kb_join(k, push[12], push[13]),
-				kb_join(k, push[14], push[15]), kb_join(k, push[16], push[17]));
-	} else if (path == PATH_SPEC_BITMAP) {
-		/* push 18-19: the bitmap, bit i = chunk i of the space (from
-		 * sbase) is mirrored at its speculative address */
-		uint32_t sbase = kb_join(k, push[14], push[15]);
-		uint32_t sa = spec_addr(k, FN, addr, kb_join(k, push[12], push[13]), sbase,
-					kb_join(k, push[16], push[17]));
-		uint32_t vs = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, sa),
-					HM_SpvMemoryAccessAligned, 4);
-		uint32_t ci = HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u32,
-					HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u64,
-						  HM_SPV_OP(m, FN, HM_SpvOpISub, k->u64, addr, sbase),
-						  t->chunk_shift));
-		uint32_t wa = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, kb_join(k, push[18], push[19]),
-					HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u64,
-						  HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u32,
-							    HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical,
-								      k->u32, ci,
-								      hm_spirv_const_u32(m, 5)),
-							    hm_spirv_const_u32(m, 2))));
-		uint32_t w = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				       HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, wa),
-				       HM_SpvMemoryAccessAligned, 4);
-		uint32_t hit = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl,
-					 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k->u32,
-						   HM_SPV_OP(m, FN, HM_SpvOpShiftRightLogical, k->u32,
-							     w, HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd,
-									  k->u32, ci,
-									  hm_spirv_const_u32(m, 31))),
-						   hm_spirv_const_u32(m, 1)),
-					 hm_spirv_const_u32(m, 0));
-		/* a clear bit: the helper, and the guarded load at its answer */
-		val = trusted_or_slow(k, t, addr, hit, vs);
 	} else if (path == PATH_SELGUARD) {
 		uint32_t nz, a;
 
 		r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
 		if (r)
 			return r;
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
-		a = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u64, nz, dev, t->table);
-		val = HM_SPV_OP(m, FN, HM_SpvOpSelect, k->u32, nz,
-				HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-					  HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, a),
-					  HM_SpvMemoryAccessAligned, 4),
+		nz = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+		a = HM_SPV_OP(m, FN, SpvOpSelect, k->u64, nz, dev, t->table);
+		val = HM_SPV_OP(m, FN, SpvOpSelect, k->u32, nz,
+				HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+					  HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, a),
+					  SpvMemoryAccessAlignedMask, 4),
 				hm_spirv_const_u32(m, 0));
 	} else if (path == PATH_HELPER || path == PATH_RAW_GUARD) {
 		uint32_t pre, then, nz, v, guard_end;
@@ -481,38 +303,38 @@ static int emit_access(struct kb *k, enum path path, enum op op,
 			r = hm_spirv_emit_lookup(m, t, addr, &dev, &mark);
 		if (r)
 			return r;
-		nz = HM_SPV_OP(m, FN, HM_SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
+		nz = HM_SPV_OP(m, FN, SpvOpINotEqual, k->bl, dev, hm_spirv_const_u64(m, 0));
 		pre = k->label;
 		then = hm_spirv_id(m);
 		guard_end = hm_spirv_id(m);
-		HM_SPV(m, FN, HM_SpvOpSelectionMerge, guard_end, HM_SpvSelectionControlNone);
-		HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, then, guard_end);
+		HM_SPV(m, FN, SpvOpSelectionMerge, guard_end, SpvSelectionControlMaskNone);
+		HM_SPV(m, FN, SpvOpBranchConditional, nz, then, guard_end);
 		kb_label(k, then);
-		v = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-			      HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-			      HM_SpvMemoryAccessAligned, 4);
-		HM_SPV(m, FN, HM_SpvOpBranch, guard_end);
+		v = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+			      HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+			      SpvMemoryAccessAlignedMask, 4);
+		HM_SPV(m, FN, SpvOpBranch, guard_end);
 		kb_label(k, guard_end);
-		val = HM_SPV_OP(m, FN, HM_SpvOpPhi, k->u32, v, then, hm_spirv_const_u32(m, 0), pre);
+		val = HM_SPV_OP(m, FN, SpvOpPhi, k->u32, v, then, hm_spirv_const_u32(m, 0), pre);
 		if (op != OP_LOAD) {
 			uint32_t st = hm_spirv_id(m), st_end = hm_spirv_id(m);
 
-			HM_SPV(m, FN, HM_SpvOpSelectionMerge, st_end, HM_SpvSelectionControlNone);
-			HM_SPV(m, FN, HM_SpvOpBranchConditional, nz, st, st_end);
+			HM_SPV(m, FN, SpvOpSelectionMerge, st_end, SpvSelectionControlMaskNone);
+			HM_SPV(m, FN, SpvOpBranchConditional, nz, st, st_end);
 			kb_label(k, st);
-			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
+			kb_store32(k, HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, dev,
 						 hm_spirv_const_u64(m, 4)), s);
-			HM_SPV(m, FN, HM_SpvOpBranch, st_end);
+			HM_SPV(m, FN, SpvOpBranch, st_end);
 			kb_label(k, st_end);
 			if (op == OP_STORE_MARK && path == PATH_HELPER)
 				kb_store32(k, mark, hm_spirv_const_u32(m, 1));
 		}
 	} else {
-		val = HM_SPV_OP(m, FN, HM_SpvOpLoad, k->u32,
-				HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, k->psb_u32, dev),
-				HM_SpvMemoryAccessAligned, 4);
+		val = HM_SPV_OP(m, FN, SpvOpLoad, k->u32,
+				HM_SPV_OP(m, FN, SpvOpConvertUToPtr, k->psb_u32, dev),
+				SpvMemoryAccessAlignedMask, 4);
 		if (op != OP_LOAD)
-			kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, dev,
+			kb_store32(k, HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, dev,
 						 hm_spirv_const_u64(m, 4)), s);
 	}
 	*ret_val = val;
@@ -530,7 +352,7 @@ static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t var
 			  uint32_t *ret_gidx, uint32_t *ret_base, uint32_t *ret_out)
 {
 	struct hm_spirv_module *m = k->m;
-	int r = path_has_op(path, op) ?
+	int r = lk_path_has_op(path, op) ?
 		hm_spirv_set_lookup_variant(m, variant & ~SITE_WIDTH_MASK) : -EINVAL;
 
 	if (r)
@@ -540,7 +362,7 @@ static int chain_prologue(struct kb *k, enum path path, enum op op, uint32_t var
 	k->u32 = hm_spirv_type_int(m, 32, false);
 	k->u64 = hm_spirv_type_int(m, 64, false);
 	k->bl = hm_spirv_type_bool(m);
-	k->psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k->u32);
+	k->psb_u32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k->u32);
 	*ret_gidx = kb_main(k, push);
 	t->table = kb_join(k, push[0], push[1]);
 	t->nr_home = push[2];
@@ -559,12 +381,12 @@ static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t of
 	struct hm_spirv_module *m = k->m;
 	int r;
 
-	kb_store32(k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k->u64, out,
-				HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k->u64,
-					  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k->u64, gidx),
+	kb_store32(k, HM_SPV_OP(m, FN, SpvOpIAdd, k->u64, out,
+				HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k->u64,
+					  HM_SPV_OP(m, FN, SpvOpUConvert, k->u64, gidx),
 					  hm_spirv_const_u32(m, 2))), off);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, FN, SpvOpReturn);
+	hm_spirv_inst(m, FN, SpvOpFunctionEnd, NULL, 0);
 	r = hm_spirv_module_finish(m, ret_w, ret_n);
 	if (!r && k->path == PATH_SITE) {
 		/* the module as built is the compact tier: the speculative one */
@@ -585,7 +407,7 @@ static int chain_epilogue(struct kb *k, uint32_t out, uint32_t gidx, uint32_t of
  * scatter(l) * 8 and follows the chain for `steps` loads; it writes the
  * last offset to out[l].
  */
-static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
+int lk_build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
@@ -603,9 +425,9 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	steps = push[10];
 	/* off0 = scatter(l) * 8 = ((l * 0x9e3779b1) & mask) * 8: distinct
 	 * for every lane (odd multiplier), spread over the first step */
-	off0 = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32,
-			 HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32,
-				   HM_SPV_OP(m, FN, HM_SpvOpIMul, k.u32, gidx,
+	off0 = HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u32,
+			 HM_SPV_OP(m, FN, SpvOpBitwiseAnd, k.u32,
+				   HM_SPV_OP(m, FN, SpvOpIMul, k.u32, gidx,
 					     hm_spirv_const_u32(m, 0x9e3779b1u)),
 				   push[11]),
 			 hm_spirv_const_u32(m, 3));
@@ -619,28 +441,28 @@ static int build(enum path path, enum op op, uint32_t variant, uint32_t **ret_w,
 	s = hm_spirv_id(m);
 	next = hm_spirv_id(m);
 	s1 = hm_spirv_id(m);
-	HM_SPV(m, FN, HM_SpvOpBranch, header);
+	HM_SPV(m, FN, SpvOpBranch, header);
 	kb_label(&k, header);
-	HM_SPV(m, FN, HM_SpvOpPhi, k.u32, off, off0, entry, next, cont);
-	HM_SPV(m, FN, HM_SpvOpPhi, k.u32, s, hm_spirv_const_u32(m, 0), entry, s1, cont);
-	uint32_t more = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, s, steps);
+	HM_SPV(m, FN, SpvOpPhi, k.u32, off, off0, entry, next, cont);
+	HM_SPV(m, FN, SpvOpPhi, k.u32, s, hm_spirv_const_u32(m, 0), entry, s1, cont);
+	uint32_t more = HM_SPV_OP(m, FN, SpvOpULessThan, k.bl, s, steps);
 
-	HM_SPV(m, FN, HM_SpvOpLoopMerge, merge, cont, HM_SpvLoopControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, more, body, merge);
+	HM_SPV(m, FN, SpvOpLoopMerge, merge, cont, SpvLoopControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, more, body, merge);
 	kb_label(&k, body);
-	uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
-				  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
+	uint32_t addr = HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, base,
+				  HM_SPV_OP(m, FN, SpvOpUConvert, k.u64, off));
 	uint32_t val;
 
 	r = emit_access(&k, path, op, &t, push, addr, s, &val);
 	if (r)
 		goto out_free;
-	HM_SPV(m, FN, HM_SpvOpBranch, cont);
+	HM_SPV(m, FN, SpvOpBranch, cont);
 	kb_label(&k, cont);
 	/* next = val (the loaded word is the next offset) */
-	HM_SPV(m, FN, HM_SpvOpBitwiseOr, k.u32, next, val, hm_spirv_const_u32(m, 0));
-	HM_SPV(m, FN, HM_SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
-	HM_SPV(m, FN, HM_SpvOpBranch, header);
+	HM_SPV(m, FN, SpvOpBitwiseOr, k.u32, next, val, hm_spirv_const_u32(m, 0));
+	HM_SPV(m, FN, SpvOpIAdd, k.u32, s1, s, hm_spirv_const_u32(m, 1));
+	HM_SPV(m, FN, SpvOpBranch, header);
 	kb_label(&k, merge);
 	r = chain_epilogue(&k, out, gidx, off, ret_w, ret_n);
 out_free:
@@ -655,7 +477,7 @@ out_free:
  * the last word stored to out.  Never dispatched; what they cost is the
  * driver's compile (--compile-sites).
  */
-static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint32_t salt,
+int lk_build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint32_t salt,
 		       uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
@@ -670,15 +492,15 @@ static int build_sites(enum path path, uint32_t variant, uint32_t nr_sites, uint
 	r = chain_prologue(&k, path, OP_LOAD, variant, push, &t, &gidx, &base, &out);
 	if (r)
 		goto out_free;
-	off = HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u32, gidx, hm_spirv_const_u32(m, 3));
+	off = HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u32, gidx, hm_spirv_const_u32(m, 3));
 	for (uint32_t i = 0; i < nr_sites && !r; i++) {
-		uint32_t addr = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, base,
-					  HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64, off));
+		uint32_t addr = HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, base,
+					  HM_SPV_OP(m, FN, SpvOpUConvert, k.u64, off));
 		uint32_t val;
 
 		r = emit_access(&k, path, OP_LOAD, &t, push, addr, hm_spirv_const_u32(m, 0), &val);
 		if (!r)
-			off = HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u32, val,
+			off = HM_SPV_OP(m, FN, SpvOpIAdd, k.u32, val,
 					hm_spirv_const_u32(m, salt + i));
 	}
 	if (!r)
@@ -692,7 +514,7 @@ out_free:
  * flush): push[10] slots, push[11] lanes (a multiple of it: copies of the
  * touch spread over more of the device's SMs); lane i loads slot
  * i % push[10] and stores a word of it to out[i % LANES] (keeps the load). */
-static int build_touch(uint32_t **ret_w, size_t *ret_n)
+int lk_build_touch(uint32_t **ret_w, size_t *ret_n)
 {
 	struct kb k = { 0 };
 	struct hm_spirv_module *m;
@@ -706,40 +528,40 @@ static int build_touch(uint32_t **ret_w, size_t *ret_n)
 	k.u32 = hm_spirv_type_int(m, 32, false);
 	k.u64 = hm_spirv_type_int(m, 64, false);
 	k.bl = hm_spirv_type_bool(m);
-	k.psb_u32 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, k.u32);
+	k.psb_u32 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, k.u32);
 	v4 = hm_spirv_type_vector(m, k.u32, 4);
-	psb_v4 = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, v4);
+	psb_v4 = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, v4);
 	gidx = kb_main(&k, push);
 	tab = kb_join(&k, push[0], push[1]);
 	out = kb_join(&k, push[8], push[9]);
-	cond = HM_SPV_OP(m, FN, HM_SpvOpULessThan, k.bl, gidx, push[11]);
+	cond = HM_SPV_OP(m, FN, SpvOpULessThan, k.bl, gidx, push[11]);
 	then = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
-	HM_SPV(m, FN, HM_SpvOpSelectionMerge, merge, HM_SpvSelectionControlNone);
-	HM_SPV(m, FN, HM_SpvOpBranchConditional, cond, then, merge);
+	HM_SPV(m, FN, SpvOpSelectionMerge, merge, SpvSelectionControlMaskNone);
+	HM_SPV(m, FN, SpvOpBranchConditional, cond, then, merge);
 	kb_label(&k, then);
-	slot = HM_SPV_OP(m, FN, HM_SpvOpLoad, v4,
-			 HM_SPV_OP(m, FN, HM_SpvOpConvertUToPtr, psb_v4,
-				   HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, tab,
-					     HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-						       HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
-								 HM_SPV_OP(m, FN, HM_SpvOpUMod, k.u32,
+	slot = HM_SPV_OP(m, FN, SpvOpLoad, v4,
+			 HM_SPV_OP(m, FN, SpvOpConvertUToPtr, psb_v4,
+				   HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, tab,
+					     HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u64,
+						       HM_SPV_OP(m, FN, SpvOpUConvert, k.u64,
+								 HM_SPV_OP(m, FN, SpvOpUMod, k.u32,
 									   gidx, push[10])),
 						       hm_spirv_const_u32(m, 4)))),
-			 HM_SpvMemoryAccessAligned, 16);
-	x = HM_SPV_OP(m, FN, HM_SpvOpBitwiseXor, k.u32,
-		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, slot, 0),
-		      HM_SPV_OP(m, FN, HM_SpvOpCompositeExtract, k.u32, slot, 2));
-	kb_store32(&k, HM_SPV_OP(m, FN, HM_SpvOpIAdd, k.u64, out,
-				 HM_SPV_OP(m, FN, HM_SpvOpShiftLeftLogical, k.u64,
-					   HM_SPV_OP(m, FN, HM_SpvOpUConvert, k.u64,
-						     HM_SPV_OP(m, FN, HM_SpvOpBitwiseAnd, k.u32, gidx,
+			 SpvMemoryAccessAlignedMask, 16);
+	x = HM_SPV_OP(m, FN, SpvOpBitwiseXor, k.u32,
+		      HM_SPV_OP(m, FN, SpvOpCompositeExtract, k.u32, slot, 0),
+		      HM_SPV_OP(m, FN, SpvOpCompositeExtract, k.u32, slot, 2));
+	kb_store32(&k, HM_SPV_OP(m, FN, SpvOpIAdd, k.u64, out,
+				 HM_SPV_OP(m, FN, SpvOpShiftLeftLogical, k.u64,
+					   HM_SPV_OP(m, FN, SpvOpUConvert, k.u64,
+						     HM_SPV_OP(m, FN, SpvOpBitwiseAnd, k.u32, gidx,
 							       hm_spirv_const_u32(m, LANES - 1))),
 					   hm_spirv_const_u32(m, 2))), x);
-	HM_SPV(m, FN, HM_SpvOpBranch, merge);
+	HM_SPV(m, FN, SpvOpBranch, merge);
 	kb_label(&k, merge);
-	HM_SPV(m, FN, HM_SpvOpReturn);
-	hm_spirv_inst(m, FN, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, FN, SpvOpReturn);
+	hm_spirv_inst(m, FN, SpvOpFunctionEnd, NULL, 0);
 	r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);
 	return r;
@@ -866,12 +688,12 @@ static int sparse_bind(struct bench *b, VkBuffer buf, VkDeviceMemory mem, uint32
 		mb[i].memoryOffset = mem ? phys << CHUNK_SHIFT : 0;
 	}
 	r = hm_vk_errno(vkCreateFence(b->vk->dev, &fci, NULL, &fence));
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	if (!r)
 		r = hm_vk_errno(vkQueueBindSparse(b->vk->queue, 1, &si, fence));
 	if (!r)
 		r = hm_vk_errno(vkWaitForFences(b->vk->dev, 1, &fence, VK_TRUE, 10000000000ull));
-	*ret_us = (now_ns() - t0) / 1e3;
+	*ret_us = (bench_now_ns() - t0) / 1e3;
 	if (fence)
 		vkDestroyFence(b->vk->dev, fence, NULL);
 	free(mb);
@@ -969,8 +791,8 @@ static int setup_sparse(struct bench *b)
 	       "\"bind_1_us\":%.1f,\"bind_16_us\":%.1f,\"bind_256_us\":%.1f,"
 	       "\"unbind_1_us\":%.1f,\"unbind_16_us\":%.1f,\"unbind_256_us\":%.1f}\n",
 	       b->vk->props.deviceName, (unsigned long long)b->sparse_block, nr, all_us,
-	       median(one_us[0], 9), median(one_us[1], 9), median(one_us[2], 9),
-	       median(un_us[0], 9), median(un_us[1], 9), median(un_us[2], 9));
+	       bench_median(one_us[0], 9), bench_median(one_us[1], 9), bench_median(one_us[2], 9),
+	       bench_median(un_us[0], 9), bench_median(un_us[1], 9), bench_median(un_us[2], 9));
 	fflush(stdout);
 	return 0;
 }
@@ -1006,7 +828,7 @@ static int sparse_host(struct bench *b)
 	return 0;
 }
 
-static int setup(struct bench *b)
+int lk_setup(struct bench *b)
 {
 	uint32_t *img;
 	int r;
@@ -1068,13 +890,13 @@ static int setup(struct bench *b)
 				     &b->flat);
 	if (!r)
 		r = device_table_new(b, 16, &b->flat_hot);
-	for (int i = 0; i < 2 && !r; i++) {
-		uint32_t w[BITMAP_BYTES / 4];
+	if (!r) {
+		uint32_t w[SENTINEL_BYTES / 4];
 
-		memset(w, i ? 0 : 0xff, sizeof(w));
-		r = device_table_new(b, BITMAP_BYTES, &b->bits[i]);
+		memset(w, 0xff, sizeof(w));
+		r = device_table_new(b, SENTINEL_BYTES, &b->sentinel);
 		if (!r)
-			r = table_write(b, &b->bits[i], w, BITMAP_BYTES);
+			r = table_write(b, &b->sentinel, w, SENTINEL_BYTES);
 	}
 	if (r)
 		goto out;
@@ -1108,7 +930,7 @@ static int setup(struct bench *b)
 		uint32_t *w;
 		size_t n;
 
-		r = build_touch(&w, &n);
+		r = lk_build_touch(&w, &n);
 		if (!r) {
 			r = hm_vk_pipeline_new(b->vk, w, n, "main", 4 * PUSH_WORDS, &b->touch);
 			free(w);
@@ -1120,7 +942,7 @@ out:
 }
 
 /* Table image for the data placement `which`, into both table buffers. */
-static int point_tables(struct bench *b, int which)
+int lk_point_tables(struct bench *b, int which)
 {
 	void *img = aligned_alloc(64, (b->table_bytes + 63) / 64 * 64);
 	int r;
@@ -1172,7 +994,7 @@ static int point_tables(struct bench *b, int which)
 	return r;
 }
 
-static void teardown(struct bench *b)
+void lk_teardown(struct bench *b)
 {
 	if (!b->vk)
 		return;
@@ -1189,8 +1011,7 @@ static void teardown(struct bench *b)
 	hm_vk_buffer_free(b->vk, &b->hot);
 	hm_vk_buffer_free(b->vk, &b->flat);
 	hm_vk_buffer_free(b->vk, &b->flat_hot);
-	for (int i = 0; i < 2; i++)
-		hm_vk_buffer_free(b->vk, &b->bits[i]);
+	hm_vk_buffer_free(b->vk, &b->sentinel);
 	hm_vk_buffer_free(b->vk, &b->marks);
 	hm_vk_buffer_free(b->vk, &b->out);
 	hm_vk_buffer_free(b->vk, &b->flush);
@@ -1203,14 +1024,6 @@ static void teardown(struct bench *b)
 	if (b->marks_mem)
 		munmap(b->marks_mem, b->marks_bytes);
 	hm_vk_free(b->vk);
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 /* One timed dispatch: ns.  flush: first evict the device's caches (fill a
@@ -1255,9 +1068,9 @@ static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t
 	hm_vk_cmd_dispatch(cb, p, push, 4 * PUSH_WORDS, b->nr_lanes / LANES, 1, 1);
 	if (b->qp)
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, b->qp, 1);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	r = hm_vk_submit_wait(b->vk, cb, 0);
-	*ret_ns = now_ns() - t0;
+	*ret_ns = bench_now_ns() - t0;
 	if (r || !b->qp)
 		return r;
 	r = hm_vk_errno(vkGetQueryPoolResults(b->vk->dev, b->qp, 0, 2, sizeof(ts), ts, 8,
@@ -1269,19 +1082,6 @@ static int timed(struct bench *b, const struct hm_vk_pipeline *p, const uint32_t
 		*ret_ns = (double)((ts[1] - ts[0]) & mask) * b->vk->timestamp_period_ns;
 	}
 	return r;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* ns per step (whole dispatch) of one configuration: median over rounds of
@@ -1320,13 +1120,9 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 	push[15] = (uint32_t)(sbase >> 32);
 	push[16] = (uint32_t)lim;
 	push[17] = (uint32_t)(lim >> 32);
-	/* PATH_SPEC_BITMAP: every chunk mirrored at its guess, or (skewed,
-	 * every guess wrong) none */
-	push[18] = (uint32_t)b->bits[!!b->spec_skew].addr;
-	push[19] = (uint32_t)(b->bits[!!b->spec_skew].addr >> 32);
-	/* PATH_SENTINEL: all-ones words are SENTINEL words */
-	push[20] = (uint32_t)b->bits[0].addr;
-	push[21] = (uint32_t)(b->bits[0].addr >> 32);
+	/* push 18-19 unused; PATH_SENTINEL, PATH_SITE: a page of SENTINEL words */
+	push[20] = (uint32_t)b->sentinel.addr;
+	push[21] = (uint32_t)(b->sentinel.addr >> 32);
 	push[0] = (uint32_t)tab;
 	push[1] = (uint32_t)(tab >> 32);
 	push[2] = nr_home;
@@ -1362,14 +1158,14 @@ static int measure_at(struct bench *b, const struct hm_vk_pipeline *p, enum path
 			return r;
 		d[i] = (t36 - t4) / (LONG_STEPS - SHORT_STEPS);
 	}
-	*ret_step_ns = median(d, rounds);
+	*ret_step_ns = bench_median(d, rounds);
 	return 0;
 }
 
 /* table 0: device, 1: host import (64 KiB chunks); 2: the one-chunk table.
  * PATH_FLAT reads the flat arrays instead (0: 64 KiB chunks, 2: one chunk),
- * which point_tables() fills for the same data placement. */
-static int measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
+ * which lk_point_tables() fills for the same data placement. */
+int lk_measure(struct bench *b, const struct hm_vk_pipeline *p, enum path path,
 		   int data, int table, bool cache, double *ret_step_ns)
 {
 	if (path == PATH_FLAT) {
@@ -1410,13 +1206,13 @@ static void usage(void)
 
 	       "  HMIRROR_DEVICE picks the Vulkan device (index or name substring).\n"
 	       "variants:\n");
-	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
+	for (unsigned i = 0; i < hm__lookup_nr_forms; i++)
 		printf("  %-12s %s\n", hm_lookup_variants[i].name, hm_lookup_variants[i].what);
 }
 
 static const char *variant_name(uint32_t flags)
 {
-	for (unsigned i = 0; i < hm_lookup_nr_variants; i++)
+	for (unsigned i = 0; i < hm__lookup_nr_forms; i++)
 		if (hm_lookup_variants[i].flags == flags)
 			return hm_lookup_variants[i].name;
 	return "custom";
@@ -1429,7 +1225,7 @@ static int parse_variants(const char *arg, uint32_t *ret)
 
 	*ret = 0;
 	if (!strcmp(arg, "all")) {
-		*ret = (1u << hm_lookup_nr_variants) - 1;
+		*ret = (1u << hm__lookup_nr_forms) - 1;
 		return 0;
 	}
 	if (!strcmp(arg, "none"))
@@ -1438,7 +1234,7 @@ static int parse_variants(const char *arg, uint32_t *ret)
 		return -EINVAL;
 	strcpy(buf, arg);
 	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		const struct hm_lookup_variant *v = hm_lookup_variant_by_name(tok);
+		const struct hm_lookup_variant *v = hm__lookup_form_by_name(tok);
 
 		if (!v)
 			return -EINVAL;
@@ -1447,12 +1243,12 @@ static int parse_variants(const char *arg, uint32_t *ret)
 	return 0;
 }
 
-static int make_pipe(struct bench *b, enum path path, enum op op, uint32_t variant,
+int lk_make_pipe(struct bench *b, enum path path, enum op op, uint32_t variant,
 		     struct hm_vk_pipeline *ret)
 {
 	uint32_t *w;
 	size_t n;
-	int r = build(path, op, variant, &w, &n);
+	int r = lk_build(path, op, variant, &w, &n);
 
 	if (!r) {
 		r = hm_vk_pipeline_new(b->vk, w, n, "main", 4 * PUSH_WORDS, ret);
@@ -1465,45 +1261,22 @@ static int make_pipe(struct bench *b, enum path path, enum op op, uint32_t varia
  * the flush, touch the table from at least 1024 groups (copies of the
  * touch), so that every SM has read it, as a previous dispatch would have;
  * otherwise b->touch_copies (default 1: each slot read once). */
-struct vconf {
-	bool cache;
-	int table;              /* 0: a new 64 KiB chunk every step, 2: one chunk */
-	enum op op;
-	bool wide;
-	const char *name;       /* in the summary */
-};
-static const struct vconf vconfs[] = {
+const struct vconf lk_vconfs[] = {
 	{ true, 0, OP_LOAD, false, "cache_step" }, { true, 2, OP_LOAD, false, "cache_one" },
 	{ false, 0, OP_LOAD, false, "past_step" }, { false, 2, OP_LOAD, false, "past_one" },
 	{ true, 0, OP_STORE_MARK, false, "cache_step_store" },
 	{ false, 0, OP_LOAD, true, "past_step_wide" },
 };
-#define NR_VCONFS (sizeof(vconfs) / sizeof(vconfs[0]))
+_Static_assert(sizeof(lk_vconfs) / sizeof(lk_vconfs[0]) == NR_VCONFS, "NR_VCONFS");
 
 /* One form of the variants section: an emission variant of the helper
  * through the plain call site (PATH_HELPER), or one of the other paths. */
-struct vform {
-	const char *name;
-	enum path path;
-	uint32_t flags;
-	bool reference;         /* breaks D969, or is no D969 table at all */
-	bool variant;           /* one of hm_lookup_variants[] */
-	uint32_t spec_skew;     /* PATH_SPEC: guess this many bytes off (a miss) */
-};
-static const struct vform extra_forms[] = {
+const struct vform lk_extra_forms[] = {
 	{ "ref-flat", PATH_FLAT, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-spec", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-spec-inline", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
 	  true, false },
 	{ "ref-spec-miss", PATH_SPEC, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
-	{ "ref-loadthrough", PATH_LOADTHROUGH, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
-	  true, false },
-	{ "ref-loadthrough-miss", PATH_LOADTHROUGH,
-	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false, 8 },
-	{ "ref-spec-bitmap", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false },
-	{ "ref-spec-bitmap-miss", PATH_SPEC_BITMAP, HM_LOOKUP_DEFAULT_VARIANT, true, false, 8 },
-	{ "ref-spec-bitmap-inline", PATH_SPEC_BITMAP,
-	  HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE, true, false },
 	{ "ref-sentinel", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT, true, false },
 	{ "ref-sentinel-inline", PATH_SENTINEL, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE,
 	  true, false },
@@ -1519,17 +1292,17 @@ static const struct vform extra_forms[] = {
 	{ "site-compact-w16", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT | SITE_WIDTH(16),
 	  false, false },
 };
-#define NR_EXTRA_FORMS (sizeof(extra_forms) / sizeof(extra_forms[0]))
+_Static_assert(sizeof(lk_extra_forms) / sizeof(lk_extra_forms[0]) == NR_EXTRA_FORMS, "NR_EXTRA_FORMS");
 #define MAX_FORMS 32
 
-static int measure_vconf(struct bench *b, const struct vconf *vc, const struct hm_vk_pipeline *p,
+int lk_measure_vconf(struct bench *b, const struct vconf *vc, const struct hm_vk_pipeline *p,
 			 enum path path, uint32_t skew, double *ret)
 {
 	int r;
 
 	b->touch_wide = vc->wide;
 	b->spec_skew = skew;
-	r = measure(b, p, path, 0, vc->table, vc->cache, ret);
+	r = lk_measure(b, p, path, 0, vc->table, vc->cache, ret);
 	b->touch_wide = false;
 	b->spec_skew = 0;
 	return r;
@@ -1545,22 +1318,22 @@ static void print_vrow(struct bench *b, const struct vform *f, const struct vcon
 		       "\"chunks\":\"%s\",\"touch\":\"%s\",\"op\":\"%s\",\"groups\":%u,\"lanes\":%u,"
 		       "\"rounds\":%u,\"raw_ns_per_step\":%.1f,\"raw_guard_ns_per_step\":%.1f,"
 		       "\"helper_ns_per_step\":%.1f,\"ratio\":%.3f,\"ratio_vs_guard\":%.3f}\n",
-		       b->vk->props.deviceName, f->name, path_name[f->path],
+		       b->vk->props.deviceName, f->name, lk_path_name[f->path],
 		       f->reference ? "true" : "false", f->flags, vc->cache ? "cache" : "past",
-		       vc->table ? "one" : "step", vc->wide ? "wide" : "once", op_name[vc->op],
+		       vc->table ? "one" : "step", vc->wide ? "wide" : "once", lk_op_name[vc->op],
 		       b->nr_lanes / LANES, LANES, b->rounds, raw0, rawg, help, ratio,
 		       rawg > 0 ? help / rawg : 0.0);
 	else
 		printf("%-15s %-5s %-6s %-4s %-10s %10.1f %10.1f %10.1f %7.3f %9.3f%s\n",
 		       f->name, vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-		       vc->wide ? "wide" : "once", op_name[vc->op], raw0, rawg, help, ratio,
+		       vc->wide ? "wide" : "once", lk_op_name[vc->op], raw0, rawg, help, ratio,
 		       rawg > 0 ? help / rawg : 0.0, f->reference ? "  (reference)" : "");
 	fflush(stdout);
 }
 
 /* Every selected variant side by side, same run: per configuration the raw
  * chain (before and after the variants), the raw chain with the guard,
- * then each variant and the other forms (extra_forms[], load only).
+ * then each variant and the other forms (lk_extra_forms[], load only).
  * ret_best: the D969-conforming variant with the lowest helper/raw in the
  * cache, new chunk every step, load. */
 static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
@@ -1576,30 +1349,31 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 	memset(guard, 0, sizeof(guard));
 	memset(ratio, 0, sizeof(ratio));
 	*ret_best = -1;
-	for (unsigned v = 0; v < hm_lookup_nr_variants && nf < MAX_FORMS; v++)
+	for (unsigned v = 0; v < hm__lookup_nr_forms && nf < MAX_FORMS; v++)
 		if (sel & (1u << v))
 			forms[nf++] = (struct vform){ hm_lookup_variants[v].name, PATH_HELPER,
 						      hm_lookup_variants[v].flags,
-						      hm_lookup_variants[v].reference, true };
+						      hm__lookup_is_reference(hm_lookup_variants[v].flags),
+						      true };
 	for (unsigned x = 0; x < NR_EXTRA_FORMS && nf < MAX_FORMS; x++)
-		forms[nf++] = extra_forms[x];
+		forms[nf++] = lk_extra_forms[x];
 	vp = calloc(nf, sizeof(*vp));
 	if (!vp)
 		return -ENOMEM;
 	for (int op = 0; op < 2 && !r; op++) {
-		r = make_pipe(b, PATH_RAW, op, 0, &raw[op]);
+		r = lk_make_pipe(b, PATH_RAW, op, 0, &raw[op]);
 		if (!r)
-			r = make_pipe(b, PATH_RAW_GUARD, op, 0, &guard[op]);
+			r = lk_make_pipe(b, PATH_RAW_GUARD, op, 0, &guard[op]);
 	}
 	for (unsigned f = 0; f < nf && !r; f++)
 		for (int op = 0; op < 2 && !r; op++)
-			if (path_has_op(forms[f].path, op))
-				r = make_pipe(b, forms[f].path, op, forms[f].flags, &vp[f][op]);
+			if (lk_path_has_op(forms[f].path, op))
+				r = lk_make_pipe(b, forms[f].path, op, forms[f].flags, &vp[f][op]);
 	if (r) {
 		fprintf(stderr, "lookup: variant pipelines: %s\n", strerror(-r));
 		goto out;
 	}
-	r = point_tables(b, 0);
+	r = lk_point_tables(b, 0);
 	if (!b->json && !r)
 		printf("helper variants side by side (device data, device table; chunks: step = a "
 		       "new 64 KiB chunk every step, one = one chunk under the whole chain; touch: "
@@ -1608,18 +1382,18 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		       "%-15s %-5s %-6s %-4s %-10s %10s %10s %10s %7s %9s\n", "variant", "fp",
 		       "chunks", "tch", "op", "raw", "raw+guard", "helper", "ratio", "vs guard");
 	for (unsigned c = 0; c < NR_VCONFS && !r; c++) {
-		const struct vconf *vc = &vconfs[c];
+		const struct vconf *vc = &lk_vconfs[c];
 		double raw0, raw1, rawg, help, rawm;
 
-		r = measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw0);
+		r = lk_measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw0);
 		if (!r)
-			r = measure_vconf(b, vc, &guard[vc->op], PATH_RAW_GUARD, 0, &rawg);
+			r = lk_measure_vconf(b, vc, &guard[vc->op], PATH_RAW_GUARD, 0, &rawg);
 		for (unsigned f = 0; f < nf && !r; f++) {
 			const struct vform *fm = &forms[f];
 
-			if (!path_has_op(fm->path, vc->op))
+			if (!lk_path_has_op(fm->path, vc->op))
 				continue;
-			r = measure_vconf(b, vc, &vp[f][vc->op], fm->path, fm->spec_skew, &help);
+			r = lk_measure_vconf(b, vc, &vp[f][vc->op], fm->path, fm->spec_skew, &help);
 			if (r == -EIO) {
 				/* a form whose chains end elsewhere answered wrongly on
 				 * this driver: reported, left out of the choice, and the
@@ -1630,7 +1404,7 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 					       "\"variant\":\"%s\",\"footprint\":\"%s\",\"chunks\":\"%s\","
 					       "\"op\":\"%s\",\"error\":\"wrong answers (chains end elsewhere)\"}\n",
 					       b->vk->props.deviceName, fm->name, vc->cache ? "cache" : "past",
-					       vc->table ? "one" : "step", op_name[vc->op]);
+					       vc->table ? "one" : "step", lk_op_name[vc->op]);
 				else
 					printf("%-15s WRONG ANSWERS: chains end elsewhere\n", fm->name);
 				r = 0;
@@ -1643,7 +1417,7 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		}
 		/* the raw chain again: how much the baseline drifted over the rows */
 		if (!r)
-			r = measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw1);
+			r = lk_measure_vconf(b, vc, &raw[vc->op], PATH_RAW, 0, &raw1);
 		if (!r) {
 			rawm = (raw0 + raw1) / 2;
 			if (b->json)
@@ -1653,12 +1427,12 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 				       "\"raw_guard_ns_per_step\":%.1f,\"drift\":%.3f}\n",
 				       b->vk->props.deviceName, vc->cache ? "cache" : "past",
 				       vc->table ? "one" : "step", vc->wide ? "wide" : "once",
-				       op_name[vc->op], raw0, raw1, rawg,
+				       lk_op_name[vc->op], raw0, raw1, rawg,
 				       rawm > 0 ? (raw1 - raw0) / rawm : 0.0);
 			else
 				printf("%-15s %-5s %-6s %-4s %-10s %10.1f (raw after the variants)\n",
 				       "raw", vc->cache ? "cache" : "past", vc->table ? "one" : "step",
-				       vc->wide ? "wide" : "once", op_name[vc->op], raw1);
+				       vc->wide ? "wide" : "once", lk_op_name[vc->op], raw1);
 		}
 	}
 	for (unsigned f = 0; f < nf && !r; f++) {
@@ -1667,23 +1441,23 @@ static int run_variants(struct bench *b, uint32_t sel, int *ret_best)
 		if (fm->variant && !fm->reference && !(failed & (1u << f)) && ratio[f][0] > 0 &&
 		    ratio[f][0] < best) {
 			best = ratio[f][0];
-			*ret_best = (int)(hm_lookup_variant_by_name(fm->name) - hm_lookup_variants);
+			*ret_best = (int)(hm__lookup_form_by_name(fm->name) - hm_lookup_variants);
 		}
 		if (b->json) {
 			printf("{\"bench\":\"lookup\",\"section\":\"variants_summary\",\"device\":\"%s\","
 			       "\"variant\":\"%s\",\"path\":\"%s\",\"reference\":%s",
-			       b->vk->props.deviceName, fm->name, path_name[fm->path],
+			       b->vk->props.deviceName, fm->name, lk_path_name[fm->path],
 			       fm->reference ? "true" : "false");
 			for (unsigned c = 0; c < NR_VCONFS; c++)
-				if (path_has_op(fm->path, vconfs[c].op))
-					printf(",\"ratio_%s\":%.3f", vconfs[c].name, ratio[f][c]);
+				if (lk_path_has_op(fm->path, lk_vconfs[c].op))
+					printf(",\"ratio_%s\":%.3f", lk_vconfs[c].name, ratio[f][c]);
 			printf(",\"wrong_answers\":%s}\n", failed & (1u << f) ? "true" : "false");
 		}
 	}
 	if (!b->json && !r) {
 		printf("\n%-15s", "variant");
 		for (unsigned c = 0; c < NR_VCONFS; c++)
-			printf(" %16s", vconfs[c].name);
+			printf(" %16s", lk_vconfs[c].name);
 		printf("   (helper / raw)\n");
 		for (unsigned f = 0; f < nf; f++) {
 			printf("%-15s", forms[f].name);
@@ -1705,7 +1479,7 @@ out:
 }
 
 /* The forms whose compile time --compile-sites measures. */
-static const struct vform compile_forms[] = {
+const struct vform lk_compile_forms[] = {
 	{ "raw", PATH_RAW, 0 },
 	{ "helper", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT },
 	{ "ref-inline", PATH_HELPER, HM_LOOKUP_DEFAULT_VARIANT | HM_LOOKUP_V_REF_INLINE },
@@ -1715,15 +1489,15 @@ static const struct vform compile_forms[] = {
 	{ "site-compact", PATH_SITE_COMPACT, HM_LOOKUP_DEFAULT_VARIANT },
 	{ "site", PATH_SITE, HM_LOOKUP_DEFAULT_VARIANT },
 };
-#define NR_COMPILE_FORMS (sizeof(compile_forms) / sizeof(compile_forms[0]))
+_Static_assert(sizeof(lk_compile_forms) / sizeof(lk_compile_forms[0]) == NR_COMPILE_FORMS, "NR_COMPILE_FORMS");
 
 /* --compile-sites N,N,...: for each N (in the order given) and each form,
  * the words of a module of N accesses and the wall time of its pipeline's
  * compile (vkCreateComputePipelines), one line each as it is measured. */
-static int run_compile(struct bench *b, const char *list)
+int lk_run_compile(struct bench *b, const char *list)
 {
 	char buf[256], *tok, *save;
-	uint32_t salt = (uint32_t)now_ns();
+	uint32_t salt = (uint32_t)bench_now_ns();
 	int r = 0;
 
 	if (strlen(list) >= sizeof(buf))
@@ -1737,19 +1511,19 @@ static int run_compile(struct bench *b, const char *list)
 		if (n < 1 || n > 100000)
 			return -EINVAL;
 		for (unsigned f = 0; f < NR_COMPILE_FORMS && !r; f++) {
-			const struct vform *cf = &compile_forms[f];
+			const struct vform *cf = &lk_compile_forms[f];
 			struct hm_vk_pipeline p;
 			uint32_t *w;
 			size_t nw;
 			double t0, ms;
 
 			salt += 0x10000;
-			r = build_sites(cf->path, cf->flags, (uint32_t)n, salt, &w, &nw);
+			r = lk_build_sites(cf->path, cf->flags, (uint32_t)n, salt, &w, &nw);
 			if (r)
 				break;
-			t0 = now_ns();
+			t0 = bench_now_ns();
 			r = hm_vk_pipeline_new(b->vk, w, nw, "main", 4 * PUSH_WORDS, &p);
-			ms = (now_ns() - t0) / 1e6;
+			ms = (bench_now_ns() - t0) / 1e6;
 			free(w);
 			if (r)
 				break;
@@ -1787,7 +1561,7 @@ int bench_lookup(int argc, char **argv)
 	struct hm_vk_pipeline pipes[2][NR_OPS];
 	bool quick = false;
 	double target[2] = { 0, 0 };    /* helper/raw, device data+table, load: cache, past */
-	uint32_t vsel = (1u << hm_lookup_nr_variants) - 1;
+	uint32_t vsel = (1u << hm__lookup_nr_forms) - 1;
 	const char *compile_sites = NULL;
 	int c, r, best = -1;
 
@@ -1809,7 +1583,7 @@ int bench_lookup(int argc, char **argv)
 			}
 			break;
 		case 'v': {
-			const struct hm_lookup_variant *v = hm_lookup_variant_by_name(optarg);
+			const struct hm_lookup_variant *v = hm__lookup_form_by_name(optarg);
 
 			if (!v) {
 				fprintf(stderr, "lookup: no variant %s (see --help)\n", optarg);
@@ -1835,12 +1609,12 @@ int bench_lookup(int argc, char **argv)
 	}
 	if (compile_sites) {
 		/* the compile times alone: no buffers, no chains */
-		r = run_compile(&b, compile_sites);
+		r = lk_run_compile(&b, compile_sites);
 		if (r)
 			fprintf(stderr, "lookup: --compile-sites: %s\n", strerror(-r));
 		goto out;
 	}
-	r = setup(&b);
+	r = lk_setup(&b);
 	if (r) {
 		fprintf(stderr, "lookup: setup: %s\n", strerror(-r));
 		goto out;
@@ -1849,7 +1623,7 @@ int bench_lookup(int argc, char **argv)
 		for (int op = 0; op < NR_OPS && !r; op++) {
 			if (path == PATH_RAW && op == OP_STORE_NOMARK)
 				continue;
-			r = make_pipe(&b, path, op, b.variant, &pipes[path][op]);
+			r = lk_make_pipe(&b, path, op, b.variant, &pipes[path][op]);
 		}
 	}
 	if (r) {
@@ -1885,7 +1659,7 @@ int bench_lookup(int argc, char **argv)
 		       variant_name(b.variant), "data", "fp", "table", "op", "raw ns/step",
 		       "helper ns/st", "ratio", "ns/lane-acc");
 	for (int data = 0; data < 2 && !r; data++) {
-		r = point_tables(&b, data);
+		r = lk_point_tables(&b, data);
 		for (int fp = 0; fp < 2 && !r; fp++) {
 			bool cache = fp == 0;
 
@@ -1895,11 +1669,11 @@ int bench_lookup(int argc, char **argv)
 				double raw, help;
 				int rop = op == OP_STORE_NOMARK ? OP_STORE_MARK : op;
 
-				r = measure(&b, &pipes[PATH_RAW][rop], PATH_RAW, data, 0, cache, &raw);
+				r = lk_measure(&b, &pipes[PATH_RAW][rop], PATH_RAW, data, 0, cache, &raw);
 				for (int table = 0; table < 2 && !r; table++) {
 					if (quick && table == 1)
 						continue;
-					r = measure(&b, &pipes[PATH_HELPER][op], PATH_HELPER, data, table,
+					r = lk_measure(&b, &pipes[PATH_HELPER][op], PATH_HELPER, data, table,
 						    cache, &help);
 					if (r)
 						break;
@@ -1915,13 +1689,13 @@ int bench_lookup(int argc, char **argv)
 						       b.vk->props.deviceName, variant_name(b.variant),
 						       data ? "host" : "device",
 						       cache ? "cache" : "past", table ? "host" : "device",
-						       op_name[op], op == OP_STORE_MARK ? "true" : "false",
+						       lk_op_name[op], op == OP_STORE_MARK ? "true" : "false",
 						       b.nr_lanes / LANES, LANES, b.rounds, raw, help,
 						       raw > 0 ? help / raw : 0.0, help / b.nr_lanes);
 					else
 						printf("%-6s %-5s %-6s %-20s %12.1f %12.1f %7.3f %10.4f\n",
 						       data ? "host" : "device", cache ? "cache" : "past",
-						       table ? "host" : "device", op_name[op], raw, help,
+						       table ? "host" : "device", lk_op_name[op], raw, help,
 						       raw > 0 ? help / raw : 0.0, help / b.nr_lanes);
 					fflush(stdout);
 				}
@@ -1954,16 +1728,16 @@ int bench_lookup(int argc, char **argv)
 			continue;
 		struct hm_vk_pipeline mmu;
 
-		r = make_pipe(&b, PATH_MMU, OP_LOAD, 0, &mmu);
+		r = lk_make_pipe(&b, PATH_MMU, OP_LOAD, 0, &mmu);
 		for (int fp = 0; fp < 2 && !r; fp++) {
 			double plain, sp, g;
 
-			r = measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, data, 0, fp == 0, &plain);
+			r = lk_measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, data, 0, fp == 0, &plain);
 			if (!r)
-				r = measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, 2 + data, 0, fp == 0,
+				r = lk_measure(&b, &pipes[PATH_RAW][OP_LOAD], PATH_RAW, 2 + data, 0, fp == 0,
 					    &sp);
 			if (!r)
-				r = measure(&b, &mmu, PATH_MMU, 2 + data, 0, fp == 0, &g);
+				r = lk_measure(&b, &mmu, PATH_MMU, 2 + data, 0, fp == 0, &g);
 			if (!r)
 				printf("{\"bench\":\"lookup\",\"section\":\"mmu\",\"device\":\"%s\","
 				       "\"data\":\"%s\",\"footprint\":\"%s\",\"raw_ns_per_step\":%.1f,"
@@ -1985,6 +1759,6 @@ out:
 	for (int path = 0; path < 2; path++)
 		for (int op = 0; op < NR_OPS; op++)
 			hm_vk_pipeline_free(b.vk, &pipes[path][op]);
-	teardown(&b);
+	lk_teardown(&b);
 	return r;
 }

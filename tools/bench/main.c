@@ -1,30 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * hmirror-bench: one program, one subcommand per benchmark.
- *
- * Each subcommand lives in its own file (tools/bench/<name>.c) and is linked
- * in by its owner's fragment (HMIRROR_BENCH_OBJS); the entry points are weak
- * here, so a subcommand whose file is not linked is simply absent.
+ * hmirror-bench: one program, one subcommand per benchmark, each in its own
+ * file (tools/bench/<name>.c).
  */
 #include <stdio.h>
 #include <string.h>
 
-int bench_guards(int argc, char **argv) __attribute__((weak));
-int bench_lookup(int argc, char **argv) __attribute__((weak));
-int bench_mirror(int argc, char **argv) __attribute__((weak));
-int bench_dispatch(int argc, char **argv) __attribute__((weak));
-int bench_workload(int argc, char **argv) __attribute__((weak));
-int bench_stream(int argc, char **argv) __attribute__((weak));
-int bench_consumers(int argc, char **argv) __attribute__((weak));
-int bench_gmap(int argc, char **argv) __attribute__((weak));
+#include "common.h"
 
-struct bench_cmd {
+static const struct {
 	const char *name;
 	int (*fn)(int argc, char **argv);
 	const char *what;
-};
-
-static const struct bench_cmd cmds[] = {
+} cmds[] = {
 	{ "guards", bench_guards, "guard trip and harvest cost, per watch backend" },
 	{ "lookup", bench_lookup, "device-table lookup helper against a baseline" },
 	{ "mirror", bench_mirror, "device accesses through mirrors vs. home pages" },
@@ -39,48 +27,30 @@ static const struct bench_cmd cmds[] = {
 
 static void usage(FILE *f)
 {
-	unsigned int i, n = 0;
-
 	fprintf(f, "usage: hmirror-bench SUBCOMMAND [--json] [options]\n"
 		   "       hmirror-bench SUBCOMMAND --help\n"
 		   "Each subcommand compares hmirror against its baseline in the same run\n"
 		   "(several rounds, medians, ratios); --json prints one object per line.\n\n"
-		   "subcommands linked in:\n");
-	for (i = 0; i < NR_CMDS; i++) {
-		if (!cmds[i].fn)
-			continue;
+		   "subcommands:\n");
+	for (size_t i = 0; i < NR_CMDS; i++)
 		fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].what);
-		n++;
-	}
-	if (!n)
-		fprintf(f, "  (none)\n");
 }
 
 int main(int argc, char **argv)
 {
-	unsigned int i;
-
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
 	    !strcmp(argv[1], "help")) {
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? 2 : 0;
 	}
 	if (!strcmp(argv[1], "--list")) {
-		for (i = 0; i < NR_CMDS; i++)
-			if (cmds[i].fn)
-				printf("%s\n", cmds[i].name);
+		for (size_t i = 0; i < NR_CMDS; i++)
+			printf("%s\n", cmds[i].name);
 		return 0;
 	}
-	for (i = 0; i < NR_CMDS; i++) {
-		if (strcmp(argv[1], cmds[i].name))
-			continue;
-		if (!cmds[i].fn) {
-			fprintf(stderr, "hmirror-bench: '%s' is not linked into this build\n",
-				argv[1]);
-			return 2;
-		}
-		return cmds[i].fn(argc - 1, argv + 1) ? 1 : 0;
-	}
+	for (size_t i = 0; i < NR_CMDS; i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1) ? 1 : 0;
 	fprintf(stderr, "hmirror-bench: unknown subcommand '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -31,6 +31,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include <spirv/unified1/spirv.h>
 
 #include "hmirror/engine.h"
 #include "hmirror/lookup.h"
@@ -1251,25 +1252,25 @@ static int chase_site_build(uint32_t **ret_w, size_t *ret_n)
 	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
 	bl = hm_spirv_type_bool(m);
-	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	psb = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	entry_l = hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + USER_WORDS, 64, push, &gidx);
 	hm_spirv_push_ids(m, push, &t, &w);
-#define J(lo, hi) HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo), \
-			    HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64, \
-				      HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi), \
+#define J(lo, hi) HM_SPV_OP(m, F, SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, SpvOpUConvert, u64, lo), \
+			    HM_SPV_OP(m, F, SpvOpShiftLeftLogical, u64, \
+				      HM_SPV_OP(m, F, SpvOpUConvert, u64, hi), \
 				      hm_spirv_const_u32(m, 32)))
 	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
 	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
 #undef J
-	oaddr = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, out,
-			  HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
-				    HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, gidx),
+	oaddr = HM_SPV_OP(m, F, SpvOpIAdd, u64, out,
+			  HM_SPV_OP(m, F, SpvOpShiftLeftLogical, u64,
+				    HM_SPV_OP(m, F, SpvOpUConvert, u64, gidx),
 				    hm_spirv_const_u32(m, 2)));
-	start = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, base,
-			  HM_SPV_OP(m, F, HM_SpvOpUConvert, u64,
-				    HM_SPV_OP(m, F, HM_SpvOpLoad, u32,
-					      HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, oaddr),
-					      HM_SpvMemoryAccessAligned, 4)));
+	start = HM_SPV_OP(m, F, SpvOpIAdd, u64, base,
+			  HM_SPV_OP(m, F, SpvOpUConvert, u64,
+				    HM_SPV_OP(m, F, SpvOpLoad, u32,
+					      HM_SPV_OP(m, F, SpvOpConvertUToPtr, psb, oaddr),
+					      SpvMemoryAccessAlignedMask, 4)));
 	header = hm_spirv_id(m);
 	body = hm_spirv_id(m);
 	merge = hm_spirv_id(m);
@@ -1279,25 +1280,25 @@ static int chase_site_build(uint32_t **ret_w, size_t *ret_n)
 	s = hm_spirv_id(m);
 	next = hm_spirv_id(m);
 	s1 = hm_spirv_id(m);
-	HM_SPV(m, F, HM_SpvOpBranch, header);
-	HM_SPV(m, F, HM_SpvOpLabel, header);
-	HM_SPV(m, F, HM_SpvOpPhi, u64, cur, start, entry_l, next, cont);
-	HM_SPV(m, F, HM_SpvOpPhi, u32, s, hm_spirv_const_u32(m, 0), entry_l, s1, cont);
-	v = HM_SPV_OP(m, F, HM_SpvOpULessThan, bl, s, push[HM_DEVICE_TABLE_PUSH_WORDS + 4]);
-	HM_SPV(m, F, HM_SpvOpLoopMerge, merge, cont, HM_SpvLoopControlNone);
-	HM_SPV(m, F, HM_SpvOpBranchConditional, v, body, merge);
-	HM_SPV(m, F, HM_SpvOpLabel, body);
+	HM_SPV(m, F, SpvOpBranch, header);
+	HM_SPV(m, F, SpvOpLabel, header);
+	HM_SPV(m, F, SpvOpPhi, u64, cur, start, entry_l, next, cont);
+	HM_SPV(m, F, SpvOpPhi, u32, s, hm_spirv_const_u32(m, 0), entry_l, s1, cont);
+	v = HM_SPV_OP(m, F, SpvOpULessThan, bl, s, push[HM_DEVICE_TABLE_PUSH_WORDS + 4]);
+	HM_SPV(m, F, SpvOpLoopMerge, merge, cont, SpvLoopControlMaskNone);
+	HM_SPV(m, F, SpvOpBranchConditional, v, body, merge);
+	HM_SPV(m, F, SpvOpLabel, body);
 	r = hm_spirv_emit_load(m, &t, &w, cur, 1, &v);
-	HM_SPV(m, F, HM_SpvOpBranch, cont);
-	HM_SPV(m, F, HM_SpvOpLabel, cont);
-	HM_SPV(m, F, HM_SpvOpIAdd, u64, next, base, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, v));
-	HM_SPV(m, F, HM_SpvOpIAdd, u32, s1, s, hm_spirv_const_u32(m, 1));
-	HM_SPV(m, F, HM_SpvOpBranch, header);
-	HM_SPV(m, F, HM_SpvOpLabel, merge);
-	HM_SPV(m, F, HM_SpvOpStore, HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, oaddr),
-	       HM_SPV_OP(m, F, HM_SpvOpUConvert, u32, cur), HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, F, HM_SpvOpReturn);
-	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	HM_SPV(m, F, SpvOpBranch, cont);
+	HM_SPV(m, F, SpvOpLabel, cont);
+	HM_SPV(m, F, SpvOpIAdd, u64, next, base, HM_SPV_OP(m, F, SpvOpUConvert, u64, v));
+	HM_SPV(m, F, SpvOpIAdd, u32, s1, s, hm_spirv_const_u32(m, 1));
+	HM_SPV(m, F, SpvOpBranch, header);
+	HM_SPV(m, F, SpvOpLabel, merge);
+	HM_SPV(m, F, SpvOpStore, HM_SPV_OP(m, F, SpvOpConvertUToPtr, psb, oaddr),
+	       HM_SPV_OP(m, F, SpvOpUConvert, u32, cur), SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, F, SpvOpReturn);
+	hm_spirv_inst(m, F, SpvOpFunctionEnd, NULL, 0);
 	if (!r)
 		r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);
@@ -1325,40 +1326,40 @@ static int sites_build(bool raw, uint32_t nr, uint32_t salt, uint32_t mask, uint
 		return r;
 	u32 = hm_spirv_type_int(m, 32, false);
 	u64 = hm_spirv_type_int(m, 64, false);
-	psb = hm_spirv_type_pointer(m, HM_SpvStoragePhysicalStorageBuffer, u32);
+	psb = hm_spirv_type_pointer(m, SpvStorageClassPhysicalStorageBuffer, u32);
 	hm_spirv_compute_main(m, HM_DEVICE_TABLE_PUSH_WORDS + 4, 64, push, &gidx);
 	hm_spirv_push_ids(m, push, &t, &w);
-#define J(lo, hi) HM_SPV_OP(m, F, HM_SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, lo), \
-			    HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64, \
-				      HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, hi), \
+#define J(lo, hi) HM_SPV_OP(m, F, SpvOpBitwiseOr, u64, HM_SPV_OP(m, F, SpvOpUConvert, u64, lo), \
+			    HM_SPV_OP(m, F, SpvOpShiftLeftLogical, u64, \
+				      HM_SPV_OP(m, F, SpvOpUConvert, u64, hi), \
 				      hm_spirv_const_u32(m, 32)))
 	base = J(push[HM_DEVICE_TABLE_PUSH_WORDS], push[HM_DEVICE_TABLE_PUSH_WORDS + 1]);
 	out = J(push[HM_DEVICE_TABLE_PUSH_WORDS + 2], push[HM_DEVICE_TABLE_PUSH_WORDS + 3]);
 #undef J
-	off = HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u32, gidx, hm_spirv_const_u32(m, 3));
+	off = HM_SPV_OP(m, F, SpvOpShiftLeftLogical, u32, gidx, hm_spirv_const_u32(m, 3));
 	for (uint32_t i = 0; i < nr && !r; i++) {
-		uint32_t a = HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, base,
-				       HM_SPV_OP(m, F, HM_SpvOpUConvert, u64,
-						 HM_SPV_OP(m, F, HM_SpvOpBitwiseAnd, u32, off,
+		uint32_t a = HM_SPV_OP(m, F, SpvOpIAdd, u64, base,
+				       HM_SPV_OP(m, F, SpvOpUConvert, u64,
+						 HM_SPV_OP(m, F, SpvOpBitwiseAnd, u32, off,
 							   hm_spirv_const_u32(m, mask))));
 
 		if (raw)
-			v = HM_SPV_OP(m, F, HM_SpvOpLoad, u32,
-				      HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb, a),
-				      HM_SpvMemoryAccessAligned, 4);
+			v = HM_SPV_OP(m, F, SpvOpLoad, u32,
+				      HM_SPV_OP(m, F, SpvOpConvertUToPtr, psb, a),
+				      SpvMemoryAccessAlignedMask, 4);
 		else
 			r = hm_spirv_emit_load(m, &t, &w, a, 1, &v);
-		off = HM_SPV_OP(m, F, HM_SpvOpIAdd, u32, v, hm_spirv_const_u32(m, salt + i));
+		off = HM_SPV_OP(m, F, SpvOpIAdd, u32, v, hm_spirv_const_u32(m, salt + i));
 	}
-	HM_SPV(m, F, HM_SpvOpStore,
-	       HM_SPV_OP(m, F, HM_SpvOpConvertUToPtr, psb,
-			 HM_SPV_OP(m, F, HM_SpvOpIAdd, u64, out,
-				   HM_SPV_OP(m, F, HM_SpvOpShiftLeftLogical, u64,
-					     HM_SPV_OP(m, F, HM_SpvOpUConvert, u64, gidx),
+	HM_SPV(m, F, SpvOpStore,
+	       HM_SPV_OP(m, F, SpvOpConvertUToPtr, psb,
+			 HM_SPV_OP(m, F, SpvOpIAdd, u64, out,
+				   HM_SPV_OP(m, F, SpvOpShiftLeftLogical, u64,
+					     HM_SPV_OP(m, F, SpvOpUConvert, u64, gidx),
 					     hm_spirv_const_u32(m, 2)))),
-	       off, HM_SpvMemoryAccessAligned, 4);
-	HM_SPV(m, F, HM_SpvOpReturn);
-	hm_spirv_inst(m, F, HM_SpvOpFunctionEnd, NULL, 0);
+	       off, SpvMemoryAccessAlignedMask, 4);
+	HM_SPV(m, F, SpvOpReturn);
+	hm_spirv_inst(m, F, SpvOpFunctionEnd, NULL, 0);
 	if (!r)
 		r = hm_spirv_module_finish(m, ret_w, ret_n);
 	hm_spirv_module_free(m);

@@ -36,6 +36,7 @@
 #include <hmirror/watch.h>
 
 #include "examples/buffer-cache.spv.h"  /* example_kernel_spv */
+#include "common.h"
 
 #define GUEST_BASE	0x40000000ull
 #define CHUNK		(64u << 10)
@@ -58,27 +59,6 @@ struct run {
 	uint64_t value;
 	unsigned bad;
 };
-
-static double now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n)
-{
-	qsort(v, n, sizeof(*v), cmp_d);
-	return n ? v[n / 2] : 0;
-}
 
 static int one(struct run *r, int mode)
 {
@@ -253,18 +233,18 @@ int bench_stream(int argc, char **argv)
 		 * other load on the machine falls on all three alike */
 		for (unsigned i = 0; i < rounds * n && !err; i++) {
 			for (int m = 0; m < M_NR && !err; m++) {
-				double t0 = now_us();
+				double t0 = bench_now_us();
 
 				r.mem[i % NR_VERTS] = i;        /* the CPU writes x */
 				err = one(&r, m);
-				t[m][i] = now_us() - t0;
+				t[m][i] = bench_now_us() - t0;
 				if (!err && check(&r))
 					r.bad++;
 			}
 		}
 		hm_engine_stats(r.e, &st);
 		for (int m = 0; m < M_NR; m++)
-			med[m] = median(t[m], (size_t)rounds * n);
+			med[m] = bench_pct(t[m], (size_t)rounds * n, 0.5);
 		if (err) {
 			fprintf(stderr, "hmirror-bench stream: %s\n", strerror(-err));
 		} else if (json) {

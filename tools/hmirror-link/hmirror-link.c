@@ -133,7 +133,7 @@ int main(int argc, char **argv)
 		case 'V': {
 			const struct hm_lookup_variant *v = hm_lookup_variant_by_name(optarg);
 
-			if (!v || v->reference) {
+			if (!v) {
 				fprintf(stderr, "hmirror-link: no variant %s for real modules\n", optarg);
 				return 2;
 			}

@@ -92,12 +92,7 @@ struct hm_engine_params {
 	/* largest mirror window; 0 = maxBufferSize, at most a quarter of the
 	 * device-local heap.  Guest bytes past it are served by the helper. */
 	uint64_t max_window_bytes;
-	/* testing: called after an upload's copy completed and before its
-	 * generations are checked (a CPU write here must discard it) */
-	void (*test_after_upload_copy)(void *arg);
-	/* testing: called once the table is final, just before the submission */
-	void (*test_before_dispatch)(void *arg);
-	void *test_arg;
+	void *reserved[3];              /* NULL (-EINVAL otherwise) */
 };
 
 /* How an upload fills the twins (hm_engine_params.twin_mode) */

@@ -48,6 +48,8 @@
  * PhysicalStorageBuffer64, memory model GLSL450; the helper needs the
  * capabilities Shader, Int64, PhysicalStorageBufferAddresses and the
  * extension SPV_KHR_physical_storage_buffer (declared by the builder).
+ * Opcodes and operands are SPIR-V's own numbers: <spirv/unified1/spirv.h>
+ * (Debian's spirv-headers) names them.
  */
 #ifndef HMIRROR_LOOKUP_H
 #define HMIRROR_LOOKUP_H
@@ -162,9 +164,7 @@ uint32_t hm_spirv_lookup_fn(struct hm_spirv_module *m);
  * HM_LOOKUP_V_POW2 needs a table whose nr_home is a power of two >= 2.
  * The default (HM_LOOKUP_DEFAULT_VARIANT) is what every module gets
  * unless hm_spirv_set_lookup_variant() is called before the helper is
- * first written.  The two REFERENCE variants break a rule of the data path and
- * exist only so that the benchmark can measure what the rule costs:
- * never use them in a real module.
+ * first written.  Bits above HM_LOOKUP_V_ALL are reserved.
  */
 enum hm_lookup_variant_flag {
 	/* a slot loaded as one u64vec2 (Aligned 16) instead of one uvec4 */
@@ -177,21 +177,16 @@ enum hm_lookup_variant_flag {
 	/* slots read through a Block whose member is NonWritable + Restrict
 	 * (what glslang emits for a readonly restrict buffer_reference) */
 	HM_LOOKUP_V_NONWRITABLE	= 1u << 3,
-	/* REFERENCE ONLY (breaks the helper's one load a slot): two 8-byte loads */
-	HM_LOOKUP_V_REF_SPLIT	= 1u << 4,
-	/* REFERENCE ONLY (breaks the helper's DontInline): FunctionControl Inline */
-	HM_LOOKUP_V_REF_INLINE	= 1u << 5,
 };
-#define HM_LOOKUP_V_ALL		0x3fu
-#define HM_LOOKUP_V_REFERENCE	(HM_LOOKUP_V_REF_SPLIT | HM_LOOKUP_V_REF_INLINE)
+#define HM_LOOKUP_V_ALL		0x0fu
 #define HM_LOOKUP_DEFAULT_VARIANT (HM_LOOKUP_V_U64X2 | HM_LOOKUP_V_NONWRITABLE)
 
-/* Named variants the benchmark and the tests run (the first is the
- * default; reference = breaks a rule of the helper, for measurement only). */
+/* The named variants, hm_lookup_nr_variants of them (the first is the
+ * default): what hmirror-link --variant and hmirrord know. */
 struct hm_lookup_variant {
 	const char *name;
 	uint32_t flags;
-	bool reference;
+	bool reserved;          /* false */
 	bool needs_pow2;
 	const char *what;
 };
@@ -364,53 +359,6 @@ enum hm_tier {
 };
 int  hm_spirv_tier_form(const uint32_t *words, size_t nr, enum hm_tier tier,
 			uint32_t **ret_words, size_t *ret_nr);
-
-/* ---- SPIR-V numbers the builder, the tests and the benchmark use -------- */
-enum hm_spv_op {
-	HM_SpvOpName = 5, HM_SpvOpExtension = 10, HM_SpvOpMemoryModel = 14,
-	HM_SpvOpEntryPoint = 15, HM_SpvOpExecutionMode = 16, HM_SpvOpCapability = 17,
-	HM_SpvOpTypeVoid = 19, HM_SpvOpTypeBool = 20, HM_SpvOpTypeInt = 21,
-	HM_SpvOpTypeVector = 23, HM_SpvOpTypeArray = 28, HM_SpvOpTypeStruct = 30,
-	HM_SpvOpTypePointer = 32, HM_SpvOpTypeFunction = 33,
-	HM_SpvOpConstantTrue = 41, HM_SpvOpConstantFalse = 42, HM_SpvOpConstant = 43,
-	HM_SpvOpFunction = 54, HM_SpvOpFunctionParameter = 55, HM_SpvOpFunctionEnd = 56,
-	HM_SpvOpFunctionCall = 57, HM_SpvOpVariable = 59, HM_SpvOpLoad = 61,
-	HM_SpvOpStore = 62, HM_SpvOpAccessChain = 65, HM_SpvOpDecorate = 71,
-	HM_SpvOpMemberDecorate = 72, HM_SpvOpCompositeConstruct = 80,
-	HM_SpvOpCompositeExtract = 81, HM_SpvOpUConvert = 113,
-	HM_SpvOpConvertUToPtr = 120, HM_SpvOpBitcast = 124, HM_SpvOpIAdd = 128,
-	HM_SpvOpISub = 130, HM_SpvOpIMul = 132, HM_SpvOpUMod = 137, HM_SpvOpUMulExtended = 151,
-	HM_SpvOpLogicalOr = 166, HM_SpvOpLogicalAnd = 167, HM_SpvOpSelect = 169,
-	HM_SpvOpIEqual = 170, HM_SpvOpINotEqual = 171, HM_SpvOpULessThan = 176,
-	HM_SpvOpShiftRightLogical = 194, HM_SpvOpShiftLeftLogical = 196,
-	HM_SpvOpBitwiseOr = 197,
-	HM_SpvOpBitCount = 205, HM_SpvOpBitwiseXor = 198, HM_SpvOpBitwiseAnd = 199,
-	HM_SpvOpControlBarrier = 224, HM_SpvOpAtomicIAdd = 234, HM_SpvOpPhi = 245,
-	HM_SpvOpLoopMerge = 246, HM_SpvOpSelectionMerge = 247, HM_SpvOpLabel = 248,
-	HM_SpvOpBranch = 249, HM_SpvOpBranchConditional = 250, HM_SpvOpReturn = 253,
-	HM_SpvOpReturnValue = 254,
-};
-enum {
-	HM_SpvCapShader = 1, HM_SpvCapLinkage = 5, HM_SpvCapInt64 = 11,
-	HM_SpvCapPhysicalStorageBufferAddresses = 5347,
-	HM_SpvStorageInput = 1, HM_SpvStorageWorkgroup = 4, HM_SpvStoragePrivate = 6,
-	HM_SpvStorageFunction = 7, HM_SpvStoragePushConstant = 9,
-	HM_SpvStoragePhysicalStorageBuffer = 5349,
-	HM_SpvAddressingPhysicalStorageBuffer64 = 5348, HM_SpvMemoryModelGLSL450 = 1,
-	HM_SpvExecModelGLCompute = 5, HM_SpvExecModeLocalSize = 17,
-	HM_SpvDecorationBlock = 2, HM_SpvDecorationBuiltIn = 11,
-	HM_SpvDecorationRestrict = 19, HM_SpvDecorationNonWritable = 24,
-	HM_SpvDecorationOffset = 35, HM_SpvDecorationLinkageAttributes = 41,
-	HM_SpvBuiltInWorkgroupId = 26, HM_SpvBuiltInLocalInvocationId = 27,
-	HM_SpvBuiltInGlobalInvocationId = 28,
-	HM_SpvLinkageExport = 0, HM_SpvLinkageImport = 1,
-	HM_SpvFunctionControlNone = 0, HM_SpvFunctionControlInline = 1,
-	HM_SpvFunctionControlDontInline = 2,
-	HM_SpvMemoryAccessVolatile = 1, HM_SpvMemoryAccessAligned = 2,
-	HM_SpvSelectionControlNone = 0, HM_SpvLoopControlNone = 0,
-	HM_SpvScopeDevice = 1, HM_SpvScopeWorkgroup = 2, HM_SpvScopeInvocation = 4,
-	HM_SpvSemanticsNone = 0,
-};
 
 #ifdef __cplusplus
 }
