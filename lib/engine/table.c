@@ -3,7 +3,8 @@
  * Table placement: the engine's device table (lib/table.c: slots of
  * {chunk number, delta}) and the marks beside it, built for every mapped
  * guest chunk (gmap.c) and rebuilt bigger when a new mapping does not fit.  A chunk's
- * delta names its published mirror, else its home import (space.c).
+ * delta names its published mirror, else its home import (space.c), which
+ * is made at the first dispatch boundary after the chunk is mapped.
  *
  * The table lies in device-local host-visible memory when the device has
  * such a type and the allocation succeeds, else in host-visible memory;
@@ -18,7 +19,10 @@
 #include "internal.h"
 
 /* Current delta of chunk idx of sp, mapped at guest chunk g: its
- * published mirror (mapped once), else home. */
+ * published mirror (mapped once), else home; a home not imported yet has
+ * a placeholder (device address 0 at the chunk's start), replaced when
+ * its piece is imported at the next dispatch boundary, before the device
+ * reads the table (space.c). */
 int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace *sp,
 			      uint64_t idx, uint64_t g)
 {
@@ -27,8 +31,10 @@ int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace 
 
 	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
 		dev = hm_pool_mirror_addr(e, c->mirror);
-	else
+	else if (hm_espace_imported(e, sp, idx))
 		dev = hm_espace_home_addr(e, sp, idx);
+	else
+		dev = 0;
 	return (int64_t)(dev - (g << e->shift));
 }
 
