@@ -49,6 +49,7 @@ struct hm_chunk {
 struct hm_import_piece {
 	struct hm_vk_buffer buf;
 	uint64_t nr_mapped;     /* mappings of its chunks, summed over them */
+	bool fresh;             /* imported by this boundary, its entries not named yet */
 };
 
 struct hm_espace {

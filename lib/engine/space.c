@@ -210,30 +210,32 @@ static int import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i)
 	return 0;
 }
 
-/* Every mapping's chunks in piece i of space id: their home entries, placeholders
- * until now (hm_engine_chunk_delta()), name the import. */
-static int name_piece(struct hm_engine *e, uint32_t id, uint64_t i)
+/* One pass over the mappings: the entries of chunks in pieces just
+ * imported, placeholders until now (hm_engine_chunk_delta()), name the
+ * import. */
+static int name_fresh(struct hm_engine *e)
 {
-	struct hm_espace *sp = &e->spaces[id];
-	uint64_t lo = i * sp->piece_chunks, hi = lo + sp->piece_chunks;
+	int err = 0;
 
-	for (size_t k = 0; k < e->nr_maps; k++) {
+	for (size_t k = 0; k < e->nr_maps && !err; k++) {
 		const struct hm_emap *m = &e->maps[k];
-		uint64_t a, b;
+		struct hm_espace *sp = &e->spaces[m->space];
 
-		if (m->space != id || m->idx >= hi || m->idx + m->nr <= lo)
-			continue;
-		a = m->idx > lo ? m->idx : lo;
-		b = m->idx + m->nr < hi ? m->idx + m->nr : hi;
-		for (uint64_t c = a; c < b; c++) {
-			uint64_t g = m->gchunk + (c - m->idx);
-			int err = hm_engine_repoint(e, g, hm_engine_chunk_delta(e, sp, c, g));
+		for (uint64_t c = m->idx; c < m->idx + m->nr && !err; ) {
+			struct hm_import_piece *pc = &sp->pieces[c / sp->piece_chunks];
+			uint64_t end = (c / sp->piece_chunks + 1) * sp->piece_chunks;
 
-			if (err)
-				return err;
+			if (end > m->idx + m->nr)
+				end = m->idx + m->nr;
+			for (; pc->fresh && c < end && !err; c++) {
+				uint64_t g = m->gchunk + (c - m->idx);
+
+				err = hm_engine_repoint(e, g, hm_engine_chunk_delta(e, sp, c, g));
+			}
+			c = end;
 		}
 	}
-	return 0;
+	return err;
 }
 
 /*
@@ -246,7 +248,7 @@ static int name_piece(struct hm_engine *e, uint32_t id, uint64_t i)
 int hm_engine_import_named(struct hm_engine *e)
 {
 	uint64_t t0;
-	int err = 0;
+	int err = 0, err2;
 
 	if (!e->nr_import_pending)
 		return 0;
@@ -262,10 +264,16 @@ int hm_engine_import_named(struct hm_engine *e)
 			if (pc->buf.buf || !pc->nr_mapped)
 				continue;
 			err = import_piece(e, sp, i);
-			if (!err)
-				err = name_piece(e, id, i);
+			pc->fresh = !err;
 		}
 	}
+	/* what was imported is named even when a later piece was refused */
+	err2 = name_fresh(e);
+	for (uint32_t id = 0; id < e->spaces_end; id++)
+		for (uint64_t i = 0; e->spaces[id].used && i < e->spaces[id].nr_pieces; i++)
+			e->spaces[id].pieces[i].fresh = false;
+	if (!err)
+		err = err2;
 	e->st.ns_import += hm_now_ns() - t0;
 	if (err)
 		e->st.import_failures++;
