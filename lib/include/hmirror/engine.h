@@ -122,8 +122,10 @@ void hm_engine_free(struct hm_engine *e);               /* NULL ok */
  * chunk-aligned; the space's chunk shift must be the engine's or finer,
  * by at most 6 (-EINVAL); a space is imported once (-EEXIST: map more of
  * it with hm_engine_map()).  The engine does not own s: remove the space
- * before freeing it.  An import refused by the driver returns its error
- * (e.g. -EBADF, -EOPNOTSUPP) and leaves the engine as it was.
+ * before freeing it.  A device without host-pointer import (-EOPNOTSUPP)
+ * or a view it cannot import as aligned (-EINVAL) is refused here, leaving
+ * the engine as it was; what the driver refuses of the import itself is
+ * answered by the dispatch that first needs it (below).
  *
  * Import is lazy: adding and mapping import nothing.  The space's home is
  * imported in pieces (64 MiB; a 256th of a space over 16 GiB), each at the
