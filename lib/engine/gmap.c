@@ -19,7 +19,7 @@
  *
  * Mapping imports nothing: a chunk whose home piece is not imported yet
  * gets a placeholder entry, and the piece is imported at the next
- * dispatch boundary (space.c, hm_engine_import_named()).
+ * dispatch boundary (table.c, hm_engine_import_named()).
  */
 #include <errno.h>
 #include <stdlib.h>

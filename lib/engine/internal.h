@@ -210,7 +210,7 @@ struct hm_engine {
 	uint64_t table_gen;             /* bumped by every table rebuild (table.c) */
 	uint64_t mapped_chunks;
 	/* pieces with a mapped chunk and no import: hm_engine_import_named()
-	 * imports them at the next dispatch boundary */
+	 * (table.c) imports them at the next dispatch boundary */
 	uint64_t nr_import_pending;
 
 	/* device table and marks */
@@ -309,7 +309,7 @@ int  hm_espace_import(struct hm_engine *e, struct hm_espace *sp);
 void hm_espace_release(struct hm_engine *e, struct hm_espace *sp);
 void hm_espace_note_mapped(struct hm_engine *e, uint32_t id, uint64_t idx, uint64_t n,
 			   int delta);
-int  hm_engine_import_named(struct hm_engine *e);
+int  hm_espace_import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i);
 bool hm_espace_imported(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
@@ -337,6 +337,8 @@ int  hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks);
 int  hm_engine_table_reserve(struct hm_engine *e, uint64_t nr_chunks);
 int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace *sp,
 			      uint64_t idx, uint64_t gchunk);
+/* at a dispatch boundary, first: the pieces the table names imported */
+int  hm_engine_import_named(struct hm_engine *e);
 void hm_engine_table_free(struct hm_engine *e);
 
 /* mirror.c */

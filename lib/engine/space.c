@@ -132,8 +132,9 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 		return -EINVAL;
 	sp->piece_chunks = sp->piece_bytes >> e->shift;
 	sp->nr_pieces = (sp->size + sp->piece_bytes - 1) / sp->piece_bytes;
-	/* nothing is imported yet: hm_engine_import_named() does it at the
-	 * first dispatch boundary after the table names a chunk of a piece */
+	/* nothing is imported yet: hm_engine_import_named() (table.c) does it
+	 * at the first dispatch boundary after the table names a chunk of a
+	 * piece */
 	sp->pieces = calloc(sp->nr_pieces, sizeof(*sp->pieces));
 	if (!sp->pieces) {
 		sp->nr_pieces = 0;
@@ -187,7 +188,7 @@ void hm_espace_note_mapped(struct hm_engine *e, uint32_t id, uint64_t idx, uint6
 
 /* Import piece i of sp; a driver that refuses a view with pages missing
  * gets the piece again with its every page made to exist. */
-static int import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i)
+int hm_espace_import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i)
 {
 	uint64_t off = i * sp->piece_bytes;
 	uint64_t len = sp->size - off < sp->piece_bytes ? sp->size - off : sp->piece_bytes;
@@ -208,76 +209,6 @@ static int import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i)
 	if (pc->nr_mapped)
 		e->nr_import_pending--;
 	return 0;
-}
-
-/* One pass over the mappings: the entries of chunks in pieces just
- * imported, placeholders until now (hm_engine_chunk_delta()), name the
- * import. */
-static int name_fresh(struct hm_engine *e)
-{
-	int err = 0;
-
-	for (size_t k = 0; k < e->nr_maps && !err; k++) {
-		const struct hm_emap *m = &e->maps[k];
-		struct hm_espace *sp = &e->spaces[m->space];
-
-		for (uint64_t c = m->idx; c < m->idx + m->nr && !err; ) {
-			struct hm_import_piece *pc = &sp->pieces[c / sp->piece_chunks];
-			uint64_t end = (c / sp->piece_chunks + 1) * sp->piece_chunks;
-
-			if (end > m->idx + m->nr)
-				end = m->idx + m->nr;
-			for (; pc->fresh && c < end && !err; c++) {
-				uint64_t g = m->gchunk + (c - m->idx);
-
-				err = hm_engine_repoint(e, g, hm_engine_chunk_delta(e, sp, c, g));
-			}
-			c = end;
-		}
-	}
-	return err;
-}
-
-/*
- * At a dispatch boundary, before the table is flushed: import every piece
- * that a table entry names and that is not imported, and point those
- * entries at it.  On error the pieces imported so far stay (their entries
- * final), the rest keep their placeholders and are tried at the next
- * boundary; the caller runs nothing on the device.
- */
-int hm_engine_import_named(struct hm_engine *e)
-{
-	uint64_t t0;
-	int err = 0, err2;
-
-	if (!e->nr_import_pending)
-		return 0;
-	t0 = hm_now_ns();
-	for (uint32_t id = 0; id < e->spaces_end && e->nr_import_pending && !err; id++) {
-		struct hm_espace *sp = &e->spaces[id];
-
-		if (!sp->used)
-			continue;
-		for (uint64_t i = 0; i < sp->nr_pieces && !err; i++) {
-			struct hm_import_piece *pc = &sp->pieces[i];
-
-			if (pc->buf.buf || !pc->nr_mapped)
-				continue;
-			err = import_piece(e, sp, i);
-			pc->fresh = !err;
-		}
-	}
-	/* what was imported is named even when a later piece was refused */
-	err2 = name_fresh(e);
-	for (uint32_t id = 0; id < e->spaces_end; id++)
-		for (uint64_t i = 0; e->spaces[id].used && i < e->spaces[id].nr_pieces; i++)
-			e->spaces[id].pieces[i].fresh = false;
-	if (!err)
-		err = err2;
-	e->st.ns_import += hm_now_ns() - t0;
-	if (err)
-		e->st.import_failures++;
-	return err;
 }
 
 bool hm_espace_imported(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
