@@ -7,12 +7,13 @@
  * guards), imported with VK_EXT_external_memory_host in pieces, each a
  * multiple of the chunk size, so no chunk straddles two imports.  A piece
  * is imported at the first dispatch boundary after a mapping named one of
- * its chunks, before the table reaches the device: adding or mapping a
- * space imports nothing, and a driver that pins what it imports (NVIDIA)
- * pins only what the guest mapped.  dma-buf import is not used: neither lavapipe nor
- * the H200's NVIDIA driver offers VK_EXT_external_memory_dma_buf, and the
- * watch API exports no dma-buf (Documentation/engine.rst).  table.c
- * names each chunk's home (or mirror) in the device table.
+ * its chunks, before the table reaches the device (table.c): adding or
+ * mapping a space imports nothing, and a driver that pins what it imports
+ * (NVIDIA) pins only what the guest mapped.  dma-buf import is not used:
+ * neither lavapipe nor the H200's NVIDIA driver offers
+ * VK_EXT_external_memory_dma_buf, and the watch API exports no dma-buf
+ * (Documentation/engine.rst).  table.c names each chunk's home (or
+ * mirror) in the device table.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -89,23 +90,23 @@ static void free_pieces(struct hm_engine *e, struct hm_espace *sp)
 }
 
 /*
- * The piece size of a space: HM_IMPORT_PIECE, or a 256th of a larger
- * space (so that no space takes more than 256 of the driver's
- * maxMemoryAllocationCount), at most what one import may be, at least a
- * chunk.
+ * The piece size of a space: HM_IMPORT_PIECE (a chunk if that is more),
+ * or a 256th of a larger space (so that no space takes more than 256 of
+ * the driver's maxMemoryAllocationCount), at most what one import may be;
+ * 0 where that is less than a chunk.
  */
 static uint64_t piece_bytes_for(const struct hm_engine *e, uint64_t size, uint64_t align)
 {
 	uint64_t piece = HM_IMPORT_PIECE, limit = e->vk->max_buffer;
 
+	if (piece < e->chunk)
+		piece = e->chunk;
 	while (piece < size / HM_IMPORT_MAX_PIECES)
 		piece *= 2;
 	if (e->p.max_import_bytes && e->p.max_import_bytes < limit)
 		limit = e->p.max_import_bytes;
 	if (piece > limit)
 		piece = limit;
-	if (piece < e->chunk)
-		piece = e->chunk;
 	if (piece > size)
 		piece = size;
 	piece = piece / e->chunk * e->chunk;

@@ -249,6 +249,29 @@ TEST(dispatch_imports_the_pieces_its_table_names)
 	EXPECT_EQ(0, env_free(&v));
 }
 
+/* Past 16 GiB a piece is a 256th of the space: 128 MiB of a 32 GiB one. */
+TEST(a_larger_space_has_larger_pieces)
+{
+	const uint64_t size = 32ull << 30;
+	struct hm_engine_stats st;
+	struct env v;
+	int err;
+
+	err = env_new(&v, size);
+	if (err) {
+		env_free(&v);
+		SKIP(return, "no 32 GiB space and engine on a Vulkan device here (%d)", err);
+	}
+	ASSERT_EQ(0, hm_engine_map(v.e, v.id, size - CHUNK, CHUNK, GUEST, 0));
+	v.mem[size - CHUNK + 20] = 0x77;
+	ASSERT_EQ(0, lane(&v, 20, 24, 0));
+	EXPECT_EQ(0x77, v.mem[size - CHUNK + 24]);
+	st = stats(&v);
+	EXPECT_EQ(1, st.import_pieces);
+	EXPECT_EQ(2 * PIECE, st.import_bytes);
+	EXPECT_EQ(0, env_free(&v));
+}
+
 /* A chunk mapped at two guest addresses (an alias) and remapped: the
  * import names every alias, and the table never names a piece it lacks. */
 TEST(aliases_and_rebuilds_name_the_import)
