@@ -398,6 +398,9 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_DISPATCHES_SUBMITTED] = s.dispatches_submitted;
 	v[HM_ESTAT_PREFETCHES] = s.prefetches;
 	v[HM_ESTAT_NS_PREFETCH] = s.ns_prefetch;
+	v[HM_ESTAT_IMPORT_BYTES] = s.import_bytes;
+	v[HM_ESTAT_IMPORT_FAILURES] = s.import_failures;
+	v[HM_ESTAT_NS_IMPORT] = s.ns_import;
 	return HM_ESTAT_NR;
 }
 

@@ -824,6 +824,9 @@ static const char *const estat_names[HM_ESTAT_NR] = {
 	[HM_ESTAT_DISPATCHES_SUBMITTED] = "dispatches_submitted",
 	[HM_ESTAT_PREFETCHES] = "prefetches",
 	[HM_ESTAT_NS_PREFETCH] = "ns_prefetch",
+	[HM_ESTAT_IMPORT_BYTES] = "import_bytes",
+	[HM_ESTAT_IMPORT_FAILURES] = "import_failures",
+	[HM_ESTAT_NS_IMPORT] = "ns_import",
 };
 
 const char *hm_daemon_stat_name(unsigned i)

@@ -5,7 +5,7 @@
  * Documentation/engine.rst.
  *
  * hm_engine_dispatch() visits each file of lib/engine in turn:
- *   0 tier two if ready                                    (tier.c)
+ *   0 home pieces the table names imported; tier two if ready (space.c, tier.c)
  *   1 harvest CPU writes; drop the mirrors they hit        (harvest.c, rule 2)
  *   2 upload wanted clean chunks, publish if generation held (upload.c, rule 3;
  *     the slots and table entries it takes: mirror.c; the copies: twin.c)
@@ -451,6 +451,10 @@ static int prepare(struct hm_engine *e, struct hm_pipe *pp, bool shared, uint64_
 {
 	int err;
 
+	/* first, so that a refused import leaves no trace of the dispatch */
+	err = hm_engine_import_named(e);
+	if (err)
+		return err;
 	hm_tier_switch(e, pp);          /* a dispatch boundary: tier two if ready */
 	e->seq++;
 	t[0] = hm_now_ns();
@@ -482,7 +486,9 @@ int hm_engine_prefetch(struct hm_engine *e)
 		 * (thrash control's clock) are the next dispatch's own */
 		uploads = e->st.uploads;
 		t0 = hm_now_ns();
-		err = hm_engine_harvest(e);
+		err = hm_engine_import_named(e);
+		if (!err)
+			err = hm_engine_harvest(e);
 		if (!err)
 			err = upload_and_sync(e, false);
 		if (!err)
@@ -788,7 +794,12 @@ int hm_engine_device_addr(struct hm_engine *e, uint64_t guest_addr, uint64_t *re
 	if (!e || !ret)
 		return -EINVAL;
 	pthread_mutex_lock(&e->lock);
-	err = hm_table_lookup(e->table, guest_addr, ret, NULL);
+	/* what the device would be given: the pieces named imported first */
+	err = hm_engine_import_named(e);
+	if (!err)
+		err = hm_table_lookup(e->table, guest_addr, ret, NULL);
+	else
+		*ret = 0;
 	pthread_mutex_unlock(&e->lock);
 	return err;
 }

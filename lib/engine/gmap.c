@@ -16,6 +16,10 @@
  * its mapping, only after its mirror was dropped: between dispatches a
  * mirror holds nothing that is not home, so dropping loses nothing, and
  * no table entry is left naming a mirror of other memory.
+ *
+ * Mapping imports nothing: a chunk whose home piece is not imported yet
+ * gets a placeholder entry, and the piece is imported at the next
+ * dispatch boundary (table.c, hm_engine_import_named()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -80,6 +84,7 @@ static void count_add(struct hm_engine *e, uint32_t id, uint64_t idx, uint64_t n
 		}
 		sp->nmap[idx + i]++;
 	}
+	hm_espace_note_mapped(e, id, idx, n, 1);
 }
 
 /*
@@ -103,6 +108,7 @@ static void count_del(struct hm_engine *e, uint32_t id, uint64_t idx, uint64_t n
 		}
 		sp->nmap[idx + i]--;
 	}
+	hm_espace_note_mapped(e, id, idx, n, -1);
 	if (!sole)
 		return;
 	for (size_t k = 0; k < e->nr_maps; k++) {

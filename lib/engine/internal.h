@@ -45,8 +45,12 @@ struct hm_chunk {
 	uint8_t raced;          /* dispatches whose every upload try was raced, since a publish */
 };
 
+/* A piece of a space's home import (space.c): imported (buf.buf set) at
+ * the first dispatch boundary after the table named one of its chunks */
 struct hm_import_piece {
 	struct hm_vk_buffer buf;
+	uint64_t nr_mapped;     /* mappings of its chunks, summed over them */
+	bool fresh;             /* imported by this boundary, its entries not named yet */
 };
 
 struct hm_espace {
@@ -65,6 +69,7 @@ struct hm_espace {
 	struct hm_import_piece *pieces;
 	unsigned nr_pieces;
 	uint64_t piece_bytes;
+	uint64_t piece_chunks;  /* piece_bytes >> chunk shift */
 	struct hm_chunk *ch;
 	uint64_t nr_armed;
 	/* the space's watch unit (its chunk) may be finer than the engine's
@@ -219,6 +224,9 @@ struct hm_engine {
 	uint64_t maps_gen;              /* bumped by every new mapping (gmap.c) */
 	uint64_t table_gen;             /* bumped by every table rebuild (table.c) */
 	uint64_t mapped_chunks;
+	/* pieces with a mapped chunk and no import: hm_engine_import_named()
+	 * (table.c) imports them at the next dispatch boundary */
+	uint64_t nr_import_pending;
 
 	/* device table and marks */
 	struct hm_table *table;
@@ -309,9 +317,15 @@ static inline uint64_t hm_ref_idx(uint64_t r) { return r & ((1ull << 40) - 1); }
 /* Internal to the library: not exported from libhmirror.so. */
 #pragma GCC visibility push(hidden)
 
-/* space.c */
+/* space.c: a space's home pieces, imported lazily (the invariant:
+ * a piece is imported before the first table entry naming it reaches the
+ * device) */
 int  hm_espace_import(struct hm_engine *e, struct hm_espace *sp);
 void hm_espace_release(struct hm_engine *e, struct hm_espace *sp);
+void hm_espace_note_mapped(struct hm_engine *e, uint32_t id, uint64_t idx, uint64_t n,
+			   int delta);
+int  hm_espace_import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i);
+bool hm_espace_imported(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 uint64_t hm_espace_home_addr(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
 			VkBuffer *ret_buf, uint64_t *ret_off);
@@ -338,6 +352,8 @@ int  hm_engine_table_rebuild(struct hm_engine *e, uint64_t nr_chunks);
 int  hm_engine_table_reserve(struct hm_engine *e, uint64_t nr_chunks);
 int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace *sp,
 			      uint64_t idx, uint64_t gchunk);
+/* at a dispatch boundary, first: the pieces the table names imported */
+int  hm_engine_import_named(struct hm_engine *e);
 void hm_engine_table_free(struct hm_engine *e);
 
 /* mirror.c */

@@ -4,12 +4,16 @@
  *
  * A space's home pages reach the device through its device view
  * (hm_space_device_view(): the same pages, never write-protected by the
- * guards), imported with VK_EXT_external_memory_host in pieces of at most
- * maxMemoryAllocationSize, each a multiple of the chunk size, so no chunk
- * straddles two imports.  dma-buf import is not used: neither lavapipe nor
- * the H200's NVIDIA driver offers VK_EXT_external_memory_dma_buf, and the
- * watch API exports no dma-buf (Documentation/engine.rst).  table.c
- * names each chunk's home (or mirror) in the device table.
+ * guards), imported with VK_EXT_external_memory_host in pieces, each a
+ * multiple of the chunk size, so no chunk straddles two imports.  A piece
+ * is imported at the first dispatch boundary after a mapping named one of
+ * its chunks, before the table reaches the device (table.c): adding or
+ * mapping a space imports nothing, and a driver that pins what it imports
+ * (NVIDIA) pins only what the guest mapped.  dma-buf import is not used:
+ * neither lavapipe nor the H200's NVIDIA driver offers
+ * VK_EXT_external_memory_dma_buf, and the watch API exports no dma-buf
+ * (Documentation/engine.rst).  table.c names each chunk's home (or
+ * mirror) in the device table.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,7 +23,10 @@
 
 #include "internal.h"
 
-#define HM_IMPORT_MIN_PIECE (256ull << 20)
+/* Lazy import: a space is imported in pieces of HM_IMPORT_PIECE, or of a
+ * 256th of a space larger than 256 of them (Documentation/decisions.rst) */
+#define HM_IMPORT_PIECE		(64ull << 20)
+#define HM_IMPORT_MAX_PIECES	256
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
@@ -66,59 +73,49 @@ int hm_grow(void **arr, size_t *cap, size_t need, size_t elem)
 
 static void free_pieces(struct hm_engine *e, struct hm_espace *sp)
 {
-	for (unsigned i = 0; i < sp->nr_pieces; i++)
-		hm_vk_buffer_free(e->vk, &sp->pieces[i].buf);
+	for (unsigned i = 0; i < sp->nr_pieces; i++) {
+		struct hm_import_piece *pc = &sp->pieces[i];
+
+		if (pc->buf.buf) {
+			e->st.import_pieces--;
+			e->st.import_bytes -= pc->buf.size;
+		} else if (pc->nr_mapped) {
+			e->nr_import_pending--;
+		}
+		hm_vk_buffer_free(e->vk, &pc->buf);
+	}
 	free(sp->pieces);
 	sp->pieces = NULL;
 	sp->nr_pieces = 0;
 }
 
-static int import_pieces(struct hm_engine *e, struct hm_espace *sp, uint64_t piece)
+/*
+ * The piece size of a space: HM_IMPORT_PIECE (a chunk if that is more),
+ * or a 256th of a larger space (so that no space takes more than 256 of
+ * the driver's maxMemoryAllocationCount), at most what one import may be;
+ * 0 where that is less than a chunk.
+ */
+static uint64_t piece_bytes_for(const struct hm_engine *e, uint64_t size, uint64_t align)
 {
-	unsigned n = (sp->size + piece - 1) / piece;
-	int err;
+	uint64_t piece = HM_IMPORT_PIECE, limit = e->vk->max_buffer;
 
-	sp->pieces = calloc(n, sizeof(*sp->pieces));
-	if (!sp->pieces)
-		return -ENOMEM;
-	sp->piece_bytes = piece;
-	for (unsigned i = 0; i < n; i++) {
-		uint64_t off = (uint64_t)i * piece;
-		uint64_t len = sp->size - off < piece ? sp->size - off : piece;
-
-		err = hm_vk_import_host(e->vk, (char *)sp->view + off, len, &sp->pieces[i].buf);
-		if (err) {
-			free_pieces(e, sp);
-			return err;
-		}
-		sp->nr_pieces++;
-	}
-	return 0;
-}
-
-/* A driver may refuse one large import: halve, down to 256 MiB. */
-static int import_halving(struct hm_engine *e, struct hm_espace *sp, uint64_t piece,
-			  uint64_t align)
-{
-	int err;
-
-	for (;;) {
-		err = import_pieces(e, sp, piece);
-		if (!err)
-			return 0;
-		if (err == -EINVAL || err == -EOPNOTSUPP || piece <= HM_IMPORT_MIN_PIECE)
-			return err;
-		piece = (piece / 2) / e->chunk * e->chunk;
-		piece = piece / align * align;
-		if (!piece)
-			return err;
-	}
+	if (piece < e->chunk)
+		piece = e->chunk;
+	while (piece < size / HM_IMPORT_MAX_PIECES)
+		piece *= 2;
+	if (e->p.max_import_bytes && e->p.max_import_bytes < limit)
+		limit = e->p.max_import_bytes;
+	if (piece > limit)
+		piece = limit;
+	if (piece > size)
+		piece = size;
+	piece = piece / e->chunk * e->chunk;
+	return piece / align * align;
 }
 
 int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 {
 	uint64_t align = e->vk->min_import_align ? e->vk->min_import_align : 4096;
-	uint64_t piece;
 	int err;
 
 	err = hm_consumer_new(sp->s, 0, &sp->cons);
@@ -131,34 +128,24 @@ int hm_espace_import(struct hm_engine *e, struct hm_espace *sp)
 		return -EOPNOTSUPP;
 	if ((uintptr_t)sp->view % align || sp->size % align)
 		return -EINVAL;
-	piece = e->vk->max_buffer;
-	if (e->p.max_import_bytes && e->p.max_import_bytes < piece)
-		piece = e->p.max_import_bytes;
-	if (piece > sp->size)
-		piece = sp->size;
-	piece = piece / e->chunk * e->chunk;
-	piece = piece / align * align;
-	if (!piece)
+	sp->piece_bytes = piece_bytes_for(e, sp->size, align);
+	if (!sp->piece_bytes)
 		return -EINVAL;
-	/* lazy residency: the view as it is, pages missing; a driver that
-	 * refuses that (NVIDIA 580: -ENOSPC for never-written pages) gets
-	 * it again with every page made to exist */
-	err = import_halving(e, sp, piece, align);
-	if (err && err != -EINVAL && err != -EOPNOTSUPP) {
-		err = hm_engine_populate_view(sp->view, sp->size);
-		if (!err)
-			err = import_halving(e, sp, piece, align);
+	sp->piece_chunks = sp->piece_bytes >> e->shift;
+	sp->nr_pieces = (sp->size + sp->piece_bytes - 1) / sp->piece_bytes;
+	/* nothing is imported yet: hm_engine_import_named() (table.c) does it
+	 * at the first dispatch boundary after the table names a chunk of a
+	 * piece */
+	sp->pieces = calloc(sp->nr_pieces, sizeof(*sp->pieces));
+	if (!sp->pieces) {
+		sp->nr_pieces = 0;
+		return -ENOMEM;
 	}
-	if (err)
-		return err;
-	e->st.import_pieces += sp->nr_pieces;
 	return 0;
 }
 
 void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
 {
-	if (sp->nr_pieces)
-		e->st.import_pieces -= sp->nr_pieces;
 	free_pieces(e, sp);
 	hm_consumer_free(sp->cons);
 	free(sp->ch);
@@ -169,13 +156,75 @@ void hm_espace_release(struct hm_engine *e, struct hm_espace *sp)
 	memset(sp, 0, sizeof(*sp));
 }
 
+/*
+ * Chunks [idx, idx + n) of space id gained (delta 1) or lost (-1) one
+ * mapping: the count of mapped chunks of each piece they lie in follows,
+ * and so does the count of pieces the table names without an import.
+ */
+void hm_espace_note_mapped(struct hm_engine *e, uint32_t id, uint64_t idx, uint64_t n, int delta)
+{
+	struct hm_espace *sp = &e->spaces[id];
+
+	while (n) {
+		uint64_t i = idx / sp->piece_chunks;
+		uint64_t k = sp->piece_chunks - idx % sp->piece_chunks;
+		struct hm_import_piece *pc = &sp->pieces[i];
+		bool named = pc->nr_mapped;
+
+		if (k > n)
+			k = n;
+		if (delta > 0)
+			pc->nr_mapped += k;
+		else
+			pc->nr_mapped -= k;
+		if (!pc->buf.buf && named != !!pc->nr_mapped) {
+			if (pc->nr_mapped)
+				e->nr_import_pending++;
+			else
+				e->nr_import_pending--;
+		}
+		idx += k;
+		n -= k;
+	}
+}
+
+/* Import piece i of sp; a driver that refuses a view with pages missing
+ * gets the piece again with its every page made to exist. */
+int hm_espace_import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i)
+{
+	uint64_t off = i * sp->piece_bytes;
+	uint64_t len = sp->size - off < sp->piece_bytes ? sp->size - off : sp->piece_bytes;
+	struct hm_import_piece *pc = &sp->pieces[i];
+	void *p = (char *)sp->view + off;
+	int err;
+
+	err = hm_vk_import_host(e->vk, p, len, &pc->buf);
+	if (err && err != -EINVAL && err != -EOPNOTSUPP) {
+		err = hm_engine_populate_view(p, len);
+		if (!err)
+			err = hm_vk_import_host(e->vk, p, len, &pc->buf);
+	}
+	if (err)
+		return err;
+	e->st.import_pieces++;
+	e->st.import_bytes += len;
+	if (pc->nr_mapped)
+		e->nr_import_pending--;
+	return 0;
+}
+
+bool hm_espace_imported(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+{
+	return sp->pieces[(idx << e->shift) / sp->piece_bytes].buf.buf != VK_NULL_HANDLE;
+}
+
 int hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx,
 		       VkBuffer *ret_buf, uint64_t *ret_off)
 {
 	uint64_t off = idx << e->shift;
 	unsigned i = off / sp->piece_bytes;
 
-	if (i >= sp->nr_pieces)
+	if (i >= sp->nr_pieces || !sp->pieces[i].buf.buf)
 		return -EINVAL;
 	*ret_buf = sp->pieces[i].buf.buf;
 	*ret_off = off - (uint64_t)i * sp->piece_bytes;

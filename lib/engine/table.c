@@ -3,7 +3,9 @@
  * Table placement: the engine's device table (lib/table.c: slots of
  * {chunk number, delta}) and the marks beside it, built for every mapped
  * guest chunk (gmap.c) and rebuilt bigger when a new mapping does not fit.  A chunk's
- * delta names its published mirror, else its home import (space.c).
+ * delta names its published mirror, else its home import (space.c), which
+ * hm_engine_import_named() makes at the first dispatch boundary after the
+ * chunk is mapped, before the table is flushed for the device.
  *
  * The table lies in device-local host-visible memory when the device has
  * such a type and the allocation succeeds, else in host-visible memory;
@@ -18,7 +20,10 @@
 #include "internal.h"
 
 /* Current delta of chunk idx of sp, mapped at guest chunk g: its
- * published mirror (mapped once), else home. */
+ * published mirror (mapped once), else home; a home not imported yet has
+ * a placeholder (device address 0 at the chunk's start), replaced when
+ * its piece is imported at the next dispatch boundary, before the device
+ * reads the table (space.c). */
 int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace *sp,
 			      uint64_t idx, uint64_t g)
 {
@@ -27,9 +32,81 @@ int64_t hm_engine_chunk_delta(const struct hm_engine *e, const struct hm_espace 
 
 	if (c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED))
 		dev = hm_pool_mirror_addr(e, c->mirror);
-	else
+	else if (hm_espace_imported(e, sp, idx))
 		dev = hm_espace_home_addr(e, sp, idx);
+	else
+		dev = 0;
 	return (int64_t)(dev - (g << e->shift));
+}
+
+/* One pass over the mappings: the entries of chunks in pieces just
+ * imported, placeholders until now (hm_engine_chunk_delta()), name the
+ * import. */
+static int name_fresh(struct hm_engine *e)
+{
+	int err = 0;
+
+	for (size_t k = 0; k < e->nr_maps && !err; k++) {
+		const struct hm_emap *m = &e->maps[k];
+		struct hm_espace *sp = &e->spaces[m->space];
+
+		for (uint64_t c = m->idx; c < m->idx + m->nr && !err; ) {
+			struct hm_import_piece *pc = &sp->pieces[c / sp->piece_chunks];
+			uint64_t end = (c / sp->piece_chunks + 1) * sp->piece_chunks;
+
+			if (end > m->idx + m->nr)
+				end = m->idx + m->nr;
+			for (; pc->fresh && c < end && !err; c++) {
+				uint64_t g = m->gchunk + (c - m->idx);
+
+				err = hm_engine_repoint(e, g, hm_engine_chunk_delta(e, sp, c, g));
+			}
+			c = end;
+		}
+	}
+	return err;
+}
+
+/*
+ * At a dispatch boundary, before the table is flushed: import every piece
+ * that a table entry names and that is not imported, and point those
+ * entries at it.  On error the pieces imported so far stay (their entries
+ * final), the rest keep their placeholders and are tried at the next
+ * boundary; the caller runs nothing on the device.
+ */
+int hm_engine_import_named(struct hm_engine *e)
+{
+	uint64_t t0;
+	int err = 0, err2;
+
+	if (!e->nr_import_pending)
+		return 0;
+	t0 = hm_now_ns();
+	for (uint32_t id = 0; id < e->spaces_end && e->nr_import_pending && !err; id++) {
+		struct hm_espace *sp = &e->spaces[id];
+
+		if (!sp->used)
+			continue;
+		for (uint64_t i = 0; i < sp->nr_pieces && !err; i++) {
+			struct hm_import_piece *pc = &sp->pieces[i];
+
+			if (pc->buf.buf || !pc->nr_mapped)
+				continue;
+			err = hm_espace_import_piece(e, sp, i);
+			pc->fresh = !err;
+		}
+	}
+	/* what was imported is named even when a later piece was refused */
+	err2 = name_fresh(e);
+	for (uint32_t id = 0; id < e->spaces_end; id++)
+		for (uint64_t i = 0; e->spaces[id].used && i < e->spaces[id].nr_pieces; i++)
+			e->spaces[id].pieces[i].fresh = false;
+	if (!err)
+		err = err2;
+	e->st.ns_import += hm_now_ns() - t0;
+	if (err)
+		e->st.import_failures++;
+	return err;
 }
 
 static int insert_maps(struct hm_engine *e, struct hm_table *t)

@@ -56,3 +56,11 @@ $(B)/bin/test-stream: $(O)/selftests/engine/stream_test.o $(O)/$(B)/gen/engine/r
 	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
 
 NATIVE_TESTS += $(B)/bin/test-stream
+
+# lazy home import: what a dispatch imports, and a refused import
+$(B)/bin/test-import: $(O)/selftests/engine/import_test.o $(O)/$(B)/gen/engine/rw_linked.o \
+		$(ENGINE_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^ $(LDFLAGS) -lvulkan
+
+NATIVE_TESTS += $(B)/bin/test-import

@@ -8,7 +8,8 @@
  *   HMIRROR_VKFAULT_ALLOC=N   the Nth vkAllocateMemory of the instance's
  *                             devices (from 1) fails with
  *                             VK_ERROR_OUT_OF_DEVICE_MEMORY; N,every: every
- *                             call from the Nth on
+ *                             call from the Nth on; N,K: the K calls from
+ *                             the Nth
  *   HMIRROR_VKFAULT_LOST=N    the device is lost at its Nth queue
  *                             submission: that vkQueueSubmit runs (the
  *                             device may have written memory) but the wait
@@ -25,6 +26,7 @@
  * The counts the layer saw are written to HMIRROR_VKFAULT_REPORT (a file)
  * at vkDestroyInstance, so that a test can size its sweep.
  */
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,8 +63,7 @@ struct inst {
 	PFN_vkGetInstanceProcAddr gipa;
 	PFN_vkDestroyInstance destroy;
 	PFN_vkCreateDevice create_device;
-	long alloc_at, lost_at, lost_before_at;
-	int alloc_every;
+	long alloc_at, alloc_last, lost_at, lost_before_at;
 	atomic_long allocs, submits;
 	char report[256];
 };
@@ -101,13 +102,21 @@ static struct dev *dev_of(const void *handle)
 	return r;
 }
 
-static long env_long(const char *name, int *every)
+/* N, or N,every or N,K: *ret_last the last of the range (N, LONG_MAX, N + K - 1) */
+static long env_long(const char *name, long *ret_last)
 {
 	const char *s = getenv(name);
+	long n = s ? strtol(s, NULL, 0) : 0;
+	const char *comma = s ? strchr(s, ',') : NULL;
 
-	if (every)
-		*every = s && strstr(s, ",every") != NULL;
-	return s ? strtol(s, NULL, 0) : 0;
+	if (ret_last) {
+		*ret_last = n;
+		if (comma && !strcmp(comma, ",every"))
+			*ret_last = LONG_MAX;
+		else if (comma && strtol(comma + 1, NULL, 0) > 0)
+			*ret_last = n + strtol(comma + 1, NULL, 0) - 1;
+	}
+	return n;
 }
 
 static VKAPI_ATTR VkResult VKAPI_CALL
@@ -138,7 +147,7 @@ fault_CreateInstance(const VkInstanceCreateInfo *ci, const VkAllocationCallbacks
 	in->gipa = gipa;
 	in->destroy = (PFN_vkDestroyInstance)gipa(*ret, "vkDestroyInstance");
 	in->create_device = (PFN_vkCreateDevice)gipa(*ret, "vkCreateDevice");
-	in->alloc_at = env_long("HMIRROR_VKFAULT_ALLOC", &in->alloc_every);
+	in->alloc_at = env_long("HMIRROR_VKFAULT_ALLOC", &in->alloc_last);
 	in->lost_at = env_long("HMIRROR_VKFAULT_LOST", NULL);
 	in->lost_before_at = env_long("HMIRROR_VKFAULT_LOST_BEFORE", NULL);
 	if (getenv("HMIRROR_VKFAULT_REPORT"))
@@ -248,7 +257,7 @@ fault_AllocateMemory(VkDevice device, const VkMemoryAllocateInfo *ai, const VkAl
 	struct inst *in = d->in;
 	long n = in ? atomic_fetch_add(&in->allocs, 1) + 1 : 0;
 
-	if (in && in->alloc_at && (n == in->alloc_at || (in->alloc_every && n > in->alloc_at)))
+	if (in && in->alloc_at && n >= in->alloc_at && n <= in->alloc_last)
 		return VK_ERROR_OUT_OF_DEVICE_MEMORY;
 	return d->alloc(device, ai, a, ret);
 }

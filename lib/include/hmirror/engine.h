@@ -117,14 +117,23 @@ void hm_engine_free(struct hm_engine *e);               /* NULL ok */
  * chunk-aligned; the space's chunk shift must be the engine's or finer,
  * by at most 6 (-EINVAL); a space is imported once (-EEXIST: map more of
  * it with hm_engine_map()).  The engine does not own s: remove the space
- * before freeing it.  An import refused by the driver returns its error
- * (e.g. -EBADF, -EOPNOTSUPP) and leaves the engine as it was.
+ * before freeing it.  A device without host-pointer import (-EOPNOTSUPP)
+ * or a view it cannot import as aligned (-EINVAL) is refused here, leaving
+ * the engine as it was; what the driver refuses of the import itself is
+ * answered by the dispatch that first needs it (below).
  *
- * Residency is lazy: the device view is imported as it is, so a page
- * exists only once the CPU or the device touched it (an untouched 16 GiB
- * space costs no guest pages; lavapipe).  A driver that refuses to import
- * a view with pages missing (NVIDIA 580: -ENOSPC) gets it again after
- * every page of it was made to exist (hm_engine_populate_view()).
+ * Import is lazy: adding and mapping import nothing.  The space's home is
+ * imported in pieces (64 MiB; a 256th of a space over 16 GiB), each at the
+ * first dispatch boundary (hm_engine_dispatch(), _record(), _submit(),
+ * _prefetch(), _device_addr()) after a mapping named a chunk of it, before
+ * the table reaches the device, and kept until the space is removed.  A
+ * driver that pins what it imports (NVIDIA) so pins only the pieces
+ * mapped at a dispatch.  Residency is lazy too: a piece is imported as it
+ * is, so a page exists only once the CPU or the device touched it (an
+ * untouched 16 GiB space costs no guest pages; lavapipe).  A driver that
+ * refuses to import a piece with pages missing gets it again after every
+ * page of it was made to exist (hm_engine_populate_view()).  A piece the
+ * driver refuses fails the dispatch that needs it (below).
  */
 #define HM_ENGINE_UNMAPPED	UINT64_MAX
 int  hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_addr,
@@ -244,7 +253,11 @@ int  hm_engine_pipeline_wait(struct hm_engine *e, uint32_t id, uint64_t timeout_
  * generation held), dispatch with the push block, then scan the marks and
  * copy home exactly the bytes the device changed in mirrors.  Returns once
  * every device write is home (rule 4).  nr_push must equal the pipeline's
- * user_push_words.
+ * user_push_words.  First the home pieces that mappings name are imported
+ * (hm_engine_add_space()): an import the driver refuses returns its error
+ * (-ENOSPC, -ENOMEM, -EBADF, ...) before anything else of the dispatch
+ * ran; the table still names no piece that is not imported, and the next
+ * dispatch tries again.
  */
 int  hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
 			uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags);
@@ -356,7 +369,8 @@ int  hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode);
 
 /* Is the chunk holding guest_addr mirrored (published in the table) now? */
 int  hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret);
-/* The device address the table answers for guest_addr now (0 if none). */
+/* The device address the table answers for guest_addr now (0 if none),
+ * after importing what the table names, as a dispatch would (its error). */
 int  hm_engine_device_addr(struct hm_engine *e, uint64_t guest_addr, uint64_t *ret);
 
 struct hm_engine_stats {
@@ -383,7 +397,9 @@ struct hm_engine_stats {
 	uint64_t sink_marks;            /* dispatches that stored somewhere unmapped */
 	uint64_t chunks_copied_home;    /* marked mirrored chunks diffed */
 	uint64_t bytes_copied_home;     /* bytes the device changed in mirrors, written home */
-	uint64_t import_pieces;         /* host-pointer imports over all spaces */
+	uint64_t import_pieces;         /* host-pointer imports over all spaces (now) */
+	uint64_t import_bytes;          /* bytes of them (now) */
+	uint64_t import_failures;       /* imports refused at a dispatch boundary */
 	/* time per phase, nanoseconds, summed over dispatches */
 	uint64_t ns_harvest;
 	uint64_t ns_upload;             /* selection, generations, copy, publish */
@@ -398,6 +414,7 @@ struct hm_engine_stats {
 	uint64_t ns_copy_back;          /* diff + copy home (submit + wait) */
 	uint64_t ns_total;
 	uint64_t ns_prefetch;           /* hm_engine_prefetch(), all of it */
+	uint64_t ns_import;             /* importing home pieces at dispatch boundaries */
 	/* mirror window and tiers */
 	uint64_t window_bytes;          /* the window buffer, 0 if none */
 	uint64_t window_syncs;          /* dispatch boundaries that changed it */

@@ -344,6 +344,9 @@ enum hm_engine_stat {
 	HM_ESTAT_DISPATCHES_SUBMITTED,
 	HM_ESTAT_PREFETCHES,
 	HM_ESTAT_NS_PREFETCH,
+	HM_ESTAT_IMPORT_BYTES,		/* now */
+	HM_ESTAT_IMPORT_FAILURES,
+	HM_ESTAT_NS_IMPORT,
 	HM_ESTAT_NR
 };
 
@@ -351,7 +354,8 @@ enum hm_engine_stat {
 #define HM_ESTAT_IS_GAUGE(k)						\
 	((k) == HM_ESTAT_CHUNKS_MIRRORED || (k) == HM_ESTAT_MIRROR_BYTES ||	\
 	 (k) == HM_ESTAT_MIRROR_BUDGET || (k) == HM_ESTAT_IMPORT_PIECES ||	\
-	 (k) == HM_ESTAT_WINDOW_BYTES || (k) == HM_ESTAT_WINDOW_UNCOVERED_BYTES)
+	 (k) == HM_ESTAT_IMPORT_BYTES || (k) == HM_ESTAT_WINDOW_BYTES ||	\
+	 (k) == HM_ESTAT_WINDOW_UNCOVERED_BYTES)
 
 struct hm_msg_stats_reply {
 	uint32_t nr_daemon;	/* counters that follow, daemon first */
