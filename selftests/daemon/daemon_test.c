@@ -4225,10 +4225,22 @@ static void tl_rule4(struct __test_metadata *_metadata, FIXTURE_DATA(daemon) *se
 	if (shim) {
 		if (access(shim_path(), R_OK) < 0)
 			SKIP(own_dev_free(&od); return, "no %s", shim_path());
+		const char *asan = getenv("ASAN_OPTIONS");
+		char *asan_saved = asan ? strdup(asan) : NULL, opts[512];
+
 		snprintf(sock, sizeof(sock), "%s/shim", self->dir);
+		/* a daemon built with AddressSanitizer takes a preload after it */
+		snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+			 asan ? ":" : "");
+		setenv("ASAN_OPTIONS", opts, 1);
 		setenv("LD_PRELOAD", shim_path(), 1);
 		self->extra = start_daemon(sock, NULL, NULL);
 		unsetenv("LD_PRELOAD");
+		if (asan_saved)
+			setenv("ASAN_OPTIONS", asan_saved, 1);
+		else
+			unsetenv("ASAN_OPTIONS");
+		free(asan_saved);
 		ASSERT_GT(self->extra, 0);
 	} else {
 		snprintf(sock, sizeof(sock), "%s", self->sock);
