@@ -46,6 +46,7 @@ void hmd_client_put(struct hmd_client *c)
 	if (c->efd >= 0)
 		close(c->efd);
 	pthread_mutex_destroy(&c->park_lock);
+	pthread_mutex_destroy(&c->tl_lock);
 	free(c);
 }
 
@@ -95,6 +96,7 @@ int hmd_client_accept(int lfd, hm_loop_cb readable)
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&c->park_lock, NULL);
+	pthread_mutex_init(&c->tl_lock, NULL);
 	c->fd = fd;
 	c->pid = cr.pid;
 	c->uid = cr.uid;

@@ -24,6 +24,7 @@ struct hm_engine;
 struct hm_space;
 struct hmd_module;
 struct hmd_prebuilt;
+struct hmd_timeline;
 
 #define HMD_MAX_CLIENTS		64
 #define HMD_MAX_SPACES		16
@@ -97,6 +98,15 @@ struct hmd_client {
 	uint64_t estats[HM_ESTAT_NR];
 	bool has_estats;
 	bool estats_retired;		/* counted in retired_estats (disconnected) */
+	/* HM_MSG_TIMELINE (protocol.h says what a dispatch's value is) */
+	uint64_t tl_requests;		/* loop thread: the last dispatch's value */
+	uint64_t tl_skipped;		/* loop thread: the highest value of a dispatch
+					 * that never ran, reached once none of the
+					 * client's dispatches is in flight */
+	pthread_mutex_t tl_lock;	/* protects tl_value and tl (device and loop
+					 * threads advance it) */
+	uint64_t tl_value;		/* reached: dispatches up to it answered */
+	struct hmd_timeline *tl;	/* the exported semaphore, or NULL */
 	struct hmd_client *next;
 };
 

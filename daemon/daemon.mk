@@ -54,10 +54,16 @@ $(O)/selftests/daemon/daemon_test.o: $(B)/include/daemon/empty.spv.h $(B)/includ
 	$(B)/include/daemon/spin.spv.h $(B)/include/daemon/heavy.spv.h
 $(O)/selftests/daemon/daemon_test.o: CFLAGS += -Wno-sign-compare
 $(B)/bin/test-daemon: $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
-		$(O)/lib/lookup_spirv.o $$(sort $$(WATCH_OBJS)) | $(B)/bin/hmirrord
+		$(O)/lib/lookup_spirv.o $$(sort $$(WATCH_OBJS)) | $(B)/bin/hmirrord \
+		$(B)/lib/hmirror-test-semfd-shim.so
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(O)/selftests/daemon/daemon_test.o $(CLIENT_OBJS) \
-		$(O)/lib/lookup_spirv.o $(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS)
+		$(O)/lib/lookup_spirv.o $(sort $(WATCH_OBJS)) $(LDFLAGS) $(WATCH_LIBS) -lvulkan
+# timeline_value_only_after_copy_back's stand-in for a driver's semaphore
+# export, preloaded into hmirrord where the device has none (semfd_shim.c)
+$(B)/lib/hmirror-test-semfd-shim.so: selftests/daemon/semfd_shim.c | $(DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -shared -o $@ $< -ldl
 NATIVE_TESTS += $(B)/bin/test-daemon
 NATIVE_TESTS += selftests/daemon/estats-complete.sh
 

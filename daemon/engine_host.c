@@ -29,6 +29,51 @@
 
 static struct hm_vk *vk;
 
+/* HM_MSG_TIMELINE: what the shared device is and whether it exports
+ * timeline semaphores as opaque fds (set once at init) */
+static uint8_t dev_uuid[VK_UUID_SIZE], drv_uuid[VK_UUID_SIZE];
+static bool timeline_export;
+static PFN_vkGetSemaphoreFdKHR get_semaphore_fd;
+
+struct hmd_timeline {
+	VkSemaphore sem;
+};
+
+static void timeline_probe(void)
+{
+	VkPhysicalDeviceIDProperties id = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES,
+	};
+	VkPhysicalDeviceProperties2 p2 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &id,
+	};
+	VkSemaphoreTypeCreateInfo type = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+		.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+	};
+	VkPhysicalDeviceExternalSemaphoreInfo info = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_SEMAPHORE_INFO,
+		.pNext = &type,
+		.handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
+	};
+	VkExternalSemaphoreProperties props = {
+		.sType = VK_STRUCTURE_TYPE_EXTERNAL_SEMAPHORE_PROPERTIES,
+	};
+
+	vkGetPhysicalDeviceProperties2(vk->phys, &p2);
+	memcpy(dev_uuid, id.deviceUUID, sizeof(dev_uuid));
+	memcpy(drv_uuid, id.driverUUID, sizeof(drv_uuid));
+	timeline_export = false;
+	if (!vk->has_semaphore_fd)
+		return;		/* lavapipe of Mesa 22.3: no VK_KHR_external_semaphore_fd */
+	vkGetPhysicalDeviceExternalSemaphoreProperties(vk->phys, &info, &props);
+	get_semaphore_fd = (PFN_vkGetSemaphoreFdKHR)vkGetDeviceProcAddr(vk->dev,
+									"vkGetSemaphoreFdKHR");
+	timeline_export = get_semaphore_fd &&
+			  (props.externalSemaphoreFeatures &
+			   VK_EXTERNAL_SEMAPHORE_FEATURE_EXPORTABLE_BIT);
+}
+
 int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
 			 size_t cap)
 {
@@ -45,6 +90,7 @@ int hmd_engine_host_init(const struct hmd_device_choice *dev, char *why,
 		vk = NULL;
 		return r;
 	}
+	timeline_probe();
 	return 0;
 }
 
@@ -402,6 +448,81 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_IMPORT_FAILURES] = s.import_failures;
 	v[HM_ESTAT_NS_IMPORT] = s.ns_import;
 	return HM_ESTAT_NR;
+}
+
+bool hmd_eng_timeline_supported(void)
+{
+	return vk && timeline_export;
+}
+
+bool hmd_eng_same_device(const uint8_t *device_uuid, const uint8_t *driver_uuid)
+{
+	return vk && !memcmp(device_uuid, dev_uuid, sizeof(dev_uuid)) &&
+	       !memcmp(driver_uuid, drv_uuid, sizeof(drv_uuid));
+}
+
+int hmd_eng_timeline_new(uint64_t value, struct hmd_timeline **ret, int *ret_fd)
+{
+	VkExportSemaphoreCreateInfo exp = {
+		.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+		.handleTypes = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
+	};
+	VkSemaphoreTypeCreateInfo type = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+		.pNext = &exp,
+		.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+		.initialValue = value,
+	};
+	VkSemaphoreCreateInfo ci = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &type,
+	};
+	struct hmd_timeline *t;
+	VkSemaphoreGetFdInfoKHR gi = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+		.handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
+	};
+	int fd = -1, r;
+
+	if (!hmd_eng_timeline_supported())
+		return -EOPNOTSUPP;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	r = hm_vk_errno(vkCreateSemaphore(vk->dev, &ci, NULL, &t->sem));
+	if (r < 0)
+		goto out_free;
+	gi.semaphore = t->sem;
+	r = hm_vk_errno(get_semaphore_fd(vk->dev, &gi, &fd));
+	if (r < 0)
+		goto out_destroy;
+	*ret = t;
+	*ret_fd = fd;
+	return 0;
+
+out_destroy:
+	vkDestroySemaphore(vk->dev, t->sem, NULL);
+out_free:
+	free(t);
+	return r;
+}
+
+int hmd_eng_timeline_signal(struct hmd_timeline *t, uint64_t value)
+{
+	VkSemaphoreSignalInfo si = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+		.semaphore = t->sem,
+		.value = value,
+	};
+
+	return hm_vk_errno(vkSignalSemaphore(vk->dev, &si));
+}
+
+void hmd_eng_timeline_free(struct hmd_timeline *t)
+{
+	if (!t)
+		return;
+	vkDestroySemaphore(vk->dev, t->sem, NULL);
+	free(t);
 }
 
 void hmd_eng_client_free(struct hmd_client *c)

@@ -51,6 +51,19 @@ int  hmd_eng_stats(struct hmd_client *c, uint64_t *ret, unsigned nr);
 /* snapshot c's engine counters for STATS (under hmd_estats_lock) */
 void hmd_client_refresh_estats(struct hmd_client *c);
 void hmd_eng_client_free(struct hmd_client *c);
+
+/*
+ * HM_MSG_TIMELINE (any thread).  A timeline semaphore of the shared device
+ * at value, exportable as an opaque fd; *ret_fd is that fd (the caller's
+ * to pass on and close).  Signalled from the host; the caller orders the
+ * values (hmd_timeline_advance() in protocol.c).
+ */
+struct hmd_timeline;
+bool hmd_eng_timeline_supported(void);
+bool hmd_eng_same_device(const uint8_t *device_uuid, const uint8_t *driver_uuid);
+int  hmd_eng_timeline_new(uint64_t value, struct hmd_timeline **ret, int *ret_fd);
+int  hmd_eng_timeline_signal(struct hmd_timeline *t, uint64_t value);
+void hmd_eng_timeline_free(struct hmd_timeline *t);	/* NULL ok */
 /* loop thread: a guard trip the module reported; every engine harvests */
 void hmd_eng_guard_event(uint64_t space, uint64_t chunk);
 

@@ -78,6 +78,10 @@ static void teardown_run(struct hmd_job *j)
 		if (c->spaces[i].used)
 			hmd_eng_space_remove(c, &c->spaces[i]);
 	hmd_eng_client_free(c);
+	pthread_mutex_lock(&c->tl_lock);
+	hmd_eng_timeline_free(c->tl);
+	c->tl = NULL;
+	pthread_mutex_unlock(&c->tl_lock);
 }
 
 /* loop thread */
@@ -177,6 +181,7 @@ struct hmd_req {
 	};
 	uint64_t estats[HM_ESTAT_NR];
 	int nr_estats;
+	uint64_t tl_value;		/* DISPATCH: its timeline value */
 	bool replied;
 	int send_status;
 };
@@ -287,6 +292,7 @@ static int on_hello(struct hmd_client *c, uint32_t seq, const void *p,
 	r.client_id = hm_le32(c->id);
 	r.features = hm_le64(HM_FEAT_MEMFD_SPIRV | HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_CONSUMER |
 			     HM_FEAT_COMPLETION_FD |
+			     (hmd_eng_timeline_supported() ? HM_FEAT_TIMELINE : 0) |
 			     (hmd_engine_available() ? HM_FEAT_ENGINE | HM_FEAT_TIERS |
 			      HM_FEAT_GUEST_MAP | HM_FEAT_PREFETCH : 0) |
 			     (hmd.netlink ? HM_FEAT_NETLINK : 0));
@@ -1027,6 +1033,43 @@ static int on_pipeline_free(struct hmd_client *c, uint32_t seq, const void *p,
 
 /* ---- DISPATCH ---- */
 
+/*
+ * The client's timeline reaches v (HM_MSG_TIMELINE, protocol.h): every
+ * dispatch up to v is answered, and each that ran has its writes home.
+ * The device thread advances it for a dispatch that ran, right after the
+ * engine returned (the copy-back done); the loop thread for dispatches
+ * that never ran, once none of the client's is in flight.  A client's
+ * dispatches run in order, so the value only grows; one that would not
+ * is a dispatch already passed.
+ */
+static void timeline_advance(struct hmd_client *c, uint64_t v)
+{
+	int r;
+
+	pthread_mutex_lock(&c->tl_lock);
+	if (v > c->tl_value) {
+		c->tl_value = v;
+		r = c->tl ? hmd_eng_timeline_signal(c->tl, v) : 0;
+		if (r < 0)
+			hmd_log(LOG_DEBUG_, "client %u: timeline %llu: %s", c->id,
+				(unsigned long long)v, strerror(-r));
+	}
+	pthread_mutex_unlock(&c->tl_lock);
+}
+
+/* loop thread: dispatch v never ran (refused, cancelled).  Reached once
+ * nothing before it is in flight: at once if nothing is, else when the
+ * client's last dispatch in flight is done, or by a later one's value. */
+static void timeline_skip(struct hmd_client *c, uint64_t v)
+{
+	if (v > c->tl_skipped)
+		c->tl_skipped = v;
+	if (!c->inflight && c->tl_skipped && !c->dead) {
+		timeline_advance(c, c->tl_skipped);
+		c->tl_skipped = 0;
+	}
+}
+
 static void dispatch_run(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
@@ -1037,9 +1080,12 @@ static void dispatch_run(struct hmd_job *j)
 	 * queued behind it (on lavapipe each one to its end): drop it here */
 	if (c->over_budget) {
 		j->status = -ECANCELED;
+		timeline_advance(c, r->tl_value);
 		return;
 	}
 	j->status = hmd_eng_dispatch(c, r->pipe, &r->disp);
+	/* its writes are home (rule 4): the value may be reached now */
+	timeline_advance(c, r->tl_value);
 	if (j->status == -ETIMEDOUT || hmd_now_ns() - j->t_started > hmd.dispatch_timeout_ns)
 		c->over_budget = true;
 	hmd_client_refresh_estats(c);
@@ -1076,6 +1122,7 @@ static void dispatch_done(struct hmd_job *j)
 {
 	struct hmd_req *r = (struct hmd_req *)j;
 	struct hmd_client *c = hmd_job_client(j);
+	bool ran = r->replied;
 
 	c->inflight--;
 	hmd.stats[HM_DSTAT_INFLIGHT]--;
@@ -1085,6 +1132,9 @@ static void dispatch_done(struct hmd_job *j)
 		hmd.stats[HM_DSTAT_DISPATCHES]++;
 	if (!r->replied)		/* cancelled before it ran */
 		dispatch_reply(j);
+	/* a value that never ran, and those refused while this one was in
+	 * flight, are reached once nothing is */
+	timeline_skip(c, ran ? 0 : r->tl_value);
 	if (r->send_status < 0 && r->send_status != -ENOTCONN && !c->dead)
 		hmd_client_disconnect(c, r->send_status == -EAGAIN ?
 				      "not reading replies" : "send failed");
@@ -1099,7 +1149,7 @@ static void dispatch_done(struct hmd_job *j)
 }
 
 static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
-		       size_t len)
+		       size_t len, uint64_t tl_value)
 {
 	struct hm_msg_dispatch m;
 	struct hmd_pipeline *pp;
@@ -1150,6 +1200,7 @@ static int on_dispatch(struct hmd_client *c, uint32_t seq, const void *p,
 		m.push[i] = hm_from_le32(m.push[i]);
 	r->pipe = pp;
 	r->disp = m;
+	r->tl_value = tl_value;
 	r->job.cancelable = true;
 	c->inflight++;
 	hmd.stats[HM_DSTAT_INFLIGHT]++;
@@ -1172,6 +1223,58 @@ static int on_completion_fd(struct hmd_client *c, uint32_t seq, const void *p, s
 		__atomic_store_n(&c->efd, efd, __ATOMIC_RELEASE);
 	}
 	hmd_client_send_fd(c, HM_MSG_COMPLETION_FD, seq, 0, NULL, 0, c->efd);
+	return 0;
+}
+
+/* ---- TIMELINE ---- */
+
+/*
+ * One semaphore a connection, made at the value the client's timeline has
+ * reached, under tl_lock so that no advance falls between.  Answers, not
+ * bad messages: a device that cannot share one with this client
+ * (-EOPNOTSUPP, -EXDEV) and the device's own failure; a repeat is a bad
+ * message.  Nothing is kept on an error.
+ */
+static int on_timeline(struct hmd_client *c, uint32_t seq, const void *p, size_t len)
+{
+	struct hm_msg_timeline m;
+	struct hm_msg_timeline_reply a = { 0 };
+	struct hmd_timeline *t = NULL;
+	uint32_t type_bits;
+	int fd = -1, r;
+
+	if (len != sizeof(m))
+		return -EBADMSG;
+	memcpy(&m, p, sizeof(m));
+	type_bits = hm_from_le32(m.handle_type);
+	if (m.flags || !type_bits || (type_bits & (type_bits - 1)))
+		return -EINVAL;
+	if (c->tl)
+		return -EALREADY;
+	if (type_bits != HM_TIMELINE_OPAQUE_FD || !hmd_engine_available())
+		r = -EOPNOTSUPP;
+	else if (!hmd_eng_same_device(m.device_uuid, m.driver_uuid))
+		r = -EXDEV;
+	else if (!hmd_eng_timeline_supported())
+		r = -EOPNOTSUPP;
+	else
+		r = 0;
+	if (r == 0) {
+		pthread_mutex_lock(&c->tl_lock);
+		r = hmd_eng_timeline_new(c->tl_value, &t, &fd);
+		if (r == 0) {
+			c->tl = t;
+			a.value = hm_le64(c->tl_value);
+		}
+		pthread_mutex_unlock(&c->tl_lock);
+	}
+	if (r < 0) {
+		reply(c, HM_MSG_TIMELINE, seq, r, NULL, 0);
+		return 0;
+	}
+	a.dispatches = hm_le64(c->tl_requests);
+	hmd_client_send_fd(c, HM_MSG_TIMELINE, seq, 0, &a, sizeof(a), fd);
+	close(fd);		/* the client has its own now */
 	return 0;
 }
 
@@ -1247,6 +1350,29 @@ static int on_stats(struct hmd_client *c, uint32_t seq, const void *p,
 
 /* ---- one message ---- */
 
+/* a DISPATCH: its timeline value is taken whether or not it runs */
+static void handle_dispatch(struct hmd_client *c, uint32_t seq, const void *payload,
+			    size_t plen, unsigned nr_fds)
+{
+	uint64_t v = ++c->tl_requests;
+	int r;
+
+	if (nr_fds) {
+		refuse(c, HM_MSG_DISPATCH, seq, -EINVAL, NULL, 0);
+	} else if (hmd.shutting_down) {
+		reply(c, HM_MSG_DISPATCH, seq, -ESHUTDOWN, NULL, 0);
+	} else {
+		r = on_dispatch(c, seq, payload, plen, v);
+		if (r == 0)
+			return;		/* queued: the device thread advances it */
+		if (refusal_is_answer(r))
+			reply(c, HM_MSG_DISPATCH, seq, r, NULL, 0);
+		else
+			refuse(c, HM_MSG_DISPATCH, seq, r, NULL, 0);
+	}
+	timeline_skip(c, v);
+}
+
 static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		   unsigned nr_fds)
 {
@@ -1292,6 +1418,10 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		return;
 	}
 	plen = n - sizeof(h);
+	if (type == HM_MSG_DISPATCH) {
+		handle_dispatch(c, seq, payload, plen, nr_fds);
+		return;
+	}
 	if (nr_fds && type != HM_MSG_SPACE_ADD && type != HM_MSG_PIPELINE_NEW) {
 		refuse(c, type, seq, -EINVAL, NULL, 0);
 		return;
@@ -1327,9 +1457,6 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 	case HM_MSG_PIPELINE_FREE:
 		r = on_pipeline_free(c, seq, payload, plen);
 		break;
-	case HM_MSG_DISPATCH:
-		r = on_dispatch(c, seq, payload, plen);
-		break;
 	case HM_MSG_STATS:
 		r = on_stats(c, seq, payload, plen);
 		break;
@@ -1338,6 +1465,9 @@ static void handle(struct hmd_client *c, size_t n, int msg_flags, int *fds,
 		break;
 	case HM_MSG_COMPLETION_FD:
 		r = on_completion_fd(c, seq, payload, plen);
+		break;
+	case HM_MSG_TIMELINE:
+		r = on_timeline(c, seq, payload, plen);
 		break;
 	case HM_MSG_MAP:
 	case HM_MSG_UNMAP:

@@ -35,6 +35,7 @@ struct hm_space_handoff { int fds[4]; unsigned nr_fds; uint8_t blob[64]; unsigne
 
 struct pending {
 	uint32_t seq;
+	uint64_t tl_value;		/* the value it reaches (HM_MSG_TIMELINE) */
 	bool used, done;
 	struct hm_client_result res;
 };
@@ -43,8 +44,11 @@ struct hm_client {
 	int fd;
 	int efd;			/* HM_MSG_COMPLETION_FD's, -1 until asked */
 	int got_fd;			/* an fd beside the reply call() waits for */
+	int tl_fd;			/* HM_MSG_TIMELINE's, -1 until asked */
+	uint64_t tl_value0;		/* its value when the daemon made it */
 	bool dead;
 	uint32_t seq;
+	uint64_t nr_dispatches;		/* DISPATCH requests sent: the last one's value */
 	struct hm_msg_hello_reply info;
 	struct pending pend[HM_CLIENT_MAX_PENDING];
 	unsigned nr_pend;
@@ -224,7 +228,8 @@ static int read_one(struct hm_client *c, int timeout_ms)
 		c->want_len = plen < c->want_cap ? plen : c->want_cap;
 		if (c->want_buf)
 			memcpy(c->want_buf, p, c->want_len);
-		if (type == HM_MSG_COMPLETION_FD && c->got_fd < 0) {
+		if ((type == HM_MSG_COMPLETION_FD || type == HM_MSG_TIMELINE) &&
+		    c->got_fd < 0) {
 			c->got_fd = rx_fd;
 			rx_fd = -1;
 		}
@@ -291,7 +296,7 @@ int hm_client_connect(const char *path, struct hm_client **ret)
 	strcpy(sa.sun_path, path);
 	c = calloc(1, sizeof(*c));
 	if (c)
-		c->efd = c->got_fd = -1;
+		c->efd = c->got_fd = c->tl_fd = -1;
 	if (!c)
 		return -ENOMEM;
 	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
@@ -337,6 +342,8 @@ void hm_client_free(struct hm_client *c)
 		close(c->fd);
 	if (c->efd >= 0)
 		close(c->efd);
+	if (c->tl_fd >= 0)
+		close(c->tl_fd);
 	free(c);
 }
 
@@ -391,6 +398,76 @@ int hm_client_completion_fd(struct hm_client *c)
 	c->efd = c->got_fd;
 	c->got_fd = -1;
 	return c->efd;
+}
+
+/* the daemon's semaphore, asked for once; the library keeps one fd of it
+ * and hands out duplicates */
+static int timeline_get(struct hm_client *c, const uint8_t *device_uuid,
+			const uint8_t *driver_uuid)
+{
+	struct hm_msg_timeline m = { .handle_type = hm_le32(HM_TIMELINE_OPAQUE_FD) };
+	struct hm_msg_timeline_reply a = { 0 };
+	uint64_t daemon_count;
+	size_t got = 0;
+	int r;
+
+	if (!(c->info.features & HM_FEAT_TIMELINE))
+		return -EOPNOTSUPP;
+	memcpy(m.device_uuid, device_uuid, sizeof(m.device_uuid));
+	memcpy(m.driver_uuid, driver_uuid, sizeof(m.driver_uuid));
+	c->got_fd = -1;
+	r = call(c, HM_MSG_TIMELINE, &m, sizeof(m), NULL, 0, NULL, 0, &a, sizeof(a), &got);
+	if (r == 0 && (c->got_fd < 0 || got != sizeof(a)))
+		r = -EPROTO;	/* a reply without its fd */
+	if (r < 0) {
+		if (c->got_fd >= 0)
+			close(c->got_fd);
+		c->got_fd = -1;
+		return r;
+	}
+	c->tl_fd = c->got_fd;
+	c->got_fd = -1;
+	c->tl_value0 = hm_from_le64(a.value);
+	/* the daemon's count rules (raw DISPATCH datagrams count there too):
+	 * dispatches still pending move with it */
+	daemon_count = hm_from_le64(a.dispatches);
+	for (unsigned i = 0; i < HM_CLIENT_MAX_PENDING; i++)
+		if (c->pend[i].used)
+			c->pend[i].tl_value += daemon_count - c->nr_dispatches;
+	c->nr_dispatches = daemon_count;
+	return 0;
+}
+
+int hm_client_timeline(struct hm_client *c, const uint8_t *device_uuid,
+		       const uint8_t *driver_uuid, int *ret_fd, uint64_t *ret_value)
+{
+	int fd, r;
+
+	if (!c || !device_uuid || !driver_uuid || !ret_fd)
+		return -EINVAL;
+	*ret_fd = -1;
+	if (c->tl_fd < 0) {
+		r = timeline_get(c, device_uuid, driver_uuid);
+		if (r < 0)
+			return r;
+	}
+	fd = fcntl(c->tl_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	*ret_fd = fd;
+	if (ret_value)
+		*ret_value = c->tl_value0;
+	return 0;
+}
+
+int hm_client_timeline_value(struct hm_client *c, uint64_t ticket, uint64_t *ret_value)
+{
+	struct pending *pd = ticket <= UINT32_MAX ? pending_find(c, (uint32_t)ticket) : NULL;
+
+	if (!pd)
+		return -ENOENT;
+	*ret_value = pd->tl_value;
+	return 0;
 }
 
 int hm_client_ping(struct hm_client *c)
@@ -666,6 +743,7 @@ int hm_client_submit(struct hm_client *c, const struct hm_client_dispatch *d,
 		pd->used = false;
 		return r;
 	}
+	pd->tl_value = ++c->nr_dispatches;	/* the daemon counts it the same */
 	*ret_ticket = seq;
 	return 0;
 }

@@ -454,7 +454,7 @@ static int pick_queue(struct hm_vk *vk)
 static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 {
 	VkExtensionProperties *ext = NULL;
-	const char *want[4];
+	const char *want[5];
 	uint32_t n = 0, nw = 0;
 	struct feats f;
 	float prio = 1.0f;
@@ -495,6 +495,10 @@ static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 		want[nw++] = VK_EXT_EXTERNAL_MEMORY_DMA_BUF_EXTENSION_NAME;
 		vk->has_dmabuf_import = true;
 	}
+	/* timeline semaphores shared with other processes (hmirrord) */
+	vk->has_semaphore_fd = has_ext(ext, n, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
+	if (vk->has_semaphore_fd)
+		want[nw++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
 
 	feats_chain(&f);
 	vkGetPhysicalDeviceFeatures2(vk->phys, &f.f2);
@@ -611,6 +615,7 @@ static int wrap_device(struct hm_vk *vk, const struct hm_vk_params *p)
 	vk->has_host_import = names_ext(ci, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
 	vk->has_dmabuf_import = names_ext(ci, VK_EXT_EXTERNAL_MEMORY_DMA_BUF_EXTENSION_NAME) &&
 				names_ext(ci, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+	vk->has_semaphore_fd = names_ext(ci, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
 	feats_enabled(ci, &f);
 	vk->sparse = (p->flags & HM_VK_SPARSE) && f.f2.features.sparseBinding &&
 		     f.f2.features.sparseResidencyBuffer;

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <spirv/unified1/spirv.h>
+#include <vulkan/vulkan.h>
 
 #include <hmirror/advice.h>
 #include <hmirror/client.h>
@@ -3761,6 +3762,597 @@ TEST_F(daemon, stats_count_a_client_gone_at_once)
 	EXPECT_LE(3, st.engine[HM_ESTAT_DISPATCHES]);
 	EXPECT_EQ(0, hm_client_ping(obs));
 	hm_client_free(obs);
+}
+
+/* ---- HM_MSG_TIMELINE: a timeline semaphore shared with the client's device ---- */
+
+/* the test's own device, as an emulator has one, on the daemon's physical
+ * device (by the name HELLO gives) */
+struct own_dev {
+	VkInstance inst;
+	VkPhysicalDevice phys;
+	VkDevice dev;
+	VkQueue queue;
+	uint8_t dev_uuid[VK_UUID_SIZE], drv_uuid[VK_UUID_SIZE];
+	bool import;		/* imports timeline semaphores from opaque fds */
+	PFN_vkImportSemaphoreFdKHR import_fd;
+};
+
+static void own_dev_free(struct own_dev *d)
+{
+	if (d->dev)
+		vkDestroyDevice(d->dev, NULL);
+	if (d->inst)
+		vkDestroyInstance(d->inst, NULL);
+	memset(d, 0, sizeof(*d));
+}
+
+static int own_dev_new(const char *name, struct own_dev *d)
+{
+	VkApplicationInfo ai = { .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+				 .apiVersion = VK_API_VERSION_1_2 };
+	VkInstanceCreateInfo ici = { .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+				     .pApplicationInfo = &ai };
+	VkPhysicalDevice pd[16];
+	uint32_t n = 16;
+
+	memset(d, 0, sizeof(*d));
+	if (vkCreateInstance(&ici, NULL, &d->inst) != VK_SUCCESS) {
+		d->inst = NULL;
+		return -ENODEV;
+	}
+	if (vkEnumeratePhysicalDevices(d->inst, &n, pd) < 0)
+		n = 0;
+	for (uint32_t i = 0; i < n && !d->phys; i++) {
+		VkPhysicalDeviceProperties p;
+
+		vkGetPhysicalDeviceProperties(pd[i], &p);
+		if (!strncmp(p.deviceName, name, 63))
+			d->phys = pd[i];
+	}
+	if (!d->phys) {
+		own_dev_free(d);
+		return -ENODEV;
+	}
+	VkPhysicalDeviceIDProperties id = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES };
+	VkPhysicalDeviceProperties2 p2 = { .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+					   .pNext = &id };
+	VkSemaphoreTypeCreateInfo tl = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+					 .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE };
+	VkPhysicalDeviceExternalSemaphoreInfo ei = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_SEMAPHORE_INFO, .pNext = &tl,
+		.handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT };
+	VkExternalSemaphoreProperties ep = { .sType = VK_STRUCTURE_TYPE_EXTERNAL_SEMAPHORE_PROPERTIES };
+	VkExtensionProperties ext[512];
+	uint32_t ne = 512;
+	const char *want = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
+	bool has_ext = false;
+
+	vkGetPhysicalDeviceProperties2(d->phys, &p2);
+	memcpy(d->dev_uuid, id.deviceUUID, VK_UUID_SIZE);
+	memcpy(d->drv_uuid, id.driverUUID, VK_UUID_SIZE);
+	if (vkEnumerateDeviceExtensionProperties(d->phys, NULL, &ne, ext) < 0)
+		ne = 0;
+	for (uint32_t i = 0; i < ne; i++)
+		has_ext |= !strcmp(ext[i].extensionName, want);
+	vkGetPhysicalDeviceExternalSemaphoreProperties(d->phys, &ei, &ep);
+	d->import = has_ext && (ep.externalSemaphoreFeatures &
+				VK_EXTERNAL_SEMAPHORE_FEATURE_IMPORTABLE_BIT);
+
+	float prio = 1.0f;
+	VkDeviceQueueCreateInfo qci = { .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+					.queueFamilyIndex = 0, .queueCount = 1,
+					.pQueuePriorities = &prio };
+	VkPhysicalDeviceVulkan12Features f12 = {
+		.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+		.timelineSemaphore = VK_TRUE };
+	VkDeviceCreateInfo dci = { .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, .pNext = &f12,
+				   .queueCreateInfoCount = 1, .pQueueCreateInfos = &qci,
+				   .enabledExtensionCount = d->import ? 1 : 0,
+				   .ppEnabledExtensionNames = &want };
+
+	if (vkCreateDevice(d->phys, &dci, NULL, &d->dev) != VK_SUCCESS) {
+		d->dev = NULL;
+		own_dev_free(d);
+		return -ENODEV;
+	}
+	vkGetDeviceQueue(d->dev, 0, 0, &d->queue);
+	if (d->import)
+		d->import_fd = (PFN_vkImportSemaphoreFdKHR)vkGetDeviceProcAddr(d->dev,
+									       "vkImportSemaphoreFdKHR");
+	d->import = d->import && d->import_fd;
+	return 0;
+}
+
+/* one raw TIMELINE request; the reply's status, with *ret_fd the fds that
+ * came beside it (the first; -1: none; *ret_nr_fds how many) */
+static int raw_timeline(struct hm_client *c, const void *payload, size_t len, uint32_t seq,
+			int *ret_fd, unsigned *ret_nr_fds, struct hm_msg_timeline_reply *ret)
+{
+	uint8_t buf[256];
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int) * 8)];
+	} cbuf;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+			     .msg_controllen = sizeof(cbuf.b) };
+	struct pollfd pfd = { .fd = hm_client_fd(c), .events = POLLIN };
+	struct hm_msg_hdr h;
+	int n = raw_hdr(buf, HM_MSG_TIMELINE, seq, len);
+	ssize_t got;
+
+	*ret_fd = -1;
+	*ret_nr_fds = 0;
+	memcpy(buf + sizeof(h), payload, len);
+	if (hm_client_send_raw(c, buf, n, NULL, 0) != n)
+		return -EIO;
+	if (poll(&pfd, 1, 5000) != 1)
+		return -ETIMEDOUT;
+	got = recvmsg(pfd.fd, &mh, MSG_CMSG_CLOEXEC);
+	if (got < (ssize_t)sizeof(h))
+		return -EPROTO;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+			if (*ret_fd < 0)
+				*ret_fd = fd;
+			else
+				close(fd);
+			++*ret_nr_fds;
+		}
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.type != HM_MSG_TIMELINE || h.seq != seq)
+		return -EPROTO;
+	if (ret && got >= (ssize_t)(sizeof(h) + sizeof(*ret)))
+		memcpy(ret, buf + sizeof(h), sizeof(*ret));
+	return h.status;
+}
+
+/* daemon fds, waited for to come back to want (teardowns are asynchronous) */
+static int proc_fds_wait(pid_t pid, int want, int ms)
+{
+	int n = proc_fds(pid);
+
+	for (uint64_t t0 = now_ms(); n != want && now_ms() - t0 < (uint64_t)ms; n = proc_fds(pid))
+		usleep(5000);
+	return n;
+}
+
+/*
+ * Asking for the semaphore: every malformed request refused as a bad
+ * message, no fd beside any error, another device -EXDEV; where the
+ * daemon's device cannot export one (lavapipe of Mesa 22.3: no
+ * VK_KHR_external_semaphore_fd), -EOPNOTSUPP from the daemon and from the
+ * library, and the completion fd serves instead; where it can, the fd,
+ * a dup on every call and -EALREADY for a repeat.  Dispatch values count
+ * from 1 either way.  Twenty clients that ask and never import leave the
+ * daemon's fds where they were.
+ */
+TEST_F(daemon, timeline_refusals_change_nothing)
+{
+	struct hm_client *c;
+	struct hm_client_stats st0, st;
+	struct hm_msg_timeline m = { .handle_type = HM_TIMELINE_OPAQUE_FD };
+	struct own_dev od;
+	unsigned nr_fds, bad = 0;
+	int fd, fds0, r;
+	bool offered;
+
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	offered = hm_client_info(c)->features & HM_FEAT_TIMELINE;
+	if (!self->engine) {
+		EXPECT_FALSE(offered);
+		EXPECT_EQ(-EOPNOTSUPP, raw_timeline(c, &m, sizeof(m), 50, &fd, &nr_fds, NULL));
+		hm_client_free(c);
+		SKIP(return, "daemon has no engine: no device to share a semaphore of");
+	}
+	r = own_dev_new(hm_client_info(c)->device, &od);
+	if (r < 0) {
+		hm_client_free(c);
+		SKIP(return, "no Vulkan device '%s' in this process", hm_client_info(c)->device);
+	}
+	memcpy(m.device_uuid, od.dev_uuid, sizeof(m.device_uuid));
+	memcpy(m.driver_uuid, od.drv_uuid, sizeof(m.driver_uuid));
+	/* the daemon's fds without this client's socket, the fixture's
+	 * connection torn down */
+	dstat_wait(c, HM_DSTAT_CLIENTS_CLOSING, 0, 5000);
+	fds0 = proc_fds(self->pid) - 1;
+	ASSERT_EQ(0, hm_client_stats(c, &st0));
+
+	/* malformed: bad messages, no fd */
+	EXPECT_EQ(-EBADMSG, raw_timeline(c, &m, 8, 51, &fd, &nr_fds, NULL));
+	EXPECT_EQ(0, nr_fds);
+	{
+		struct hm_msg_timeline b = m;
+
+		b.flags = 1;
+		EXPECT_EQ(-EINVAL, raw_timeline(c, &b, sizeof(b), 52, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+		b.flags = 0;
+		b.handle_type = 0;
+		EXPECT_EQ(-EINVAL, raw_timeline(c, &b, sizeof(b), 53, &fd, &nr_fds, NULL));
+		b.handle_type = 3;
+		EXPECT_EQ(-EINVAL, raw_timeline(c, &b, sizeof(b), 54, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+		bad += 4;
+		/* answers: a handle type other than opaque fd, another device */
+		b.handle_type = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_SYNC_FD_BIT;
+		EXPECT_EQ(-EOPNOTSUPP, raw_timeline(c, &b, sizeof(b), 55, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+		b.handle_type = HM_TIMELINE_OPAQUE_FD;
+		b.device_uuid[0] ^= 0xff;
+		EXPECT_EQ(-EXDEV, raw_timeline(c, &b, sizeof(b), 56, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+		b.device_uuid[0] ^= 0xff;
+		b.driver_uuid[15] ^= 0x01;
+		EXPECT_EQ(-EXDEV, raw_timeline(c, &b, sizeof(b), 57, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+	}
+	if (!offered) {
+		/* the daemon's own answer for its device, then the library's */
+		EXPECT_EQ(-EOPNOTSUPP, raw_timeline(c, &m, sizeof(m), 58, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+		fd = 12345;
+		EXPECT_EQ(-EOPNOTSUPP, hm_client_timeline(c, od.dev_uuid, od.drv_uuid, &fd, NULL));
+		EXPECT_EQ(-1, fd);
+		TH_LOG("%s exports no timeline semaphore as an opaque fd (this process's "
+		       "device %s import them): -EOPNOTSUPP, the completion fd instead",
+		       hm_client_info(c)->device, od.import ? "can" : "cannot");
+	} else {
+		uint64_t v0 = 99;
+		int fd2;
+
+		ASSERT_EQ(0, hm_client_timeline(c, od.dev_uuid, od.drv_uuid, &fd, &v0));
+		EXPECT_EQ(0, v0);
+		ASSERT_EQ(0, hm_client_timeline(c, od.dev_uuid, od.drv_uuid, &fd2, NULL));
+		EXPECT_NE(fd, fd2);
+		close(fd);
+		close(fd2);		/* never imported */
+		EXPECT_EQ(-EALREADY, raw_timeline(c, &m, sizeof(m), 58, &fd, &nr_fds, NULL));
+		EXPECT_EQ(0, nr_fds);
+		bad++;
+	}
+	EXPECT_EQ(-EINVAL, hm_client_timeline(c, NULL, od.drv_uuid, &fd, NULL));
+	ASSERT_EQ(0, hm_client_stats(c, &st));
+	EXPECT_EQ(st0.daemon[HM_DSTAT_BAD_MSGS] + bad, st.daemon[HM_DSTAT_BAD_MSGS]);
+
+	/* dispatch values, the completion fd beside them */
+	{
+		uint32_t p, push[2] = { 0, 0 };
+		struct hm_client_dispatch d = { .groups = { 1, 1, 1 }, .nr_push = 2, .push = push };
+		struct hm_client_result res;
+		struct pollfd pfd = { .events = POLLIN };
+		uint64_t t[3], v, count = 0;
+
+		pfd.fd = hm_client_completion_fd(c);
+		ASSERT_GE(pfd.fd, 0);
+		ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
+		d.pipeline = p;
+		for (int i = 0; i < 3; i++) {
+			ASSERT_EQ(0, hm_client_submit(c, &d, &t[i]));
+			ASSERT_EQ(0, hm_client_timeline_value(c, t[i], &v));
+			EXPECT_EQ(i + 1, v);
+		}
+		for (uint64_t deadline = now_ms() + 10000; count < 3 && now_ms() < deadline;)
+			if (poll(&pfd, 1, 10000) == 1 && read(pfd.fd, &v, sizeof(v)) == sizeof(v))
+				count += v;
+		EXPECT_EQ(3, count);
+		for (int i = 0; i < 3; i++)
+			EXPECT_EQ(0, hm_client_wait(c, t[i], 10000, &res));
+		EXPECT_EQ(-ENOENT, hm_client_timeline_value(c, t[0], &v));
+	}
+	hm_client_free(c);
+
+	/* clients that ask and never import, or are refused: nothing stays */
+	for (int i = 0; i < 20; i++) {
+		struct hm_client *k;
+
+		ASSERT_EQ(0, hm_client_connect(self->sock, &k));
+		r = hm_client_timeline(k, od.dev_uuid, od.drv_uuid, &fd, NULL);
+		EXPECT_EQ(offered ? 0 : -EOPNOTSUPP, r);
+		if (r == 0)
+			close(fd);
+		hm_client_free(k);
+	}
+	EXPECT_EQ(fds0, proc_fds_wait(self->pid, fds0, 5000));
+	own_dev_free(&od);
+}
+
+/* the copy program over an 8 MiB space, all of it preferred on the device:
+ * src = guest words [0, 2 MiB), dst at 4 MiB, so each dispatch's 2 MiB of
+ * writes land in mirrors and come home by the copy-back */
+#define TL_WORDS	(512u * 1024)
+#define TL_DST		(4u << 20)
+struct tl_copy {
+	struct hm_space *s;
+	uint32_t *mem, pipe;
+	uint32_t push[4];
+};
+
+static int tl_copy_new(struct hm_client *c, struct tl_copy *t)
+{
+	const uint64_t guest = 1ull << 32;
+	uint32_t *w, id;
+	size_t n;
+	int r = new_space(&t->s, 8 << 20);
+
+	if (r < 0)
+		return r;
+	t->mem = hm_space_addr(t->s);
+	for (uint32_t i = 0; i < TL_WORDS; i++)
+		t->mem[i] = 0x10000000u + i * 2654435761u;
+	r = hm_client_space_add(c, t->s, guest, &id);
+	if (!r)
+		r = hm_client_advise(c, guest, 8 << 20, HM_ADVICE_PREFER_DEVICE);
+	if (!r)
+		r = copy_build(&w, &n);
+	if (!r) {
+		r = hm_client_pipeline_new_tiered(c, w, n, "main", 4, HM_PIPEF_COMPACT_ONLY,
+						  &t->pipe);
+		free(w);
+	}
+	t->push[0] = (uint32_t)guest;
+	t->push[1] = (uint32_t)(guest >> 32);
+	t->push[2] = TL_DST;
+	return r;
+}
+
+static int tl_copy_submit(struct hm_client *c, struct tl_copy *t, uint32_t x, uint64_t *ret_ticket)
+{
+	struct hm_client_dispatch d = { .pipeline = t->pipe, .groups = { TL_WORDS / 64, 1, 1 },
+					.nr_push = 4, .push = t->push };
+
+	t->push[3] = x;
+	return hm_client_submit(c, &d, ret_ticket);
+}
+
+/* dst words not yet home (x the dispatch's key) */
+static uint32_t tl_copy_wrong(const struct tl_copy *t, uint32_t x)
+{
+	uint32_t wrong = 0;
+
+	for (uint32_t i = 0; i < TL_WORDS; i++)
+		wrong += __atomic_load_n(&t->mem[TL_DST / 4 + i], __ATOMIC_ACQUIRE) !=
+			 (t->mem[i] ^ x);
+	return wrong;
+}
+
+/* the shim standing in for a driver's export (semfd_shim.c), next to
+ * libhmirror in the build */
+static const char *shim_path(void)
+{
+	static char path[PATH_MAX];
+	const char *d = daemon_path();
+	const char *slash = strrchr(d, '/');
+
+	snprintf(path, sizeof(path), "%.*s/../lib/hmirror-test-semfd-shim.so",
+		 slash ? (int)(slash - d) : 1, slash ? d : ".");
+	return path;
+}
+
+/* the value of the client's semaphore: the shim's word, or the import */
+struct tl_waiter {
+	volatile uint64_t *word;
+	struct own_dev *od;
+	VkSemaphore sem;
+};
+
+static uint64_t tl_now(const struct tl_waiter *w)
+{
+	uint64_t v = 0;
+
+	if (w->word)
+		return __atomic_load_n(w->word, __ATOMIC_ACQUIRE);
+	vkGetSemaphoreCounterValue(w->od->dev, w->sem, &v);
+	return v;
+}
+
+/* wait for the value to reach want: the host spins on the shim's word, or
+ * the test's own queue waits on the import (a submit with it as its wait
+ * semaphore, then that submit's fence) */
+static int tl_wait(const struct tl_waiter *w, uint64_t want, int ms)
+{
+	VkFenceCreateInfo fci = { .sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO };
+	VkTimelineSemaphoreSubmitInfo ts = {
+		.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+		.waitSemaphoreValueCount = 1, .pWaitSemaphoreValues = &want };
+	VkPipelineStageFlags stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+	VkSubmitInfo si = { .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .pNext = &ts,
+			    .waitSemaphoreCount = 1, .pWaitSemaphores = &w->sem,
+			    .pWaitDstStageMask = &stage };
+	VkFence f;
+	VkResult vr;
+
+	if (w->word) {
+		for (uint64_t t0 = now_ms(); tl_now(w) < want;)
+			if (now_ms() - t0 > (uint64_t)ms)
+				return -ETIMEDOUT;
+		return 0;
+	}
+	if (vkCreateFence(w->od->dev, &fci, NULL, &f) != VK_SUCCESS)
+		return -ENOMEM;
+	vr = vkQueueSubmit(w->od->queue, 1, &si, f);
+	if (vr == VK_SUCCESS)
+		vr = vkWaitForFences(w->od->dev, 1, &f, VK_TRUE, (uint64_t)ms * 1000000);
+	vkDestroyFence(w->od->dev, f, NULL);
+	return vr == VK_SUCCESS ? 0 : vr == VK_TIMEOUT ? -ETIMEDOUT : -EIO;
+}
+
+/*
+ * Rule 4 on the shared semaphore: the value of a dispatch is reached only
+ * once its device writes are home.  Each of eight dispatches writes 2 MiB
+ * into mirrors; the test watches the value, and the moment it reaches the
+ * dispatch's, every byte must be home, before the test reads the reply
+ * (which then must say 0 and find the value reached).  Refused dispatches
+ * reach their values in order: one refused while a long dispatch runs
+ * only after that one's writes are home, one refused with nothing in
+ * flight at once.
+ *
+ * shim: the daemon runs under semfd_shim.c, which stands in for a driver's
+ * export (lavapipe of Mesa 22.3 has none): it hands out, as the fd, a word
+ * that follows every vkSignalSemaphore of the semaphore, so the daemon's
+ * code runs as on a device that exports, and the test reads that word
+ * where it would wait on its import.  Else the daemon runs plain and the
+ * test imports the semaphore into its own device and waits on it, on the
+ * host and as the wait semaphore of its own queue's submits.
+ */
+static void tl_rule4(struct __test_metadata *_metadata, FIXTURE_DATA(daemon) *self, bool shim)
+{
+	char sock[160];
+	struct hm_client *c;
+	struct hm_client_stats st;
+	struct hm_client_result res;
+	struct tl_copy t = { 0 };
+	struct own_dev od;
+	VkSemaphore sem = VK_NULL_HANDLE;
+	volatile uint64_t *word = NULL;
+	struct tl_waiter w;
+	uint64_t v0, tk, v, tk2, v2;
+	bool offered;
+	int fd, r;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
+	offered = hm_client_info(c)->features & HM_FEAT_TIMELINE;
+	r = own_dev_new(hm_client_info(c)->device, &od);
+	hm_client_free(c);
+	if (r < 0)
+		SKIP(return, "no Vulkan device of the daemon's in this process");
+	if (shim) {
+		if (access(shim_path(), R_OK) < 0)
+			SKIP(own_dev_free(&od); return, "no %s", shim_path());
+		const char *asan = getenv("ASAN_OPTIONS");
+		char *asan_saved = asan ? strdup(asan) : NULL, opts[512];
+
+		snprintf(sock, sizeof(sock), "%s/shim", self->dir);
+		/* a daemon built with AddressSanitizer takes a preload after it */
+		snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+			 asan ? ":" : "");
+		setenv("ASAN_OPTIONS", opts, 1);
+		setenv("LD_PRELOAD", shim_path(), 1);
+		self->extra = start_daemon(sock, NULL, NULL);
+		unsetenv("LD_PRELOAD");
+		if (asan_saved)
+			setenv("ASAN_OPTIONS", asan_saved, 1);
+		else
+			unsetenv("ASAN_OPTIONS");
+		free(asan_saved);
+		ASSERT_GT(self->extra, 0);
+	} else {
+		snprintf(sock, sizeof(sock), "%s", self->sock);
+		if (!offered || !od.import)
+			SKIP(own_dev_free(&od); return,
+			     "the daemon's device %s timeline semaphores as opaque fds, this "
+			     "process's %s (lavapipe of Mesa 22.3 has no "
+			     "VK_KHR_external_semaphore_fd): timeline_value_only_after_copy_back "
+			     "checks the daemon's side under semfd_shim.c",
+			     offered ? "exports" : "does not export",
+			     od.import ? "imports them" : "does not import them");
+	}
+	ASSERT_EQ(0, hm_client_connect(sock, &c));
+	ASSERT_TRUE(hm_client_info(c)->features & HM_FEAT_TIMELINE);
+	r = tl_copy_new(c, &t);
+	if (r == -EOPNOTSUPP || r == -ENOSYS)
+		SKIP(return, "space handoff unsupported here (%s)", strerror(-r));
+	ASSERT_EQ(0, r);
+	ASSERT_EQ(0, hm_client_timeline(c, od.dev_uuid, od.drv_uuid, &fd, &v0));
+	EXPECT_EQ(0, v0);
+	if (shim) {
+		word = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+		close(fd);
+		ASSERT_NE(MAP_FAILED, (void *)word);
+	} else {
+		VkSemaphoreTypeCreateInfo tci = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+						  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE };
+		VkSemaphoreCreateInfo sci = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+					      .pNext = &tci };
+		VkImportSemaphoreFdInfoKHR ii = {
+			.sType = VK_STRUCTURE_TYPE_IMPORT_SEMAPHORE_FD_INFO_KHR,
+			.handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT, .fd = fd };
+
+		ASSERT_EQ(VK_SUCCESS, vkCreateSemaphore(od.dev, &sci, NULL, &sem));
+		ii.semaphore = sem;
+		ASSERT_EQ(VK_SUCCESS, od.import_fd(od.dev, &ii));	/* takes fd */
+	}
+	w = (struct tl_waiter){ .word = word, .od = &od, .sem = sem };
+
+	for (uint32_t round = 0; round < 8; round++) {
+		uint32_t x = 0x01010101u * (round + 1), wrong;
+
+		ASSERT_EQ(0, tl_copy_submit(c, &t, x, &tk));
+		ASSERT_EQ(0, hm_client_timeline_value(c, tk, &v));
+		EXPECT_EQ(round + 1, v);
+		if (!word && round % 2) {
+			/* the host wait on the import */
+			VkSemaphoreWaitInfo wi = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+						   .semaphoreCount = 1, .pSemaphores = &sem,
+						   .pValues = &v };
+
+			ASSERT_EQ(VK_SUCCESS, vkWaitSemaphores(od.dev, &wi, 60ull * 1000000000));
+		} else {
+			ASSERT_EQ(0, tl_wait(&w, v, 60000));
+		}
+		wrong = tl_copy_wrong(&t, x);	/* before the reply is read */
+		EXPECT_EQ(0, wrong) TH_LOG("round %u: value %llu reached with %u of %u words "
+					   "not home", round, (unsigned long long)v, wrong, TL_WORDS);
+		ASSERT_EQ(0, hm_client_wait(c, tk, 60000, &res));
+		EXPECT_EQ(0, res.status);
+		EXPECT_LE(v, tl_now(&w));
+	}
+	ASSERT_EQ(0, hm_client_stats(c, &st));
+	EXPECT_LT(0, st.engine[HM_ESTAT_CHUNKS_COPIED_HOME]);	/* it went through mirrors */
+	EXPECT_EQ(0, st.daemon[HM_DSTAT_VK_MESSAGES]);
+	/* only changed bytes come home: a byte may equal the last round's */
+	EXPECT_LE(7ull * TL_WORDS * 4, st.engine[HM_ESTAT_BYTES_COPIED_HOME]);
+
+	/* a dispatch refused while one runs: reached only after that one's
+	 * writes are home; then one refused with nothing in flight: at once */
+	{
+		struct hm_client_dispatch bad = { .pipeline = 999, .groups = { 1, 1, 1 } };
+		uint32_t x = 0x5a5a5a5au, wrong;
+
+		ASSERT_EQ(0, tl_copy_submit(c, &t, x, &tk));
+		ASSERT_EQ(0, hm_client_submit(c, &bad, &tk2));
+		ASSERT_EQ(0, hm_client_timeline_value(c, tk2, &v2));
+		ASSERT_EQ(0, hm_client_timeline_value(c, tk, &v));
+		EXPECT_EQ(v + 1, v2);
+		ASSERT_EQ(0, tl_wait(&w, v2, 60000));
+		wrong = tl_copy_wrong(&t, x);
+		EXPECT_EQ(0, wrong) TH_LOG("a refused dispatch's value came with %u words not home",
+					   wrong);
+		EXPECT_EQ(-ENOENT, hm_client_wait(c, tk2, 10000, &res));
+		EXPECT_EQ(0, hm_client_wait(c, tk, 60000, &res));
+		ASSERT_EQ(0, hm_client_submit(c, &bad, &tk2));
+		ASSERT_EQ(0, hm_client_timeline_value(c, tk2, &v2));
+		EXPECT_EQ(0, tl_wait(&w, v2, 10000));
+		EXPECT_EQ(-ENOENT, hm_client_wait(c, tk2, 10000, &res));
+		EXPECT_EQ(v2, tl_now(&w));	/* never past the last dispatch */
+	}
+	if (word)
+		munmap((void *)word, 4096);
+	if (sem)
+		vkDestroySemaphore(od.dev, sem, NULL);
+	hm_client_free(c);
+	hm_space_free(t.s);
+	own_dev_free(&od);
+}
+
+/* the daemon's side of it, under the shim wherever the daemon runs */
+TEST_F_TIMEOUT(daemon, timeline_value_only_after_copy_back, 120)
+{
+	tl_rule4(_metadata, self, true);
+}
+
+/* the same with the semaphore imported into the test's own device: host
+ * waits and its own queue's waits; where both sides can */
+TEST_F_TIMEOUT(daemon, timeline_semaphore_in_own_device, 120)
+{
+	tl_rule4(_metadata, self, false);
 }
 
 TEST_HARNESS_MAIN

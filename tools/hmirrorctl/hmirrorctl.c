@@ -51,13 +51,14 @@ static int cmd_status(void)
 
 		printf("hmirrord: pid %u, protocol %u, device %s\n", i->daemon_pid,
 		       i->version, i->device);
-		printf("  features:%s%s%s%s%s%s\n",
+		printf("  features:%s%s%s%s%s%s%s\n",
 		       i->features & HM_FEAT_ENGINE ? " engine" : " NO-ENGINE",
 		       i->features & HM_FEAT_NETLINK ? " netlink-events" : "",
 		       i->features & HM_FEAT_MEMFD_SPIRV ? " memfd-spirv" : "",
 		       i->features & HM_FEAT_PUSH_LAYOUT2 ? " push-layout-2" : "",
 		       i->features & HM_FEAT_TIERS ? " two-tiers" : "",
-		       i->features & HM_FEAT_COMPLETION_FD ? " completion-fd" : "");
+		       i->features & HM_FEAT_COMPLETION_FD ? " completion-fd" : "",
+		       i->features & HM_FEAT_TIMELINE ? " timeline-semaphore" : "");
 		printf("  limits: %u spaces, %u pipelines, %u dispatches in flight "
 		       "a client; %u user push words; %u-byte messages\n", i->max_spaces,
 		       i->max_pipelines, i->max_inflight, i->max_push_words, i->max_msg);

@@ -47,6 +47,27 @@ int  hm_client_fd(const struct hm_client *c);
  * hm_client_wait(ticket, 0, ...).  -EOPNOTSUPP from a daemon without it.
  */
 int  hm_client_completion_fd(struct hm_client *c);
+/*
+ * A timeline semaphore of the daemon's device that the caller imports into
+ * its own VkDevice on the same physical device (HM_MSG_TIMELINE,
+ * HM_FEAT_TIMELINE).  device_uuid, driver_uuid: the caller's device's
+ * VkPhysicalDeviceIDProperties, HM_PROTO_UUID_SIZE bytes each.  *ret_fd:
+ * a new fd of it on every call, the caller's: import it into a semaphore
+ * created VK_SEMAPHORE_TYPE_TIMELINE (vkImportSemaphoreFdKHR,
+ * VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT), which takes it, or
+ * close it.  *ret_value (NULL ok): its value when the daemon made it.
+ * Dispatch ticket's value is hm_client_timeline_value(); the semaphore
+ * reaches it once that dispatch (and every one before it) is answered,
+ * its device writes home.  -EOPNOTSUPP where the daemon's device cannot
+ * export one, -EXDEV where the caller's device is another: wait on
+ * hm_client_completion_fd() instead.
+ */
+int  hm_client_timeline(struct hm_client *c, const uint8_t *device_uuid,
+			const uint8_t *driver_uuid, int *ret_fd, uint64_t *ret_value);
+/* the value dispatch ticket reaches on that semaphore; between
+ * hm_client_submit() and its hm_client_wait() (-ENOENT else).  Valid
+ * whether or not the semaphore was asked for yet. */
+int  hm_client_timeline_value(struct hm_client *c, uint64_t ticket, uint64_t *ret_value);
 /* read whatever has arrived, without blocking; completed dispatches are
  * kept for hm_client_wait() */
 int  hm_client_process(struct hm_client *c);

@@ -57,6 +57,7 @@ enum hm_msg_type {
 	HM_MSG_MAP = 13,		/* a range of a space at a guest address (HM_FEAT_GUEST_MAP) */
 	HM_MSG_UNMAP = 14,		/* a guest range (HM_FEAT_GUEST_MAP) */
 	HM_MSG_PREFETCH = 15,		/* empty: upload what is wanted now (HM_FEAT_PREFETCH) */
+	HM_MSG_TIMELINE = 16,		/* reply + a timeline semaphore's opaque fd (HM_FEAT_TIMELINE) */
 	HM_MSG_NR
 };
 
@@ -101,9 +102,13 @@ struct hm_msg_hdr {
 /* HM_MSG_PREFETCH: the client's engine uploads now what its next dispatch
  * would (engine.h, hm_engine_prefetch()); the reply comes once it did */
 #define HM_FEAT_PREFETCH	(1ull << 8)
+/* HM_MSG_TIMELINE: the daemon's device exports timeline semaphores as
+ * opaque fds (VK_KHR_external_semaphore_fd); offered only where it does */
+#define HM_FEAT_TIMELINE	(1ull << 9)
 #define HM_FEAT_ALL		(HM_FEAT_MEMFD_SPIRV | HM_FEAT_ENGINE | HM_FEAT_NETLINK | \
-				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIERS | HM_FEAT_CONSUMER | \
-				 HM_FEAT_COMPLETION_FD | HM_FEAT_GUEST_MAP | HM_FEAT_PREFETCH)
+				 HM_FEAT_PUSH_LAYOUT2 | HM_FEAT_TIMELINE | HM_FEAT_TIERS | \
+				 HM_FEAT_CONSUMER | HM_FEAT_COMPLETION_FD | HM_FEAT_GUEST_MAP | \
+				 HM_FEAT_PREFETCH)
 
 struct hm_msg_hello {
 	uint32_t version_min;
@@ -263,6 +268,41 @@ struct hm_msg_dispatch_reply {
 	uint64_t dispatch_id;	/* daemon-wide sequence number */
 };
 
+/*
+ * HM_MSG_TIMELINE: a timeline semaphore of the daemon's device, exported as
+ * VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT and passed beside the
+ * reply (SCM_RIGHTS), for the client to import into its own VkDevice on the
+ * same physical device.  One a connection.
+ *
+ * Values: the Nth request of this connection answered by a DISPATCH reply
+ * (refused ones included, ERROR-answered ones not) is dispatch N, counted
+ * from the connection's start.  The semaphore reaches N once dispatches
+ * 1..N are all answered and each that ran has its device writes home (the
+ * point its reply and the completion fd report); a dispatch that failed or
+ * never ran reaches its value too, in order: its reply says how it ended.
+ * The daemon signals from the host; the value never goes back.
+ *
+ * device_uuid, driver_uuid: VkPhysicalDeviceIDProperties of the client's
+ * device; handle_type VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT (1).
+ * Errors, nothing changed by any: -EBADMSG (size), -EINVAL (flags, a
+ * handle_type of no single bit), -EOPNOTSUPP (another handle type, no
+ * engine, or a device that cannot export), -EXDEV (not the daemon's
+ * device), -EALREADY (this connection has its semaphore).
+ */
+#define HM_TIMELINE_OPAQUE_FD	0x1u	/* == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT */
+#define HM_PROTO_UUID_SIZE	16u	/* == VK_UUID_SIZE */
+struct hm_msg_timeline {
+	uint8_t device_uuid[HM_PROTO_UUID_SIZE];
+	uint8_t driver_uuid[HM_PROTO_UUID_SIZE];
+	uint32_t handle_type;	/* HM_TIMELINE_OPAQUE_FD */
+	uint32_t flags;		/* 0 */
+};
+
+struct hm_msg_timeline_reply {
+	uint64_t value;		/* the semaphore's value when it was made */
+	uint64_t dispatches;	/* dispatches of this connection before this request */
+};
+
 /* HM_MSG_STATS: reply = header of counts, then nr_daemon + nr_engine u64 */
 enum hm_daemon_stat {
 	HM_DSTAT_CLIENTS,		/* connected now (a client that hung up is not) */
@@ -384,5 +424,7 @@ _Static_assert(sizeof(struct hm_msg_space_add) % 8 == 0, "space add");
 _Static_assert(sizeof(struct hm_msg_pipeline_new) % 8 == 0, "pipeline new");
 _Static_assert(sizeof(struct hm_msg_dispatch) % 8 == 0, "dispatch");
 _Static_assert(sizeof(struct hm_msg_dispatch_reply) % 8 == 0, "dispatch reply");
+_Static_assert(sizeof(struct hm_msg_timeline) % 8 == 0, "timeline");
+_Static_assert(sizeof(struct hm_msg_timeline_reply) % 8 == 0, "timeline reply");
 
 #endif /* HMIRROR_PROTOCOL_H */

@@ -35,7 +35,8 @@ extern "C" {
  * timelineSemaphore, VK_EXT_external_memory_host (unless
  * HM_VK_NO_HOST_IMPORT).  Enabled when present: storageBuffer8BitAccess,
  * storageBuffer16BitAccess, shaderInt8, shaderInt16, vulkanMemoryModel
- * (+ device scope), VK_EXT_external_memory_dma_buf.
+ * (+ device scope), VK_EXT_external_memory_dma_buf,
+ * VK_KHR_external_semaphore_fd.
  */
 enum hm_vk_flags {
 	HM_VK_NO_HOST_IMPORT = 1u << 0, /* accept a device without VK_EXT_external_memory_host */
@@ -104,6 +105,10 @@ struct hm_vk {
 	pthread_mutex_t lock;           /* protects pool and queue (hm_vk_queue_lock()) */
 	PFN_vkGetMemoryHostPointerPropertiesEXT get_host_ptr_props;
 	PFN_vkDestroyDebugUtilsMessengerEXT destroy_messenger;
+
+	/* public, appended (hm_vk_new() allocates the struct): the device
+	 * has VK_KHR_external_semaphore_fd enabled */
+	bool has_semaphore_fd;
 };
 
 int  hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret);
