@@ -21,6 +21,15 @@
  *                     the same space with the same K pages written / none:
  *                     what the kernel costs alone, so that the library's
  *                     own share of harvest_us is visible
+ *   pagemap_read_us   (uffd-async only) the same K pages found by a
+ *                     PAGEMAP_SCAN that write-protects nothing: the walk
+ *                     without the per-PMD TLB flush that WP_MATCHING costs
+ *
+ * --spin N starts N threads of the same process that spin on the CPU for
+ * the whole run, as a GPU driver's threads and a guest's CPU threads keep
+ * an emulator's address space live on other CPUs: every TLB flush of the
+ * space then reaches them by IPI.  The ratio of pagemap_scan_us with and
+ * without them is what a flush costs per CPU.
  *
  * Several rounds (a fresh space each), medians.  Chunks default to one page
  * so that K scattered pages are K trips and K chunks on every backend.
@@ -32,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
@@ -48,6 +58,7 @@ struct guards_opts {
 	uint64_t written;
 	unsigned rounds;
 	unsigned chunk_shift;
+	unsigned spin;
 	bool json;
 	bool want[HM_BACKEND_COUNT];
 };
@@ -55,6 +66,7 @@ struct guards_opts {
 struct guards_round {
 	double arm_us, harvest_empty_us, trip_ns, harvest_us, store_ns;
 	double pagemap_scan_us, pagemap_scan_empty_us, trip_mean_ns, take_us, arm_k_us;
+	double pagemap_read_us;
 	int vmas, vmas_before;
 	size_t reported;
 };
@@ -91,13 +103,24 @@ static long harvest_all(struct hm_space *s, uint64_t *out, size_t cap)
 	return (long)total;
 }
 
-/* one raw PAGEMAP_SCAN over [addr, addr+len), WP_MATCHING, vec of cap */
+static volatile bool spin_stop;
+
+static void *spin_thread(void *arg)
+{
+	(void)arg;
+	while (!spin_stop)
+		__asm__ __volatile__("" ::: "memory");
+	return NULL;
+}
+
+/* one raw PAGEMAP_SCAN over [addr, addr+len), vec of cap; WP_MATCHING
+   write-protects what it reports, else it only reads */
 static double raw_scan_us(int pm, void *addr, uint64_t len, struct hm_page_region *vec,
-			  size_t cap, long *ret_regions)
+			  size_t cap, bool wp, long *ret_regions)
 {
 	struct hm_pm_scan_arg a = {
 		.size = sizeof(a),
-		.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
+		.flags = wp ? PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC : 0,
 		.start = (uintptr_t)addr,
 		.end = (uintptr_t)addr + len,
 		.vec = (uintptr_t)vec,
@@ -161,10 +184,10 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 	}
 	if (b == HM_BACKEND_UFFD_ASYNC)
 		pm = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-	r->pagemap_scan_us = r->pagemap_scan_empty_us = -1;
+	r->pagemap_scan_us = r->pagemap_scan_empty_us = r->pagemap_read_us = -1;
 	if (pm >= 0)
 		r->pagemap_scan_empty_us = raw_scan_us(pm, (void *)m, o->space_bytes, vec,
-						       o->written + 1, &n);
+						       o->written + 1, true, &n);
 	t0 = bench_now_us();
 	got = harvest_all(s, out, nr_chunks);
 	r->harvest_empty_us = bench_now_us() - t0;
@@ -222,8 +245,14 @@ static int guards_round(const struct guards_opts *o, enum hm_backend b, uint64_t
 		/* the same K pages written again, harvested by PAGEMAP_SCAN alone */
 		for (uint64_t i = 0; i < o->written; i++)
 			m[i * stride * (uint64_t)pg + 24] = (uint8_t)i;
+		/* found without write-protecting (they stay written), then
+		   found and write-protected */
+		r->pagemap_read_us = raw_scan_us(pm, (void *)m, o->space_bytes, vec,
+						 o->written + 1, false, &n);
+		if (n != (long)o->written && o->chunk_shift == 12 && stride > 1)
+			err = -EIO;
 		r->pagemap_scan_us = raw_scan_us(pm, (void *)m, o->space_bytes, vec,
-						 o->written + 1, &n);
+						 o->written + 1, true, &n);
 		if (n != (long)o->written && o->chunk_shift == 12 && stride > 1)
 			err = -EIO;	/* the baseline did not see the K pages */
 	}
@@ -263,7 +292,7 @@ static int parse_backends(const char *list, bool *want)
 static void guards_usage(FILE *f)
 {
 	fprintf(f, "usage: hmirror-bench guards [--backend LIST] [--space-bytes N] [--written K]\n"
-		   "                            [--rounds R] [--chunk-shift S] [--json]\n"
+		   "                            [--rounds R] [--chunk-shift S] [--spin N] [--json]\n"
 		   "  LIST: comma-separated of kmod,uffd-async,uffd-sync,mprotect (default all)\n"
 		   "  defaults: --space-bytes 268435456 --written 4096 --rounds 5 --chunk-shift 12\n");
 }
@@ -276,6 +305,7 @@ int bench_guards(int argc, char **argv)
 		{ "written", required_argument, NULL, 'k' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "chunk-shift", required_argument, NULL, 'c' },
+		{ "spin", required_argument, NULL, 'p' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
@@ -286,13 +316,15 @@ int bench_guards(int argc, char **argv)
 	double trip[HM_BACKEND_COUNT] = { 0 }, harv[HM_BACKEND_COUNT] = { 0 }, scan = -1;
 	double take[HM_BACKEND_COUNT] = { 0 }, armk[HM_BACKEND_COUNT] = { 0 };
 	struct hm_page_region *vec;
+	pthread_t spinner[1024];
+	unsigned spinning = 0;
 	uint64_t *out;
 	double *each;
 	int opt, rc = 0;
 
 	parse_backends("all", o.want);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "b:s:k:r:c:jh", lo, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "b:s:k:r:c:p:jh", lo, NULL)) != -1) {
 		switch (opt) {
 		case 'b':
 			if (parse_backends(optarg, o.want)) {
@@ -304,12 +336,13 @@ int bench_guards(int argc, char **argv)
 		case 'k': o.written = strtoull(optarg, NULL, 0); break;
 		case 'r': o.rounds = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'c': o.chunk_shift = (unsigned)strtoul(optarg, NULL, 0); break;
+		case 'p': o.spin = (unsigned)strtoul(optarg, NULL, 0); break;
 		case 'j': o.json = true; break;
 		case 'h': guards_usage(stdout); return 0;
 		default: guards_usage(stderr); return 2;
 		}
 	}
-	if (!o.rounds || o.rounds > 1000 || !o.written ||
+	if (!o.rounds || o.rounds > 1000 || !o.written || o.spin > 1024 ||
 	    o.written > o.space_bytes / (uint64_t)sysconf(_SC_PAGESIZE)) {
 		guards_usage(stderr);
 		return 2;
@@ -323,12 +356,20 @@ int bench_guards(int argc, char **argv)
 		free(each);
 		return 1;
 	}
+	spin_stop = false;
+	while (spinning < o.spin && !pthread_create(&spinner[spinning], NULL, spin_thread, NULL))
+		spinning++;
+	if (spinning < o.spin) {
+		fprintf(stderr, "guards: started %u of %u spinning threads\n", spinning, o.spin);
+		rc = 1;
+		goto stop;
+	}
 	if (!o.json)
-		printf("%-10s %12s %8s %10s %10s %11s %9s %8s %8s %9s %9s %9s %9s\n", "backend", "space_bytes",
-		       "written", "arm_us", "trip_ns", "h_empty_us", "harv_us", "vmas", "store_ns",
-		       "scan_us", "scan_e_us", "take_us", "arm_k_us");
+		printf("%-10s %12s %8s %10s %10s %11s %9s %8s %8s %9s %9s %9s %9s %9s %5s\n", "backend",
+		       "space_bytes", "written", "arm_us", "trip_ns", "h_empty_us", "harv_us", "vmas",
+		       "store_ns", "scan_us", "scan_e_us", "take_us", "arm_k_us", "read_us", "spin");
 	for (unsigned b = 1; b < HM_BACKEND_COUNT; b++) {
-		double v[10][1000];
+		static double v[11][1000];
 		int vm[1000];
 		const char *why = "";
 		struct guards_round r;
@@ -362,6 +403,7 @@ int bench_guards(int argc, char **argv)
 			v[7][i] = r.trip_mean_ns;
 			v[8][i] = r.take_us;
 			v[9][i] = r.arm_k_us;
+			v[10][i] = r.pagemap_read_us;
 			vm[i] = r.vmas;
 		}
 		if (err) {
@@ -369,9 +411,9 @@ int bench_guards(int argc, char **argv)
 			rc = 1;
 			continue;
 		}
-		double med[10];
+		double med[11];
 
-		for (unsigned k = 0; k < 10; k++)
+		for (unsigned k = 0; k < 11; k++)
 			med[k] = bench_median(v[k], o.rounds);
 		trip[b] = med[2];
 		harv[b] = med[3];
@@ -383,13 +425,13 @@ int bench_guards(int argc, char **argv)
 			printf("{\"backend\":\"%s\",\"available\":true,\"space_bytes\":%llu,"
 			       "\"written\":%llu,\"chunk_shift\":%u,\"rounds\":%u,\"arm_us\":%.1f,"
 			       "\"trip_ns\":%.0f,\"harvest_empty_us\":%.1f,\"harvest_us\":%.1f,"
-			       "\"vmas\":%d,\"store_ns\":%.1f,\"trip_mean_ns\":%.0f",
+			       "\"vmas\":%d,\"store_ns\":%.1f,\"trip_mean_ns\":%.0f,\"spin\":%u",
 			       hm_backend_name(b), (unsigned long long)o.space_bytes,
 			       (unsigned long long)o.written, o.chunk_shift, o.rounds, med[0], med[2],
-			       med[1], med[3], vm[o.rounds - 1], med[4], med[7]);
+			       med[1], med[3], vm[o.rounds - 1], med[4], med[7], o.spin);
 			if (med[5] >= 0)
-				printf(",\"pagemap_scan_us\":%.1f,\"pagemap_scan_empty_us\":%.1f",
-				       med[5], med[6]);
+				printf(",\"pagemap_scan_us\":%.1f,\"pagemap_scan_empty_us\":%.1f,"
+				       "\"pagemap_read_us\":%.1f", med[5], med[6], med[10]);
 			if (med[8] >= 0)
 				printf(",\"take_us\":%.1f,\"arm_k_us\":%.1f", med[8], med[9]);
 			printf("}\n");
@@ -398,7 +440,7 @@ int bench_guards(int argc, char **argv)
 			       (unsigned long long)o.space_bytes, (unsigned long long)o.written, med[0],
 			       med[2], med[1], med[3], vm[o.rounds - 1], med[4]);
 			printf(" %9.1f %9.1f", med[5], med[6]);
-			printf(" %9.1f %9.1f\n", med[8], med[9]);
+			printf(" %9.1f %9.1f %9.1f %5u\n", med[8], med[9], med[10], o.spin);
 		}
 		fflush(stdout);
 	}
@@ -445,6 +487,10 @@ int bench_guards(int argc, char **argv)
 			       "(target <= 0.2); kmod (take + arm K) / kmod harvest = %.2f (target <= 1)\n",
 			       a, c, r);
 	}
+stop:
+	spin_stop = true;
+	while (spinning)
+		pthread_join(spinner[--spinning], NULL);
 	free(out);
 	free(vec);
 	free(each);

@@ -14,6 +14,12 @@
 #                                 .oldd/hmirrord (an earlier build) and ours
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
 #                                 tools/demo/measure.sh (dispatch bench, demo)
+#   tools/gpu/run-all.sh probe    CUDA anchors + guards (uffd-async) beside 0,
+#                                 2, 8 and 15 threads spinning in the same
+#                                 process (what a write-protecting scan's
+#                                 TLB flush costs per CPU the space is live
+#                                 on) + test-daemon's timeline test in the
+#                                 test's own device
 #   tools/gpu/run-all.sh workload CUDA anchors + hmirror-bench workload, every
 #                                 mode side by side (the CUDA ones from
 #                                 build/bin/hmirror-bench-uvm.so: make
@@ -50,7 +56,8 @@ export HMIRROR_DEVICE=${HMIRROR_DEVICE:-NVIDIA}
 pack() { tar czf "$OUT/results-$mode.tgz" -C /tmp/hmirror-results "$mode"; }
 trap pack EXIT
 
-if [ -f .cuda/cuda_anchors.cu ] && command -v nvcc >/dev/null; then
+# SKIP_ANCHORS=1: a second mode in the same call (the anchors ran in the first)
+if [ -z "${SKIP_ANCHORS:-}" ] && [ -f .cuda/cuda_anchors.cu ] && command -v nvcc >/dev/null; then
 	(cd .cuda && nvcc -O2 -arch=sm_90 -o /tmp/cuda_anchors cuda_anchors.cu) &&
 		timeout 120 /tmp/cuda_anchors > "$res/cuda_anchors.txt" 2>&1
 	cat "$res/cuda_anchors.txt"
@@ -99,6 +106,17 @@ workload)
 	done
 	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
 		--format=csv > "$res/nvidia-smi.txt" 2>&1
+	;;
+probe)
+	uname -r > "$res/uname.txt"; nproc >> "$res/uname.txt"
+	for n in 0 2 8 15; do
+		timeout 120 build/bin/hmirror-bench guards --backend uffd-async --rounds 7 \
+			--spin $n --json >> "$res/guards-spin.jsonl" 2>&1
+	done
+	cat "$res/uname.txt" "$res/guards-spin.jsonl"
+	timeout 150 build/bin/test-daemon -t timeline_semaphore_in_own_device \
+		> "$res/test-daemon-timeline.txt" 2>&1
+	tail -n 5 "$res/test-daemon-timeline.txt"
 	;;
 daemon)
 	timeout 150 build/bin/hmirror-bench guards --backend uffd-async,uffd-sync,mprotect \
