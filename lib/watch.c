@@ -657,13 +657,23 @@ out:
 	return err;
 }
 
+/* the 64 bits of b from bit i on (bit i + 63 inside b) */
+static uint64_t hm_bits64(const uint64_t *b, uint64_t i)
+{
+	unsigned sh = i & 63;
+
+	return sh ? b[i >> 6] >> sh | b[(i >> 6) + 1] << (64 - sh) : b[i >> 6];
+}
+
 int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
 			       unsigned flags, uint64_t *ret_gens)
 {
-	uint64_t end = first + count;
+	uint64_t end = first + count, *seen = NULL;
+	bool defer = (flags & HM_GEN_DEFER) && s && s->ops->defer_refresh;
 	int err;
 
-	if (!s || !ret_gens || (flags & ~HM_GEN_DEFER))
+	if (!s || !ret_gens || (flags & ~(HM_GEN_DEFER | HM_GEN_PEEK)) ||
+	    (flags & HM_GEN_DEFER && flags & HM_GEN_PEEK))
 		return -EINVAL;
 	err = hm_check_range(s, first, count);
 	if (err)
@@ -677,8 +687,17 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 		err = s->ops->generations_range(s, first, count, ret_gens);
 		goto out;
 	}
+	/* a peek: which armed chunks the kernel saw written, left as they are */
+	if ((flags & HM_GEN_PEEK) && s->ops->peek) {
+		seen = calloc((count + 63) / 64, sizeof(*seen));
+		if (!seen) {
+			err = -ENOMEM;
+			goto out;
+		}
+		defer = true;
+	}
 	/* one refresh (uffd-async: one PAGEMAP_SCAN) a run of armed chunks */
-	for (uint64_t c = first; c < end && !((flags & HM_GEN_DEFER) && s->ops->defer_refresh);) {
+	for (uint64_t c = first; c < end && (!defer || seen);) {
 		uint64_t e = c + 1;
 
 		if (!hm_test_bit(s->armed, c)) {
@@ -687,7 +706,7 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 		}
 		while (e < end && hm_test_bit(s->armed, e))
 			e++;
-		err = s->ops->refresh(s, c, e - c);
+		err = seen ? s->ops->peek(s, c, e - c, seen, first) : s->ops->refresh(s, c, e - c);
 		if (err)
 			goto out;
 		c = e;
@@ -695,9 +714,10 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 	for (uint64_t c = first; c < end; c++) {
 		uint64_t w = c >> 6;
 
-		/* a whole word of armed chunks none of which was recorded:
-		   their generations as they are */
-		if (!(c & 63) && end - c >= 64 && !s->gdirty[w] && s->armed[w] == ~0ull) {
+		/* a whole word of armed chunks none of which was recorded (nor
+		   seen written): their generations as they are */
+		if (!(c & 63) && end - c >= 64 && !s->gdirty[w] && s->armed[w] == ~0ull &&
+		    (!seen || !hm_bits64(seen, c - first))) {
 			memcpy(ret_gens + (c - first), s->gen + c, 64 * sizeof(*ret_gens));
 			c += 63;
 			continue;
@@ -707,9 +727,14 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 			s->gen[c] += 2;
 		}
 		ret_gens[c - first] = s->gen[c] | !hm_test_bit(s->armed, c);
+		/* seen written: what the refresh that records it will make the
+		   generation, not stored, as the write is not taken */
+		if (seen && hm_test_bit(seen, c - first))
+			ret_gens[c - first] += 2;
 	}
 out:
 	hm_unlock(s);
+	free(seen);
 	return err;
 }
 

@@ -55,6 +55,12 @@ struct hm_backend_ops {
 	   [first, first+count) into pending (+gen) and make those chunks trip
 	   again on the next write (lock held) */
 	int  (*refresh)(struct hm_space *s, uint64_t first, uint64_t count);
+	/* optional (HM_GEN_PEEK): set bit (c - base) of bits for each armed
+	   chunk c of [first, first+count) written since its last refresh,
+	   changing nothing: the next refresh still finds those writes (lock
+	   held) */
+	int  (*peek)(struct hm_space *s, uint64_t first, uint64_t count, uint64_t *bits,
+		     uint64_t base);
 	/* stop watching armed chunks [first, first+count): a write to them
 	   costs no fault and is not recorded (lock held).  Consumers only
 	   (lib/watch_consumer.c); -EOPNOTSUPP leaves them armed */

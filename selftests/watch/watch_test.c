@@ -353,6 +353,40 @@ TEST_F(watch, generation_rule3)
 		EXPECT_TRUE(g1 != g0 || !HM_GEN_CLEAN(g1));
 		harvest_all(self->s, self->out, MAX_OUT);
 	}
+
+	/* HM_GEN_PEEK, as rule 3's check after the copy: it sees a write
+	   since g0 (over a range that starts off a word of chunks, the write
+	   in its second word), answers what recording it will, and takes
+	   nothing: the harvest after it still reports the chunk */
+	{
+		uint64_t g[NR_CHUNKS], p[NR_CHUNKS], r[NR_CHUNKS];
+
+		EXPECT_EQ(-EINVAL, hm_space_generations_range(self->s, 0, 1,
+							      HM_GEN_DEFER | HM_GEN_PEEK, g));
+		EXPECT_EQ(-EINVAL, hm_space_generations_range(self->s, 0, 1, 1u << 7, g));
+		ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+		harvest_all(self->s, self->out, MAX_OUT);
+		ASSERT_EQ(0, hm_space_generations_range(self->s, 3, NR_CHUNKS - 3, 0, g));
+		ASSERT_EQ(0, hm_space_generations_range(self->s, 3, NR_CHUNKS - 3, HM_GEN_PEEK, p));
+		for (uint64_t c = 3; c < NR_CHUNKS; c++)
+			EXPECT_EQ(g[c - 3], p[c - 3]);	/* nothing written: clean */
+		AT(100, 5) = 7;
+		ASSERT_EQ(0, hm_space_generations_range(self->s, 3, NR_CHUNKS - 3, HM_GEN_PEEK, p));
+		ASSERT_EQ(0, hm_space_generations_range(self->s, 3, NR_CHUNKS - 3, HM_GEN_PEEK, r));
+		for (uint64_t c = 3; c < NR_CHUNKS; c++) {
+			if (c == 100) {
+				EXPECT_NE(g[c - 3], p[c - 3]);
+			} else {
+				EXPECT_EQ(g[c - 3], p[c - 3]);
+			}
+			EXPECT_EQ(p[c - 3], r[c - 3]);	/* a peek changes nothing */
+		}
+		ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+		EXPECT_EQ(100, self->out[0]);
+		ASSERT_EQ(0, hm_space_generation(self->s, 100, &g1));
+		EXPECT_EQ(p[97], g1);	/* what the peek said recording makes it */
+		EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	}
 }
 
 /* ---- concurrent writers ---------------------------------------------------- */

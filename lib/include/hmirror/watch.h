@@ -174,6 +174,15 @@ int  hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t cou
    rule 3 may note g0 with it, never the value checked after the copy
    (where the kernel must be asked, the flag changes nothing). */
 #define HM_GEN_DEFER	(1u << 0)
+/* flags: ask the kernel without taking what it says (uffd-async: a
+   read-only PAGEMAP_SCAN, which re-protects nothing and so flushes no
+   TLB).  A chunk found written answers the generation that the call
+   recording the write will give it, and the write stays for the next
+   harvest, or call without the flag, to record.  For rule 3's check
+   after the copy, never for g0: a chunk already written before g0 would
+   answer the same after a second write.  Not with HM_GEN_DEFER (-EINVAL);
+   where the backend cannot peek, the flag changes nothing. */
+#define HM_GEN_PEEK	(1u << 1)
 /* fd that polls readable when an armed chunk was written since the last
    harvest (may be -EOPNOTSUPP for a backend; document).  Owned by the
    space: do not close it. */
