@@ -153,8 +153,16 @@ FIXTURE(daemon) {
 
 FIXTURE_SETUP(daemon)
 {
+	const char *only = getenv("HMIRROR_TEST_ONLY");
 	struct hm_client *c;
 
+	/* HMIRROR_TEST_ONLY=substring: the harness of 6.1 has no filter, so
+	   the tests not named so skip here (exit 255 is the harness's skip:
+	   a SKIP in a setup would still run the test) */
+	if (only && !strstr(_metadata->name, only)) {
+		fprintf(stderr, "# SKIP not %s\n", only);
+		_exit(255);
+	}
 	snprintf(self->dir, sizeof(self->dir), "/tmp/hmirrord-test.XXXXXX");
 	ASSERT_NE(NULL, mkdtemp(self->dir));
 	snprintf(self->sock, sizeof(self->sock), "%s/sock", self->dir);
@@ -1731,6 +1739,8 @@ TEST_F(daemon, refused_space_add_raced_by_remove)
 	uint32_t id;
 	int st[2] = { 1, 1 };
 
+	if (!self->engine)	/* spaces are the engine's: -ENOSYS without */
+		SKIP(return, "daemon has no engine");
 	SPACE_OR_SKIP(s, 1 << 20);
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
 	ASSERT_EQ(0, hm_space_export(s, &h));
@@ -1827,6 +1837,8 @@ TEST_F(daemon, shrinkable_memfd_refused)
 	struct hm_client_result res;
 	int fd, r;
 
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
 	SPACE_OR_SKIP(s, 1 << 20);
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
 	ASSERT_EQ(0, hm_space_export(s, &h));
@@ -1838,7 +1850,7 @@ TEST_F(daemon, shrinkable_memfd_refused)
 	h.fds[0] = fd;
 	r = hm_client_space_add_handoff(c, &h, 1ull << 32, &id);
 	EXPECT_EQ(-EPERM, r);
-	if (r == 0 && self->engine) {
+	if (r == 0) {
 		ASSERT_EQ(0, ftruncate(fd, 0));
 		ASSERT_EQ(0, hm_client_advise(c, 1ull << 32, 1 << 20, 2 /* HM_ADVICE_PREFER_DEVICE */));
 		ASSERT_EQ(0, hm_client_pipeline_new(c, empty_spv, empty_words, "main", 2, &p));
