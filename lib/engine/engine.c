@@ -199,7 +199,6 @@ void hm_engine_free(struct hm_engine *e)
 	free(e->harvest_buf);
 	free(e->cand);
 	free(e->cand_slot);
-	free(e->disc);
 	free(e->idxs);
 	free(e->uoff);
 	free(e->ug0);

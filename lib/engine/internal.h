@@ -248,7 +248,7 @@ struct hm_engine {
 	size_t harvest_cap;
 	uint64_t *cand;         /* candidates of this dispatch's upload */
 	uint32_t *cand_slot;
-	uint64_t *disc, *idxs;  /* disc: candidates an upload try discarded */
+	uint64_t *idxs;
 	size_t *uoff;           /* candidate i's units start at ug0/ug1[uoff[i]] */
 	size_t cap_cand;
 	uint64_t *ug0, *ug1;    /* generations of every unit of the candidates */

@@ -51,7 +51,7 @@ static int ensure_cand(struct hm_engine *e, size_t n)
 	while (cap < n)
 		cap *= 2;
 #define G(f) do { void *p = realloc(e->f, cap * sizeof(*e->f)); if (!p) return -ENOMEM; e->f = p; } while (0)
-	G(cand); G(cand_slot); G(disc); G(idxs); G(uoff);
+	G(cand); G(cand_slot); G(idxs); G(uoff);
 #undef G
 	e->cap_cand = cap;
 	return 0;
@@ -303,44 +303,6 @@ static void cand_unwind(struct hm_engine *e, size_t i)
 	hm_engine_queue(e, space, idx);
 }
 
-/*
- * The check after the copy peeks, so the writes it found are still
- * unrecorded and their pages still writable: the retry's g0, noted
- * deferred, would not see them taken, and its check would find them again
- * whatever happened.  Before a retry the discarded candidates (disc[0..k),
- * ascending) are refreshed, the writes recorded (for the next harvest) and
- * the pages re-protected, so the retry starts clean as the first try did
- * after the harvest: one write-protecting scan of what was discarded, not
- * of every candidate.
- */
-static int reprotect_discarded(struct hm_engine *e, size_t k)
-{
-	uint64_t *scratch = NULL;
-	size_t cap = 0;
-	int err = 0;
-
-	for (size_t i = 0, j; i < k && !err; i = j) {
-		uint32_t space = hm_ref_space(e->disc[i]);
-		struct hm_espace *sp = &e->spaces[space];
-		size_t m = 0;
-
-		for (j = i; j < k && hm_ref_space(e->disc[j]) == space; j++) {
-			uint64_t idx = hm_ref_idx(e->disc[j]);
-
-			/* one that lost its guard is armed again by the retry */
-			if (sp->ch[idx].flags & HM_CH_ARMED)
-				e->idxs[m++] = idx;
-		}
-		if (!m)
-			continue;
-		err = hm_grow((void **)&scratch, &cap, m << sp->wshift, sizeof(*scratch));
-		if (!err)
-			err = note_generations(e, sp, e->idxs, m, 0, scratch);
-	}
-	free(scratch);
-	return err;
-}
-
 static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 {
 	size_t n = 0, units = 0, nf = 0;
@@ -416,11 +378,15 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		goto out_unwind;
 	if (e->test.after_upload_copy)
 		e->test.after_upload_copy(e->test.arg);
-	/* the check only looks (HM_GEN_PEEK): what it finds written stays
-	 * for the next harvest, or the re-protect below, to take */
+	/* the check after the copy.  Before a retry it takes what it finds
+	 * (a write-protecting scan), so the retry's g0 starts from protected
+	 * pages; the last try only looks (HM_GEN_PEEK, a read-only scan that
+	 * flushes no TLB), and what it finds stays for the next harvest */
 	t0 = hm_now_ns();
-	err = arm_and_note(e, n, HM_GEN_PEEK, e->ug1);
-	e->st.ns_upload_gens += hm_now_ns() - t0;
+	err = arm_and_note(e, n, last ? HM_GEN_PEEK : 0, e->ug1);
+	t0 = hm_now_ns() - t0;
+	e->st.ns_upload_gens += t0;
+	e->st.ns_upload_check += t0;
 	if (err)
 		goto out_unwind;
 	e->st.upload_bytes += bytes;
@@ -442,7 +408,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 				sp->nr_armed--;
 			}
 			e->st.uploads_discarded++;
-			e->disc[(*ret_discarded)++] = e->cand[i];
+			(*ret_discarded)++;
 			if (last)
 				race_note(e, c);
 			cand_unwind(e, i);
@@ -469,12 +435,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		e->st.uploads++;
 	}
 	e->st.ns_upload_publish += hm_now_ns() - t0;
-	if (!last && *ret_discarded) {
-		t0 = hm_now_ns();
-		err = reprotect_discarded(e, *ret_discarded);
-		e->st.ns_upload_gens += hm_now_ns() - t0;
-	}
-	return err;
+	return 0;
 
 out_unwind:
 	/* nothing was published */

@@ -89,7 +89,7 @@ struct wl_tl {
 		 refusals, marks, copied, bytes_up, bytes_home, mirrored;
 	uint64_t ns_harvest, ns_upload, ns_upload_copy, ns_dispatch, ns_gpu, ns_marks,
 		 ns_up_select, ns_up_gens, ns_up_publish, ns_win_sync,
-		 ns_copy_back;
+		 ns_copy_back, ns_up_check, retries, win_binds, win_fills, win_copies;
 };
 
 struct wl_result {
@@ -657,6 +657,11 @@ static void tl_from_engine(struct wl_tl *t, const struct hm_engine_stats *a,
 	t->ns_upload_copy = b->ns_upload_copy - a->ns_upload_copy;
 	t->ns_up_select = b->ns_upload_select - a->ns_upload_select;
 	t->ns_up_gens = b->ns_upload_gens - a->ns_upload_gens;
+	t->ns_up_check = b->ns_upload_check - a->ns_upload_check;
+	t->retries = b->upload_retries - a->upload_retries;
+	t->win_binds = b->window_binds - a->window_binds;
+	t->win_fills = b->window_fills - a->window_fills;
+	t->win_copies = b->window_copies - a->window_copies;
 	t->ns_up_publish = b->ns_upload_publish - a->ns_upload_publish;
 	t->ns_win_sync = b->ns_window_sync - a->ns_window_sync;
 	t->ns_dispatch = b->ns_dispatch - a->ns_dispatch;
@@ -884,7 +889,8 @@ static void summarize(struct wl *w, struct wl_result *res)
 		A(backoffs); A(refusals); A(marks); A(copied); A(bytes_up); A(bytes_home);
 		A(ns_harvest); A(ns_upload); A(ns_upload_copy); A(ns_dispatch); A(ns_gpu);
 		A(ns_marks); A(ns_copy_back); A(ns_up_select); A(ns_up_gens); A(ns_up_publish);
-		A(ns_win_sync);
+		A(ns_win_sync); A(ns_up_check); A(retries); A(win_binds); A(win_fills);
+		A(win_copies);
 #undef A
 		s->mirrored = t->mirrored;
 	}
@@ -1056,14 +1062,19 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       ",\"chunks_mirrored_end\":%" PRIu64 ",\"ms_per_dispatch\":{\"harvest\":%.3f,"
 		       "\"upload\":%.3f,\"upload_copy\":%.3f,\"dispatch\":%.3f,\"dispatch_gpu\":%.3f,"
 		       "\"marks\":%.3f,\"copy_back\":%.3f,\"upload_select\":%.3f,"
-		       "\"upload_gens\":%.3f,\"upload_publish\":%.3f,\"window_sync\":%.3f}}",
+		       "\"upload_gens\":%.3f,\"upload_check\":%.3f,"
+		       "\"upload_publish\":%.3f,\"window_sync\":%.3f},\"upload_retries\":%" PRIu64
+		       ",\"window_binds\":%" PRIu64 ",\"window_fills\":%" PRIu64
+		       ",\"window_copies\":%" PRIu64 "}",
 		       s->harvested, s->uploads, s->discarded, s->dropped, s->refreshed, s->evicted,
 		       s->backoffs, s->refusals, s->marks, s->copied, s->mirrored,
 		       s->ns_harvest * 1e-6 / n, s->ns_upload * 1e-6 / n, s->ns_upload_copy * 1e-6 / n,
 		       s->ns_dispatch * 1e-6 / n, s->ns_gpu * 1e-6 / n, s->ns_marks * 1e-6 / n,
 		       s->ns_copy_back * 1e-6 / n, s->ns_up_select * 1e-6 / n,
-		       s->ns_up_gens * 1e-6 / n, s->ns_up_publish * 1e-6 / n,
-		       s->ns_win_sync * 1e-6 / n);
+		       s->ns_up_gens * 1e-6 / n, s->ns_up_check * 1e-6 / n,
+		       s->ns_up_publish * 1e-6 / n,
+		       s->ns_win_sync * 1e-6 / n, s->retries, s->win_binds, s->win_fills,
+		       s->win_copies);
 	printf(",\"t_ms\":[");
 	for (uint32_t i = 0; i < res->done; i++)
 		printf("%s%.3f", i ? "," : "", res->t_ms[i]);

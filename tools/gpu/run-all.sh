@@ -26,9 +26,11 @@
 #                                 bench-uvm here first), WL_ROUNDS rounds
 #                                 (3), WL_ARGS added; with .old/hmirror-bench
 #                                 (+ .old/hmirrord) carried, one round of its
-#                                 engine modes first (the build before a
+#                                 engine modes (WL_OLD_ROUNDS: more) after
+#                                 ours (the build before a
 #                                 change); WL_EXTRA: more runs, one a line
-#                                 (label: args), e.g. other chunk sizes
+#                                 (label: [VAR=value ...] args), e.g. other
+#                                 chunk sizes or HMIRROR_SCAN_THREADS=1
 # Carried: .gl (the Vulkan loader and libglvnd debs: libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2, fetched as the device README says), .cuda (cuda_anchors.cu from shared/tools,
 # never part of the project), .gpulibs (liburing, libnl-genl: the image lacks
 # them), build/bin and build/share prebuilt here.  Every result is packed
@@ -88,7 +90,8 @@ workload)
 		[ "$left" -lt "$want" ] && want=$left
 		if [ "$want" -lt 30 ]; then echo "== workload $label: no time left"; return; fi
 		echo "== workload $label (${want} s at most): $*"
-		timeout --foreground -s INT -k 20 "$want" "$bin" workload --json --timeline \
+		# shellcheck disable=SC2086
+		timeout --foreground -s INT -k 20 "$want" env ${wl_env:-} "$bin" workload --json --timeline \
 			"$@" > "$res/workload-$label.jsonl" 2> "$res/workload-$label.log"
 		echo "exit $?"
 		grep -v '^  ' "$res/workload-$label.log" | tail -n 14
@@ -97,10 +100,15 @@ workload)
 		--plot "$res/workload.png" ${WL_ARGS:-}
 	if [ -x .old/hmirror-bench ]; then
 		wl before 150 .old/hmirror-bench --modes ideal,hmirror,hmirror-daemon \
-			--rounds 1 ${WL_ARGS:-}
+			--rounds "${WL_OLD_ROUNDS:-1}" ${WL_ARGS:-}
 	fi
 	printf '%s\n' "${WL_EXTRA:-}" | while IFS=: read -r label args; do
 		[ -n "$label" ] || continue
+		# leading VAR=value words: the run's environment
+		wl_env=
+		for a in $args; do
+			case $a in *=*) wl_env="$wl_env $a"; args=${args#*"$a"} ;; *) break ;; esac
+		done
 		# shellcheck disable=SC2086
 		wl "$label" 150 build/bin/hmirror-bench $args
 	done

@@ -435,6 +435,7 @@ struct hm_engine_stats {
 	uint32_t table_nr_home;
 	bool table_device_local;
 	bool marks_imported;
+	uint64_t ns_upload_check;       /* of ns_upload_gens: the checks after the copies */
 };
 int  hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret);
 

@@ -179,8 +179,9 @@ int  hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t cou
    TLB).  A chunk found written answers the generation that the call
    recording the write will give it, and the write stays for the next
    harvest, or call without the flag, to record.  For rule 3's check
-   after the copy, never for g0: a chunk already written before g0 would
-   answer the same after a second write.  Not with HM_GEN_DEFER (-EINVAL);
+   after a copy that is not tried again (the engine's last try), never
+   for g0 nor before a retry: a chunk already written and not re-protected
+   answers the same after a second write.  Not with HM_GEN_DEFER (-EINVAL);
    where the backend cannot peek, the flag changes nothing. */
 #define HM_GEN_PEEK	(1u << 1)
 /* fd that polls readable when an armed chunk was written since the last
