@@ -163,8 +163,8 @@ static bool hm_sink_peeks(const struct hm_sink *k)
    range is done.  Without wp the scan only reads the page tables: it
    changes no pte, so it flushes no TLB (a write-protecting scan flushes
    every 2 MiB table it re-protected a page of, an IPI to each CPU the
-   process runs on: on the lent H200 a 4,096-page scan took 284 us alone
-   and 1,599 us beside 15 busy threads, a read-only one 155 and 170 us) */
+   process runs on: on the lent H200 a 4,096-page scan took 307 us alone
+   and 1,475 us beside 15 busy threads, a read-only one 175 and 123 us) */
 static long hm_scan_once(int pagemap, uint64_t start, uint64_t end, bool wp,
 			 struct hm_page_region *vec, uint64_t *ret_next)
 {
@@ -228,9 +228,9 @@ static void hm_scan_runs(struct hm_space *s, uintptr_t base, const struct hm_pag
  * protection included: HMIRROR_SCAN_THREADS=1 in the same device call).
  * A part's runs always have room before its next PAGEMAP_SCAN (the scan
  * re-protects what it reports, so a run it could not store would be a
- * lost write): a part that cannot grow
- * stops before scanning further, and the rest of the range is not
- * touched.  Below HM_SCAN_PAR_MIN bytes, or on one CPU, one thread scans.
+ * lost write): a part that cannot grow stops before scanning further, and
+ * the rest of the range is not touched.  Below HM_SCAN_PAR_MIN bytes, or
+ * on one CPU, one thread scans.
  */
 #define HM_SCAN_PAR_MIN		(256ull << 20)
 #define HM_SCAN_THREADS		4
@@ -385,8 +385,9 @@ static int hm_uffd_async_refresh(struct hm_space *s, uint64_t first, uint64_t co
 }
 
 /* the armed chunks c of [first, first+count) written since their last
-   refresh, into bits (c - base), by read-only scans: each stays written in the page
-   tables, for the next refresh or harvest to report and re-protect */
+   refresh, into bits (c - base), by read-only scans: each stays written
+   in the page tables, for the next refresh or harvest to report and
+   re-protect */
 static int hm_uffd_async_peek(struct hm_space *s, uint64_t first, uint64_t count, uint64_t *bits,
 			      uint64_t base)
 {
