@@ -431,6 +431,7 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_IMPORT_PIECES] = s.import_pieces;
 	v[HM_ESTAT_NS_UPLOAD_SELECT] = s.ns_upload_select;
 	v[HM_ESTAT_NS_UPLOAD_GENS] = s.ns_upload_gens;
+	v[HM_ESTAT_NS_UPLOAD_CHECK] = s.ns_upload_check;
 	v[HM_ESTAT_NS_UPLOAD_PUBLISH] = s.ns_upload_publish;
 	v[HM_ESTAT_NS_WINDOW_SYNC] = s.ns_window_sync;
 	v[HM_ESTAT_WINDOW_BYTES] = s.window_bytes;

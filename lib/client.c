@@ -889,6 +889,7 @@ static const char *const estat_names[HM_ESTAT_NR] = {
 	[HM_ESTAT_IMPORT_PIECES] = "import_pieces",
 	[HM_ESTAT_NS_UPLOAD_SELECT] = "ns_upload_select",
 	[HM_ESTAT_NS_UPLOAD_GENS] = "ns_upload_gens",
+	[HM_ESTAT_NS_UPLOAD_CHECK] = "ns_upload_check",
 	[HM_ESTAT_NS_UPLOAD_PUBLISH] = "ns_upload_publish",
 	[HM_ESTAT_NS_WINDOW_SYNC] = "ns_window_sync",
 	[HM_ESTAT_WINDOW_BYTES] = "window_bytes",

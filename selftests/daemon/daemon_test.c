@@ -2930,11 +2930,12 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
 	ASSERT_LE(0, rows_ms(a, pa, 1));	/* the code made, under budget */
 	ASSERT_EQ(0, hm_client_ping(a));
-	/* 8 turns of the loop a lane: past the 1 s budget on lavapipe
-	 * however quiet the machine (one turn took 0.5 s on an idle one;
-	 * 32 ran 16 s, and 32 s with the second dispatch, past the
-	 * harness's 30 s, when the second ran too) */
-	uint32_t apush[2] = { 8, 0 };
+	/* 16 turns of the loop a lane: past the 1 s budget on lavapipe
+	 * however quiet the machine (8 turns once took 0.96 s, under the
+	 * budget; one turn took 0.5 s on another idle machine; 32 ran 16 s,
+	 * and 32 s with the second dispatch, past the harness's 30 s, when
+	 * the second ran too) */
+	uint32_t apush[2] = { 16, 0 };
 	struct hm_client_dispatch d = {
 		.pipeline = pa, .groups = { 65535, 64, 1 }, .nr_push = 2, .push = apush,
 	};

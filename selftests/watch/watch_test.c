@@ -384,7 +384,11 @@ TEST_F(watch, generation_rule3)
 		ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
 		EXPECT_EQ(100, self->out[0]);
 		ASSERT_EQ(0, hm_space_generation(self->s, 100, &g1));
-		EXPECT_EQ(p[97], g1);	/* what the peek said recording makes it */
+		/* what the peek said recording makes it (uffd-async; elsewhere
+		   the flag changes nothing: kmod answers odd, written since
+		   armed, and the harvest re-arms) */
+		if (variant->backend == HM_BACKEND_UFFD_ASYNC)
+			EXPECT_EQ(p[97], g1);
 		EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
 	}
 }
