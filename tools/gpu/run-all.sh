@@ -20,6 +20,9 @@
 #                                 TLB flush costs per CPU the space is live
 #                                 on) + test-daemon's timeline test in the
 #                                 test's own device
+#   tools/gpu/run-all.sh gmap     CUDA anchors + hmirror-bench gmap, three runs
+#                                 (a 16 GiB space added, mapped, one chunk
+#                                 touched: what the driver makes resident)
 #   tools/gpu/run-all.sh workload CUDA anchors + hmirror-bench workload, every
 #                                 mode side by side (the CUDA ones from
 #                                 build/bin/hmirror-bench-uvm.so: make
@@ -114,6 +117,12 @@ workload)
 	done
 	nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
 		--format=csv > "$res/nvidia-smi.txt" 2>&1
+	;;
+gmap)
+	for i in 1 2 3; do
+		timeout 120 build/bin/hmirror-bench gmap --json >> "$res/gmap.jsonl" 2>&1
+	done
+	cat "$res/gmap.jsonl"
 	;;
 probe)
 	uname -r > "$res/uname.txt"; nproc >> "$res/uname.txt"
