@@ -469,6 +469,57 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * Sort a[0..n) ascending.  The dirty list is a few ascending runs (the
+ * harvest's drops, then each upload try's publishes, each in chunk order),
+ * so the runs are merged pairwise: about two passes over 13,000 entries a
+ * dispatch of the workload, where qsort() took most of the window sync's
+ * planning on the H200 host (1.0 of its 2.3 ms).  Any order is sorted
+ * (each pass halves the runs); qsort() where there is no memory for the
+ * merge.
+ */
+static void sort_u64(uint64_t *a, size_t n)
+{
+	uint64_t *tmp, *src = a, *dst;
+	size_t runs = 1;
+
+	for (size_t i = 1; i < n; i++)
+		runs += a[i] < a[i - 1];
+	if (runs == 1)
+		return;
+	tmp = malloc(n * sizeof(*tmp));
+	if (!tmp) {
+		qsort(a, n, sizeof(*a), cmp_u64);
+		return;
+	}
+	dst = tmp;
+	while (runs > 1) {
+		size_t i = 0, k = 0;
+
+		runs = 0;
+		while (i < n) {
+			size_t m = i + 1, j;
+
+			while (m < n && src[m] >= src[m - 1])
+				m++;            /* [i, m): a run */
+			j = m;
+			while (j < n && (j == m || src[j] >= src[j - 1]))
+				j++;            /* [m, j): the next, maybe empty */
+			for (size_t x = i, y = m; x < m || y < j;)
+				dst[k++] = y >= j || (x < m && src[x] <= src[y]) ? src[x++] : src[y++];
+			runs++;
+			i = j;
+		}
+		uint64_t *t = src;
+
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * sizeof(*a));
+	free(tmp);
+}
+
 /* Copies first (by pool slot: one slab after another), then fills (by
  * window offset). */
 static int cmp_op(const void *a, const void *b)
@@ -545,6 +596,47 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 }
 
 /*
+ * For gather.comp, whose one dispatch copies in any order: the copies
+ * first as they were planned, then the fills by window offset (they are
+ * merged into runs), without sorting the copies by slot as the
+ * vkCmdCopyBuffer path must (its regions merge along a slab); the fills
+ * come in offset order from the dirty list's planning and are sorted only
+ * where they do not (a rebuild plans by pool list).  False: no memory,
+ * the caller sorts.
+ */
+static bool partition_ops(struct hm_window *w)
+{
+	struct hm_window_op *tmp;
+	size_t nc = 0, nf = 0, nr = w->nr_ops;
+	bool sorted = true;
+
+	for (size_t i = 0; i < nr; i++)
+		nc += w->ops[i].mirror != HM_NO_MIRROR;
+	if (nc == nr || !nc) {
+		if (!nc)
+			qsort(w->ops, nr, sizeof(*w->ops), cmp_op);
+		return true;
+	}
+	tmp = malloc((nr - nc) * sizeof(*tmp));
+	if (!tmp)
+		return false;
+	for (size_t i = 0, k = 0; i < nr; i++) {
+		if (w->ops[i].mirror != HM_NO_MIRROR) {
+			w->ops[k++] = w->ops[i];
+			continue;
+		}
+		if (nf && tmp[nf - 1].off > w->ops[i].off)
+			sorted = false;
+		tmp[nf++] = w->ops[i];
+	}
+	if (!sorted)
+		qsort(tmp, nf, sizeof(*tmp), cmp_op);
+	memcpy(w->ops + nc, tmp, nf * sizeof(*tmp));
+	free(tmp);
+	return true;
+}
+
+/*
  * Record the planned fills and copies, after a barrier on what came before.
  * Each guest chunk is planned once (hm_window_sync() drops repeats), so the
  * ops touch disjoint window bytes and their order does not matter: they
@@ -562,7 +654,8 @@ static void record_ops(struct hm_engine *e, VkCommandBuffer cb, bool filled)
 	uint64_t fo = 0, fl = 0;
 	size_t nr = 0, nc = 0, i0 = 0;
 
-	qsort(w->ops, w->nr_ops, sizeof(*w->ops), cmp_op);
+	if (e->p.twin_mode != HM_TWIN_GATHER || !partition_ops(w))
+		qsort(w->ops, w->nr_ops, sizeof(*w->ops), cmp_op);
 	while (nc < w->nr_ops && w->ops[nc].mirror != HM_NO_MIRROR)
 		nc++;           /* the copies sort first */
 	if (gather_copies(e, cb, nc, filled))
@@ -657,7 +750,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 		 * noted twice: plan its final state once */
 		size_t k = 0;
 
-		qsort(w->dirty, w->nr_dirty, sizeof(*w->dirty), cmp_u64);
+		sort_u64(w->dirty, w->nr_dirty);
 		for (size_t i = 0; i < w->nr_dirty; i++)
 			if (!k || w->dirty[k - 1] != w->dirty[i])
 				w->dirty[k++] = w->dirty[i];

@@ -530,6 +530,9 @@ FIXTURE_VARIANT(model) {
 #define MODEL_VARIANT_PAGES(bname, b, mname, m) \
 	FIXTURE_VARIANT_ADD(model, bname##_##mname##_pages) { .backend = b, .mode = m, \
 							       .watch_shift = 12 }
+#define MODEL_TIER_PAGES(bname, b, mname, m, tname, t) \
+	FIXTURE_VARIANT_ADD(model, bname##_##mname##_##tname##_pages) { .backend = b, .mode = m, \
+									  .tier = t, .watch_shift = 12 }
 
 #ifndef HM_ENGINE_TEST_VM
 MODEL_VARIANT(uffd_async, HM_BACKEND_UFFD_ASYNC, off, M_OFF);
@@ -548,6 +551,11 @@ MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly, M_READ_MOSTL
 MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, prefer_device, M_PREFER);
 MODEL_VARIANT_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_gather, M_SMALL_BUDGET_GATHER);
 MODEL_VARIANT_PAGES(mprotect, HM_BACKEND_MPROTECT, read_mostly, M_READ_MOSTLY);
+/* a GPU's configuration: gather.comp fills the window, loads read it */
+MODEL_TIER(uffd_async, HM_BACKEND_UFFD_ASYNC, small_budget_gather, M_SMALL_BUDGET_GATHER,
+	   speculative, T_SPEC);
+MODEL_TIER_PAGES(uffd_async, HM_BACKEND_UFFD_ASYNC, read_mostly_gather, M_READ_MOSTLY_GATHER,
+		 speculative, T_SPEC);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, off, M_OFF);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, read_mostly, M_READ_MOSTLY);
 MODEL_VARIANT(uffd_sync, HM_BACKEND_UFFD_SYNC, small_budget, M_SMALL_BUDGET);
