@@ -6,6 +6,7 @@
 #ifndef HMIRROR_BENCH_COMMON_H
 #define HMIRROR_BENCH_COMMON_H
 #include <stddef.h>
+#include <stdint.h>
 
 /* The subcommands, one file each (tools/bench/<name>.c): argv[0] is the
  * subcommand's name; 0 or an error the subcommand printed. */
@@ -22,8 +23,14 @@ int bench_gmap(int argc, char **argv);
 double bench_now_us(void);
 double bench_now_ns(void);
 
-/* qsort() order of doubles. */
+/* CLOCK_MONOTONIC in whole nanoseconds. */
+uint64_t bench_clock_ns(void);
+
+/* qsort() order of doubles, of uint64_t. */
 int bench_cmp_double(const void *a, const void *b);
+int bench_cmp_u64(const void *a, const void *b);
+/* Sort v[n] and answer v[n / 2] (the upper middle one for an even n). */
+uint64_t bench_pct50_u64(uint64_t *v, size_t n);
 /* Sort v[n] and answer its median: the middle one, the mean of the two
  * middle ones for an even n; 0 for none. */
 double bench_median(double *v, size_t n);

@@ -42,30 +42,11 @@
 #include <hmirror/vkctx.h>
 #include <hmirror/watch.h>
 
+#include "common.h"
+
 #define CHUNK		(64ull << 10)
 #define GUEST_WHOLE	(1ull << 40)    /* where the whole space is mapped */
 #define BOUND_NS	50000.0
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_d);
-	return n ? v[n / 2] : 0;
-}
 
 static long rss_kib(void)
 {
@@ -144,14 +125,14 @@ static int baseline(unsigned mappings, unsigned rounds, unsigned n, struct figur
 
 		for (unsigned k = 0; k < n; k++) {
 			char *g = base + (2 * (size_t)(k % mappings) + 1) * CHUNK;
-			double t0 = now_ns(), t1;
+			double t0 = bench_now_ns(), t1;
 
 			if (mmap(g, CHUNK, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
 				 (off_t)((k % mappings) * CHUNK)) == MAP_FAILED) {
 				err = -errno;
 				break;
 			}
-			t1 = now_ns();
+			t1 = bench_now_ns();
 			/* back to the reservation, as unmapped guest space is */
 			if (mmap(g, CHUNK, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED |
 				 MAP_NORESERVE, -1, 0) == MAP_FAILED) {
@@ -159,13 +140,13 @@ static int baseline(unsigned mappings, unsigned rounds, unsigned n, struct figur
 				break;
 			}
 			m += t1 - t0;
-			u += now_ns() - t1;
+			u += bench_now_ns() - t1;
 		}
 		tm[r] = m / n;
 		tu[r] = u / n;
 	}
-	f->mmap_ns = median(tm, rounds);
-	f->munmap_ns = median(tu, rounds);
+	f->mmap_ns = bench_pct(tm, rounds, 0.5);
+	f->munmap_ns = bench_pct(tu, rounds, 0.5);
 out:
 	if (base != MAP_FAILED)
 		munmap(base, span);
@@ -194,25 +175,25 @@ static int measure(struct hm_engine *e, struct hm_space *s, uint32_t id, unsigne
 		for (unsigned k = 0; k < n; k++) {
 			uint64_t g = (2 * (uint64_t)(k % mappings) + 1) * CHUNK;
 			uint64_t off = ((uint64_t)k * CHUNK) % f->space_bytes;
-			double t0 = now_ns(), t1;
+			double t0 = bench_now_ns(), t1;
 
 			err = hm_engine_map(e, id, off, CHUNK, g, 0);
-			t1 = now_ns();
+			t1 = bench_now_ns();
 			if (!err)
 				err = hm_engine_unmap(e, g, CHUNK);
 			if (err)
 				break;
 			m += t1 - t0;
-			u += now_ns() - t1;
+			u += bench_now_ns() - t1;
 		}
 		tm[r] = m / n;
 		tu[r] = u / n;
 	}
 	if (!err)
 		err = hm_engine_unmap(e, 0, 2 * (uint64_t)mappings * CHUNK);
-	f->map_ns = median(tm, rounds);
-	f->unmap_ns = median(tu, rounds);
-	f->map_min_ns = tm[0];          /* sorted by median() */
+	f->map_ns = bench_pct(tm, rounds, 0.5);
+	f->unmap_ns = bench_pct(tu, rounds, 0.5);
+	f->map_min_ns = tm[0];          /* sorted by bench_pct(, 0.5) */
 	f->unmap_min_ns = tu[0];
 out:
 	free(tm);
@@ -238,9 +219,9 @@ static int touch(struct hm_engine *e, uint32_t id, void *view, long rss0, struct
 	err = hm_engine_map(e, id, off, CHUNK, GUEST_WHOLE, 0);
 	if (err)
 		return err;
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	err = hm_engine_prefetch(e);
-	f->touch_us = (now_ns() - t0) / 1e3;
+	f->touch_us = (bench_now_ns() - t0) / 1e3;
 	if (err < 0)
 		return err;
 	f->touch_import = imported(e);
@@ -310,20 +291,20 @@ int bench_gmap(int argc, char **argv)
 	if (err)
 		goto out;
 	rss0 = rss_kib();
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	err = hm_engine_add_space(e, s, HM_ENGINE_UNMAPPED, &id);
 	what = "hm_engine_add_space";
 	if (err)
 		goto out;
-	f.add_us = (now_ns() - t0) / 1e3;
+	f.add_us = (bench_now_ns() - t0) / 1e3;
 	f.rss_add_kib = rss_kib() - rss0;
 	f.import_add = imported(e);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	err = hm_engine_map(e, id, 0, sp.size, GUEST_WHOLE, 0);
 	what = "hm_engine_map (whole space)";
 	if (err)
 		goto out;
-	f.map_whole_us = (now_ns() - t0) / 1e3;
+	f.map_whole_us = (bench_now_ns() - t0) / 1e3;
 	f.rss_map_kib = rss_kib() - rss0 - f.rss_add_kib;
 	f.import_map = imported(e);
 	what = "mincore";

@@ -38,6 +38,8 @@
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
+#include "common.h"
+
 extern const uint32_t hm_bench_mirror_spv[];
 extern const size_t hm_bench_mirror_spv_words;
 
@@ -81,13 +83,6 @@ struct mb {
 	int failed;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 /*
  * The chase region is one random cycle over its words and the tree a
@@ -176,18 +171,7 @@ static uint32_t expect_word(const struct mb *b, uint64_t w)
 	return v;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
-	return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_u64);
-	return v[n / 2];
-}
 
 static void emit_access(struct mb *b, const char *cas, const char *data, double ns,
 			double home_ns, long mism);
@@ -260,7 +244,7 @@ static int access_cost_at(struct mb *b, int p, uint64_t base, double *ret_ns, ui
 		d[r] = hi > lo ? hi - lo : 0;
 	}
 	memcpy(ret_out, b->out.map, lanes * 4);
-	*ret_ns = (double)median(d, b->rounds) / ((double)lanes * (s_hi - s_lo));
+	*ret_ns = (double)bench_pct50_u64(d, b->rounds) / ((double)lanes * (s_hi - s_lo));
 	{
 		/* positions of the last dispatch that an earlier one walked */
 		const struct perm *pm = p == P_TREE ? &b->pt : &b->pc;
@@ -386,7 +370,7 @@ static long check_out(struct mb *b, int p, const uint32_t *out)
 		/* distinct words (nodes), then distinct 32-byte sectors */
 		uint64_t ns = 0, shift = p == P_CHASE ? 3 : 1;
 
-		qsort(sec, nsec, sizeof(*sec), cmp_u64);
+		qsort(sec, nsec, sizeof(*sec), bench_cmp_u64);
 		for (uint64_t k = 0; k < nsec; k++)
 			if (!k || sec[k] != sec[k - 1])
 				nuniq++;
@@ -505,7 +489,7 @@ static int plain_copy(struct mb *b, void *host, uint64_t bytes, bool to_device, 
 	}
 	for (unsigned r = 0; r < b->rounds && !err; r++) {
 		VkCommandBuffer cb;
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_clock_ns();
 
 		err = hm_vk_cmd_begin(b->vk, &cb);
 		if (err)
@@ -518,14 +502,14 @@ static int plain_copy(struct mb *b, void *host, uint64_t bytes, bool to_device, 
 		}
 		hm_vk_cmd_barrier(cb);
 		err = hm_vk_submit_wait(b->vk, cb, 0);
-		d[r] = now_ns() - t0;
+		d[r] = bench_clock_ns() - t0;
 	}
 	for (unsigned i = 0; i < n; i++) {
 		hm_vk_buffer_free(b->vk, &db[i]);
 		hm_vk_buffer_free(b->vk, &hb[i]);
 	}
 	if (!err)
-		*ret_gbps = (double)bytes / (double)median(d, b->rounds);
+		*ret_gbps = (double)bytes / (double)bench_pct50_u64(d, b->rounds);
 	return err;
 }
 
@@ -544,15 +528,15 @@ static int plain_d2d(struct mb *b, uint64_t bytes, double *ret_gbps)
 	if (!err)
 		err = hm_vk_buffer_new(b->vk, bytes, HM_VK_MEM_DEVICE, &y);
 	for (unsigned r = 0; r < b->rounds && !err; r++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_clock_ns();
 
 		err = hm_vk_copy_sync(b->vk, x.buf, 0, y.buf, 0, bytes);
-		d[r] = now_ns() - t0;
+		d[r] = bench_clock_ns() - t0;
 	}
 	hm_vk_buffer_free(b->vk, &x);
 	hm_vk_buffer_free(b->vk, &y);
 	if (!err)
-		*ret_gbps = (double)bytes / (double)median(d, b->rounds);
+		*ret_gbps = (double)bytes / (double)bench_pct50_u64(d, b->rounds);
 	return err;
 }
 
@@ -588,8 +572,8 @@ static int upload_rounds(struct mb *b, uint32_t mode, double *ret_copy, double *
 			b->failed = 1;
 		}
 	}
-	*ret_copy = (double)bytes / (double)median(copy, b->rounds);
-	*ret_phase = (double)bytes / (double)median(phase, b->rounds);
+	*ret_copy = (double)bytes / (double)bench_pct50_u64(copy, b->rounds);
+	*ret_phase = (double)bytes / (double)bench_pct50_u64(phase, b->rounds);
 	return 0;
 }
 
@@ -693,7 +677,7 @@ static int bench_copy_back(struct mb *b)
 		copied += s1.bytes_copied_home - s0.bytes_copied_home;
 		changed += 4ull * words;        /* ~x differs from x in every byte */
 	}
-	gbps = (double)(4ull * words) / (double)median(ns, b->rounds);
+	gbps = (double)(4ull * words) / (double)bench_pct50_u64(ns, b->rounds);
 	bad = check_memory(b);
 	b->mismatches += bad;
 
@@ -1384,7 +1368,7 @@ static int run_tiers(struct mb *b, const char *list)
 	/* a long limit: lavapipe compiles a module at its first dispatch */
 	struct hm_engine_params ep = { .chunk_shift = 16, .hot_marks = 9,
 				       .timeout_ns = 600ull * 1000000000 };
-	uint32_t salt = (uint32_t)now_ns(), mask = (4u << 20) - 4, *w0 = NULL, id0;
+	uint32_t salt = (uint32_t)bench_clock_ns(), mask = (4u << 20) - 4, *w0 = NULL, id0;
 	uint32_t push0[4];
 	char buf[256], *tok, *save;
 	size_t nw0;
@@ -1443,10 +1427,10 @@ static int run_tiers(struct mb *b, const char *list)
 		err = sites_build(true, n, salt += 0x10000, mask, &w, &nw);
 		if (err)
 			break;
-		t0 = now_ns();
+		t0 = bench_clock_ns();
 		err = hm_vk_pipeline_new(b->vk, w, nw, "main", 4 * (HM_DEVICE_TABLE_PUSH_WORDS + 4),
 					 &rawp);
-		raw_ms = (now_ns() - t0) / 1e6;
+		raw_ms = (bench_clock_ns() - t0) / 1e6;
 		free(w);
 		if (err)
 			break;
@@ -1456,17 +1440,17 @@ static int run_tiers(struct mb *b, const char *list)
 			err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
 			if (err)
 				break;
-			t0 = now_ns();
+			t0 = bench_clock_ns();
 			err = hm_engine_pipeline_new_tiered(b->e, w, nw, "main", 4,
 							    tier ? HM_PIPELINE_SPECULATIVE_ONLY :
 								   HM_PIPELINE_COMPACT_ONLY, &id);
-			*(tier ? &s_ms : &c_ms) = (now_ns() - t0) / 1e6;
+			*(tier ? &s_ms : &c_ms) = (bench_clock_ns() - t0) / 1e6;
 			free(w);
 			if (!err) {
 				/* its first dispatch (lavapipe compiles there) */
-				t0 = now_ns();
+				t0 = bench_clock_ns();
 				err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
-				*(tier ? &s1_ms : &c1_ms) = (now_ns() - t0) / 1e6;
+				*(tier ? &s1_ms : &c1_ms) = (bench_clock_ns() - t0) / 1e6;
 				hm_engine_pipeline_free(b->e, id);
 			}
 		}
@@ -1485,11 +1469,11 @@ static int run_tiers(struct mb *b, const char *list)
 		err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
 		if (err)
 			break;
-		t0 = now_ns();
+		t0 = bench_clock_ns();
 		err = hm_engine_pipeline_new(b->e, w, nw, "main", 4, &id);
 		if (!err)
 			err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
-		first_ms = (now_ns() - t0) / 1e6;
+		first_ms = (bench_clock_ns() - t0) / 1e6;
 		free(w);
 		if (!err)
 			err = hm_engine_pipeline_wait(b->e, id, 600ull * 1000000000);
@@ -1497,7 +1481,7 @@ static int run_tiers(struct mb *b, const char *list)
 			err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
 		if (err)
 			fprintf(stderr, "mirror: tiers of %ld loads: %s\n", n, strerror(-err));
-		two_ms = (now_ns() - t0) / 1e6;
+		two_ms = (bench_clock_ns() - t0) / 1e6;
 		if (!err)
 			err = hm_engine_pipeline_info(b->e, id, &pi);
 		if (err)

@@ -68,6 +68,7 @@
 #include "demo/traverse_spec.spv.h"	/* hm_demo_traverse_spec_spv: loads at the window */
 #include "../demo/scene.h"
 #include "workload.h"
+#include "common.h"
 
 #define GUEST_BASE	((uint64_t)0x100000000)
 #define PAGE		4096u
@@ -136,12 +137,6 @@ struct wl {
 
 /* ---- small helpers ---------------------------------------------------------- */
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 static double quantile(const double *v, size_t n, double p)
 {
@@ -154,19 +149,11 @@ static double quantile(const double *v, size_t n, double p)
 	if (!t)
 		return NAN;
 	memcpy(t, v, n * sizeof(*t));
-	qsort(t, n, sizeof(*t), cmp_d);
-	r = t[(size_t)((double)(n - 1) * p + 0.5)];
+	r = bench_pct(t, n, p);
 	free(t);
 	return r;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void *map_anon(uint64_t size)
 {
@@ -327,10 +314,10 @@ static int ideal_setup(struct wl_run *r)
 	if (!err)
 		err = hm_vk_import_host(r->w->vk, r->mem, r->sc.size, &r->host);
 	if (!err) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_clock_ns();
 
 		err = hm_vk_copy_sync(r->w->vk, r->host.buf, 0, r->dev.buf, 0, r->sc.size);
-		r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+		r->res->populate_ms = (double)(bench_clock_ns() - t0) * 1e-6;
 	}
 	return err;
 }
@@ -400,7 +387,7 @@ static void bc_segv(int sig, siginfo_t *si, void *uc)
 		signal(SIGSEGV, SIG_DFL);
 		return;
 	}
-	t0 = now_ns();
+	t0 = bench_clock_ns();
 	page = (a - bc.base) / PAGE;
 	t1 = t0;
 	if (page >= atomic_load(&bc.out_lo) && page < atomic_load(&bc.out_hi)) {
@@ -408,13 +395,13 @@ static void bc_segv(int sig, siginfo_t *si, void *uc)
 		 * its download, then lands on top of it */
 		while (atomic_load(&bc.busy))
 			__builtin_ia32_pause();
-		t1 = now_ns();
+		t1 = bench_clock_ns();
 		atomic_fetch_add(&bc.stall_ns, t1 - t0);
 	}
 	atomic_store(&bc.dirty[page], 1);
 	mprotect((void *)(bc.base + page * PAGE), PAGE, PROT_READ | PROT_WRITE);
 	atomic_fetch_add(&bc.trips, 1);
-	atomic_fetch_add(&bc.ns, now_ns() - t1);
+	atomic_fetch_add(&bc.ns, bench_clock_ns() - t1);
 }
 
 static int bc_setup(struct wl_run *r)
@@ -431,7 +418,7 @@ static int bc_setup(struct wl_run *r)
 	err = vk_common_setup(r, chunk < r->sc.size ? chunk : r->sc.size);
 	if (err)
 		return err;
-	t0 = now_ns();
+	t0 = bench_clock_ns();
 	for (uint64_t off = 0; off < r->sc.size; off += r->stage.size) {
 		uint64_t n = r->sc.size - off < r->stage.size ? r->sc.size - off : r->stage.size;
 
@@ -440,7 +427,7 @@ static int bc_setup(struct wl_run *r)
 		if (err)
 			return err;
 	}
-	r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+	r->res->populate_ms = (double)(bench_clock_ns() - t0) * 1e-6;
 	bc.dirty = calloc(r->sc.size / PAGE, 1);
 	if (!bc.dirty)
 		return -ENOMEM;
@@ -462,7 +449,7 @@ static int bc_setup(struct wl_run *r)
 /* the written pages: re-protected (first), then copied through staging */
 static int bc_upload(struct wl_run *r, VkCommandBuffer *cb)
 {
-	uint64_t pages = r->sc.size / PAGE, used = 0, t0 = now_ns(), track = 0;
+	uint64_t pages = r->sc.size / PAGE, used = 0, t0 = bench_clock_ns(), track = 0;
 	VkBufferCopy *reg = malloc(r->stage.size / PAGE * sizeof(*reg));
 	size_t nreg = 0;
 	int err = 0;
@@ -490,11 +477,11 @@ static int bc_upload(struct wl_run *r, VkCommandBuffer *cb)
 			p--;
 			continue;
 		}
-		t1 = now_ns();
+		t1 = bench_clock_ns();
 		for (uint64_t i = 0; i < run; i++)
 			atomic_store(&bc.dirty[p + i], 0);
 		mprotect(r->mem + p * PAGE, run * PAGE, PROT_READ);
-		track += now_ns() - t1;
+		track += bench_clock_ns() - t1;
 		memcpy((uint8_t *)r->stage.map + used, r->mem + p * PAGE, run * PAGE);
 		reg[nreg++] = (VkBufferCopy){ used, p * PAGE, run * PAGE };
 		used += run * PAGE;
@@ -625,11 +612,11 @@ static int engine_setup(struct wl_run *r)
 	/* the advised hierarchy uploaded before the first dispatch, as the
 	 * other modes fill device memory before theirs */
 	if (!err && !zc && !r->w->no_prefetch) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_clock_ns();
 
 		err = hm_engine_prefetch(r->e);
 		err = err < 0 ? err : 0;
-		r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+		r->res->populate_ms = (double)(bench_clock_ns() - t0) * 1e-6;
 	}
 	if (!err)
 		err = hm_engine_stats(r->e, &r->est0);
@@ -745,10 +732,10 @@ static int daemon_setup(struct wl_run *r)
 					     sizeof(hm_demo_traverse_spec_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
 	if (!err && !r->w->no_prefetch) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_clock_ns();
 
 		err = hm_client_prefetch(r->cl);
-		r->res->populate_ms = (double)(now_ns() - t0) * 1e-6;
+		r->res->populate_ms = (double)(bench_clock_ns() - t0) * 1e-6;
 		if (err == -EOPNOTSUPP) {	/* a daemon of before HM_FEAT_PREFETCH */
 			snprintf(r->res->note + strlen(r->res->note),
 				 sizeof(r->res->note) - strlen(r->res->note),
@@ -936,9 +923,9 @@ static int run_mode(struct wl *w, enum wl_mode m, unsigned round, struct wl_resu
 
 		if (k)
 			demo_guest_modify(&r.g);
-		t0 = now_ns();
+		t0 = bench_clock_ns();
 		err = ops->dispatch(&r, k, first, &res->gpu_ms[k]);
-		res->t_ms[k] = (double)(now_ns() - t0) * 1e-6;
+		res->t_ms[k] = (double)(bench_clock_ns() - t0) * 1e-6;
 		demo_guest_during_wait(&r.g);
 		if (err) {
 			snprintf(res->note + strlen(res->note),
