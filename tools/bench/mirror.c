@@ -1204,8 +1204,9 @@ static void usage(void)
 	       "       [--copy-back BYTES] [--quick]\n"
 	       "       hmirror-bench mirror --imports [--json]   (which host memory imports)\n"
 	       "       hmirror-bench mirror --import-matrix [--json]   (the import steps only)\n"
-	       "       hmirror-bench mirror --tiers N,... [--json]   (the two tiers of modules of N loads:\n"
-	       "                    each tier's compile, a new pipeline's first dispatch, the switch)\n"
+	       "       hmirror-bench mirror --tiers N,... [--rounds N] [--json]   (the two tiers of\n"
+	       "                    modules of N loads: the compact compile, a new pipeline's first\n"
+	       "                    dispatch, the switch; medians of --rounds rounds, 3 by default)\n"
 	       "  --window     dense (default) | sparse: the mirror window bound sparse where the\n"
 	       "               device has sparseResidencyAliased (stats: window_sparse)\n"
 	       "  --size       working set, 64M..4G (default 64M)\n"
@@ -1352,13 +1353,22 @@ static int sites_build(bool raw, uint32_t nr, uint32_t salt, uint32_t mask, uint
 
 /*
  * --tiers N,...: what the two tiers cost a new pipeline of N loads through
- * the call site, beside a raw module of N loads: each tier's compile
- * (hm_engine_pipeline_new_tiered, one tier only) and its first dispatch
- * (lavapipe JIT-compiles there, NVIDIA at the pipeline), and with both tiers (the
- * default) the time from hm_engine_pipeline_new() to its first dispatch's
- * return (which must not wait for tier two: at most the compact compile +
- * 10 %), then until tier two is ready and switched to.  Every module is new
- * (salted).  One JSON object (or line) per N.
+ * the call site, beside a raw module of N loads, in b->rounds rounds (3
+ * unless --rounds says), every module new (salted).  A round: the compact
+ * tier alone (hm_engine_pipeline_new_tiered, compact only: its compile and
+ * its first dispatch; lavapipe JIT-compiles there, NVIDIA at the pipeline),
+ * and both tiers (the default): the time from hm_engine_pipeline_new() to
+ * its first dispatch's return, which must not wait for tier two (at most
+ * the compact compile + 10 %), then until tier two is ready and switched
+ * to.  The two halves of a round alternate in order, and each round waits
+ * for tier two, so a compile never runs beside another.  The target is
+ * read two ways: the median first dispatch against the median compact
+ * compile alone, and each round's first dispatch against the compact
+ * compile of that same pipeline (engine_compact_ms: what the engine's own
+ * compile took, the driver's run-to-run spread taken out); where the
+ * driver compiles at the first dispatch (lavapipe), against the compact
+ * tier's compile and first dispatch together.  One JSON object (or line)
+ * per N.
  */
 static int run_tiers(struct mb *b, const char *list)
 {
@@ -1407,19 +1417,26 @@ static int run_tiers(struct mb *b, const char *list)
 		return err;
 	hm_engine_pipeline_free(b->e, id0);
 	if (!b->json)
-		printf("device %s: tiers of modules of N loads through the call site (ms)\n"
-		       "%8s %8s %8s %8s %8s %8s %8s\n", dev_name(b), "loads", "raw", "compact",
-		       "spec", "first", "first/c", "tier 2");
+		printf("device %s: tiers of modules of N loads through the call site, "
+		       "medians of %u rounds (ms)\n"
+		       "%8s %8s %8s %8s %8s %8s %8s %8s\n", dev_name(b), b->rounds, "loads", "raw",
+		       "compact", "spec", "first", "first/c", "first/ec", "tier 2");
 	for (tok = strtok_r(buf, ",", &save); tok && !err; tok = strtok_r(NULL, ",", &save)) {
 		long n = strtol(tok, NULL, 10);
-		struct hm_engine_pipeline_info pi;
 		struct hm_vk_pipeline rawp;
 		uint32_t *w = NULL, id, push[4] = { (uint32_t)GUEST, (uint32_t)(GUEST >> 32),
 						    (uint32_t)b->out.addr,
 						    (uint32_t)(b->out.addr >> 32) };
 		size_t nw;
-		double raw_ms, c_ms = 0, s_ms = 0, c1_ms = 0, s1_ms = 0, first_ms, two_ms, t0;
-		bool switched;
+		/* per round: compact alone (compile, first dispatch), both
+		 * tiers (first dispatch, the engine's compact and speculative
+		 * compiles, until tier two is switched to), first / engine's
+		 * compact */
+		double c[MAX_ROUNDS], c1[MAX_ROUNDS], f[MAX_ROUNDS], ec[MAX_ROUNDS];
+		double es[MAX_ROUNDS], two[MAX_ROUNDS], fe[MAX_ROUNDS];
+		double raw_ms, t0, c_lo = 0, c_hi = 0;
+		unsigned switched = 0, r;
+		int two_err = 0;
 
 		if (n < 1 || n > 100000)
 			return -EINVAL;
@@ -1435,77 +1452,105 @@ static int run_tiers(struct mb *b, const char *list)
 		if (err)
 			break;
 		hm_vk_pipeline_free(b->vk, &rawp);
-		/* each tier alone */
-		for (int tier = 0; tier < 2 && !err; tier++) {
-			err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
-			if (err)
-				break;
-			t0 = bench_clock_ns();
-			err = hm_engine_pipeline_new_tiered(b->e, w, nw, "main", 4,
-							    tier ? HM_PIPELINE_SPECULATIVE_ONLY :
-								   HM_PIPELINE_COMPACT_ONLY, &id);
-			*(tier ? &s_ms : &c_ms) = (bench_clock_ns() - t0) / 1e6;
-			free(w);
-			if (!err) {
-				/* its first dispatch (lavapipe compiles there) */
+		for (r = 0; r < b->rounds && !err; r++) {
+			for (int half = 0; half < 2 && !err; half++) {
+				bool both = (half + r) & 1;	/* alternate the order */
+				struct hm_engine_pipeline_info pi;
+
+				err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
+				if (err)
+					break;
 				t0 = bench_clock_ns();
+				if (both)
+					err = hm_engine_pipeline_new(b->e, w, nw, "main", 4, &id);
+				else
+					err = hm_engine_pipeline_new_tiered(b->e, w, nw, "main", 4,
+									    HM_PIPELINE_COMPACT_ONLY,
+									    &id);
+				if (!both)
+					c[r] = (bench_clock_ns() - t0) / 1e6;
+				free(w);
+				if (err)
+					break;
+				if (!both) {
+					t0 = bench_clock_ns();
+					err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
+					c1[r] = (bench_clock_ns() - t0) / 1e6;
+					hm_engine_pipeline_free(b->e, id);
+					continue;
+				}
 				err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
-				*(tier ? &s1_ms : &c1_ms) = (bench_clock_ns() - t0) / 1e6;
+				f[r] = (bench_clock_ns() - t0) / 1e6;
+				if (!err)
+					err = hm_engine_pipeline_wait(b->e, id, 600ull * 1000000000);
+				if (!err)
+					err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
+				if (err)
+					fprintf(stderr, "mirror: tiers of %ld loads: %s\n", n,
+						strerror(-err));
+				two[r] = (bench_clock_ns() - t0) / 1e6;
+				if (!err)
+					err = hm_engine_pipeline_info(b->e, id, &pi);
 				hm_engine_pipeline_free(b->e, id);
+				if (err)
+					break;
+				switched += pi.tier == HM_TIER_SPECULATIVE;
+				if (pi.tier_two_error)
+					two_err = pi.tier_two_error;
+				ec[r] = pi.ns_compile_compact / 1e6;
+				es[r] = pi.ns_compile_speculative / 1e6;
+				fe[r] = ec[r] > 0 ? f[r] / ec[r] : 0;
+			}
+			if (!err && b->json) {	/* each round as it ends: a time limit keeps it */
+				printf("{\"bench\":\"mirror\",\"case\":\"tiers_round\",\"device\":\"%s\","
+				       "\"loads\":%ld,\"round\":%u,\"compact_compile_ms\":%.1f,"
+				       "\"compact_first_dispatch_ms\":%.1f,\"first_dispatch_ms\":%.1f,"
+				       "\"engine_compact_ms\":%.1f,\"engine_speculative_ms\":%.1f,"
+				       "\"tier_two_switched_ms\":%.1f}\n", dev_name(b), n, r + 1,
+				       c[r], c1[r], f[r], ec[r], es[r], two[r]);
+				fflush(stdout);
 			}
 		}
 		if (err)
 			break;
-		/* the compiles so far, in case a time limit ends the rest */
-		if (b->json) {
-			printf("{\"bench\":\"mirror\",\"case\":\"tiers_compile\",\"device\":\"%s\","
-			       "\"loads\":%ld,\"raw_compile_ms\":%.1f,\"compact_compile_ms\":%.1f,"
-			       "\"speculative_compile_ms\":%.1f,\"compact_first_dispatch_ms\":%.1f,"
-			       "\"speculative_first_dispatch_ms\":%.1f}\n", dev_name(b), n, raw_ms,
-			       c_ms, s_ms, c1_ms, s1_ms);
-			fflush(stdout);
-		}
-		/* both: the first dispatch, then tier two */
-		err = sites_build(false, n, salt += 0x10000, mask, &w, &nw);
-		if (err)
-			break;
-		t0 = bench_clock_ns();
-		err = hm_engine_pipeline_new(b->e, w, nw, "main", 4, &id);
-		if (!err)
-			err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
-		first_ms = (bench_clock_ns() - t0) / 1e6;
-		free(w);
-		if (!err)
-			err = hm_engine_pipeline_wait(b->e, id, 600ull * 1000000000);
-		if (!err)
-			err = hm_engine_dispatch(b->e, id, 1, 1, 1, push, 4, 0);
-		if (err)
-			fprintf(stderr, "mirror: tiers of %ld loads: %s\n", n, strerror(-err));
-		two_ms = (bench_clock_ns() - t0) / 1e6;
-		if (!err)
-			err = hm_engine_pipeline_info(b->e, id, &pi);
-		if (err)
-			break;
-		switched = pi.tier == HM_TIER_SPECULATIVE;
-		if (!switched)
+		if (switched != b->rounds)
 			b->failed = 1;
-		hm_engine_pipeline_free(b->e, id);
-		if (b->json)
-			printf("{\"bench\":\"mirror\",\"case\":\"tiers\",\"device\":\"%s\","
-			       "\"loads\":%ld,\"raw_compile_ms\":%.1f,\"compact_compile_ms\":%.1f,"
-			       "\"speculative_compile_ms\":%.1f,\"first_dispatch_ms\":%.1f,"
-			       "\"first_dispatch_vs_compact\":%.3f,\"tier_two_switched_ms\":%.1f,"
-			       "\"engine_compact_ms\":%.1f,\"engine_speculative_ms\":%.1f,"
-			       "\"compact_first_dispatch_ms\":%.1f,\"speculative_first_dispatch_ms\":%.1f,"
-			       "\"switched\":%s,\"tier_two_error\":%d}\n",
-			       dev_name(b), n, raw_ms, c_ms, s_ms, first_ms,
-			       c_ms > 0 ? first_ms / c_ms : 0, two_ms,
-			       pi.ns_compile_compact / 1e6, pi.ns_compile_speculative / 1e6, c1_ms, s1_ms,
-			       switched ? "true" : "false", pi.tier_two_error);
-		else
-			printf("%8ld %8.1f %8.1f %8.1f %8.1f %8.3f %8.1f%s\n", n, raw_ms, c_ms, s_ms,
-			       first_ms, c_ms > 0 ? first_ms / c_ms : 0, two_ms,
-			       switched ? "" : "  NOT SWITCHED");
+		{
+			double mc, mc1, mf, mec, mes, mtwo, mfe;
+
+			c_lo = c_hi = c[0];
+			for (r = 1; r < b->rounds; r++) {
+				c_lo = c[r] < c_lo ? c[r] : c_lo;
+				c_hi = c[r] > c_hi ? c[r] : c_hi;
+			}
+			mc = bench_median(c, b->rounds);
+			mc1 = bench_median(c1, b->rounds);
+			mf = bench_median(f, b->rounds);
+			mec = bench_median(ec, b->rounds);
+			mes = bench_median(es, b->rounds);
+			mtwo = bench_median(two, b->rounds);
+			mfe = bench_median(fe, b->rounds);
+			if (b->json)
+				printf("{\"bench\":\"mirror\",\"case\":\"tiers\",\"device\":\"%s\","
+				       "\"loads\":%ld,\"rounds\":%u,\"raw_compile_ms\":%.1f,"
+				       "\"compact_compile_ms\":%.1f,\"compact_compile_min_ms\":%.1f,"
+				       "\"compact_compile_max_ms\":%.1f,"
+				       "\"speculative_compile_ms\":%.1f,\"first_dispatch_ms\":%.1f,"
+				       "\"first_dispatch_vs_compact\":%.3f,"
+				       "\"first_dispatch_vs_engine_compact\":%.4f,"
+				       "\"first_dispatch_vs_compact_first\":%.3f,"
+				       "\"tier_two_switched_ms\":%.1f,\"engine_compact_ms\":%.1f,"
+				       "\"engine_speculative_ms\":%.1f,\"compact_first_dispatch_ms\":%.1f,"
+				       "\"switched\":%s,\"tier_two_error\":%d}\n",
+				       dev_name(b), n, b->rounds, raw_ms, mc, c_lo, c_hi, mes, mf,
+				       mc > 0 ? mf / mc : 0, mfe, mc + mc1 > 0 ? mf / (mc + mc1) : 0,
+				       mtwo, mec, mes, mc1,
+				       switched == b->rounds ? "true" : "false", two_err);
+			else
+				printf("%8ld %8.1f %8.1f %8.1f %8.1f %8.3f %8.4f %8.1f%s\n", n, raw_ms,
+				       mc, mes, mf, mc > 0 ? mf / mc : 0, mfe, mtwo,
+				       switched == b->rounds ? "" : "  NOT SWITCHED");
+		}
 		fflush(stdout);
 	}
 	if (!err && hm_vk_validation_count(b->vk))
@@ -1784,6 +1829,7 @@ int bench_mirror(int argc, char **argv)
 			.backend = HM_BACKEND_UFFD_ASYNC };
 	bool imports = false, matrix = false;
 	const char *tiers = NULL;
+	bool rounds_set = false;
 	int c, err;
 
 	optind = 1;
@@ -1801,7 +1847,7 @@ int bench_mirror(int argc, char **argv)
 			break;
 		case 'g': b.groups = strtoul(optarg, NULL, 0); break;
 		case 'n': b.steps = strtoul(optarg, NULL, 0); break;
-		case 'r': b.rounds = strtoul(optarg, NULL, 0); break;
+		case 'r': b.rounds = strtoul(optarg, NULL, 0); rounds_set = true; break;
 		case 'c': b.shift = strtoul(optarg, NULL, 0); break;
 		case 'k': b.copyback = parse_size(optarg); break;
 		case 'q': b.size = 16ull << 20; b.rounds = 3; b.steps = 16; b.groups = 32; break;
@@ -1819,6 +1865,8 @@ int bench_mirror(int argc, char **argv)
 		default: usage(); return -EINVAL;
 		}
 	}
+	if (tiers && !rounds_set)
+		b.rounds = 3;
 	if (matrix)
 		return probe_import_matrix(b.json);
 	if (imports)

@@ -10,6 +10,8 @@
 #   tools/gpu/run-all.sh d969a    CUDA anchors + issue 14: the load call site
 #                                 beside raw (lookup x3), mirror 4G x3, both
 #                                 tiers' compile times and first dispatch
+#   tools/gpu/run-all.sh tiers    CUDA anchors + issue 14's compile times and
+#                                 first dispatch alone, TIER_ROUNDS rounds
 #   tools/gpu/run-all.sh dispatch-ab  CUDA anchors + the dispatch overhead of
 #                                 .oldd/hmirrord (an earlier build) and ours
 #   tools/gpu/run-all.sh daemon   CUDA anchors + guards (userspace backends) +
@@ -77,6 +79,14 @@ lookup)
 	;;
 compile)
 	ONLY=compile OUT=$res bash tools/gpu/h200.sh
+	;;
+tiers)
+	# issue 14's first-dispatch target alone: TIER_SITES (250,1000,4000),
+	# TIER_ROUNDS rounds (3) of each tier's compile and first dispatch
+	timeout 500 build/bin/hmirror-bench mirror --json --tiers "${TIER_SITES:-250,1000,4000}" \
+		--rounds "${TIER_ROUNDS:-3}" > "$res/tiers.jsonl" 2> "$res/tiers.log"
+	echo "tiers: exit $?"
+	cat "$res/tiers.jsonl" "$res/tiers.log"
 	;;
 d969a)
 	H200_BUDGET=${H200_BUDGET:-450} ONLY=d969a OUT=$res bash tools/gpu/h200.sh
