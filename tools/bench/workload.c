@@ -106,6 +106,7 @@ struct wl_result {
 	uint64_t bytes_up, bytes_down, trips;
 	double track_ms, stall_ms;	/* CPU time tracking writes; writer stalled */
 	double populate_ms;		/* device memory filled before the first dispatch */
+	double *pf_ms, pf_med;		/* --prefetch-each: after each dispatch but the last */
 	uint64_t mismatches, lost;
 	struct wl_tl sum;
 };
@@ -118,6 +119,7 @@ struct wl {
 	uint32_t watch_shift;		/* the guest space's watch unit (default: pages) */
 	bool constant, json, timeline;
 	bool no_prefetch;		/* engine modes: the first dispatch uploads */
+	bool prefetch_each;		/* engine modes: a prefetch after each dispatch, timed apart */
 	const char *socket, *plot, *backend;
 	bool modes[M_NR];
 	/* the scene as built, and the reference hits of every dispatch */
@@ -863,6 +865,9 @@ static void summarize(struct wl *w, struct wl_result *res)
 	res->med = quantile(res->t_ms, n, 0.5);
 	res->p99 = quantile(res->t_ms, n, 0.99);
 	res->gpu_med = quantile(res->gpu_ms, n, 0.5);
+	if (res->pf_ms && n > 1)
+		res->pf_med = quantile(res->pf_ms, n - 1 < w->dispatches - 1 ? n - 1 : w->dispatches - 1,
+				       0.5);
 	for (int i = 0; i < 4; i++)
 		res->q[i] = q ? quantile(res->t_ms + i * q, i == 3 ? n - 3 * q : q, 0.5) : res->med;
 	memset(&res->sum, 0, sizeof(res->sum));
@@ -897,8 +902,12 @@ static int run_mode(struct wl *w, enum wl_mode m, unsigned round, struct wl_resu
 	res->round = round;
 	res->t_ms = calloc(w->dispatches, sizeof(double));
 	res->gpu_ms = calloc(w->dispatches, sizeof(double));
-	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON || m == M_HMIRROR_HELPER)
+	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON || m == M_HMIRROR_HELPER) {
 		res->tl = calloc(w->dispatches, sizeof(*res->tl));
+		if (w->prefetch_each && m != M_ZERO_COPY &&
+		    !(res->pf_ms = calloc(w->dispatches, sizeof(double))))
+			return -ENOMEM;
+	}
 	if (!res->t_ms || !res->gpu_ms || (m != M_IDEAL && m != M_BUFFER_CACHE &&
 					   m != M_UVM && m != M_UVM_HMM && !res->tl))
 		return -ENOMEM;
@@ -927,6 +936,16 @@ static int run_mode(struct wl *w, enum wl_mode m, unsigned round, struct wl_resu
 		err = ops->dispatch(&r, k, first, &res->gpu_ms[k]);
 		res->t_ms[k] = (double)(bench_clock_ns() - t0) * 1e-6;
 		demo_guest_during_wait(&r.g);
+		if (!err && w->prefetch_each && res->pf_ms && k + 1 < w->dispatches) {
+			/* what the next dispatch would upload, once the guest's
+			 * writes of this one are done, apart from its timing:
+			 * what an upload during the walk could take off the
+			 * next dispatch's critical path */
+			t0 = bench_clock_ns();
+			err = r.cl ? hm_client_prefetch(r.cl) : hm_engine_prefetch(r.e);
+			res->pf_ms[k] = (double)(bench_clock_ns() - t0) * 1e-6;
+			err = err < 0 ? err : 0;
+		}
 		if (err) {
 			snprintf(res->note + strlen(res->note),
 				 sizeof(res->note) - strlen(res->note), "%sdispatch %u: %s",
@@ -1032,14 +1051,15 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 	       "\"quarter_ms\":[%.3f,%.3f,%.3f,%.3f],\"gpu_median_ms\":%.3f,"
 	       "\"bytes_up\":%" PRIu64 ",\"bytes_down\":%" PRIu64 ",\"cpu_track_ms\":%.3f,"
 	       "\"writer_stall_ms\":%.3f,\"trips\":%" PRIu64 ",\"mismatches\":%" PRIu64
-	       ",\"lost_writes\":%" PRIu64 ",\"populate_ms\":%.3f,\"prefetch\":%s",
+	       ",\"lost_writes\":%" PRIu64 ",\"populate_ms\":%.3f,\"prefetch\":%s"
+	       ",\"prefetch_each_ms\":%.3f",
 	       mode_name[res->mode], res->round, res->ran ? "true" : "false",
 	       res->mode == M_UVM || res->mode == M_UVM_HMM ? w->uvm_device : w->device,
 	       res->note, w->size_mib, w->tmpl.size, w->rays, w->dispatches, res->done, w->mods,
 	       w->write_every, w->chunk_shift, w->watch_shift, w->hits_advice, w->constant ? "true" : "false", res->rays_s, res->med, res->p99,
 	       res->q[0], res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up,
 	       res->bytes_down, res->track_ms, res->stall_ms, res->trips, res->mismatches,
-	       res->lost, res->populate_ms, w->no_prefetch ? "false" : "true");
+	       res->lost, res->populate_ms, w->no_prefetch ? "false" : "true", res->pf_med);
 	if (res->tl)
 		printf(",\"engine\":{\"harvested\":%" PRIu64 ",\"uploads\":%" PRIu64
 		       ",\"uploads_discarded\":%" PRIu64 ",\"mirrors_dropped\":%" PRIu64
@@ -1116,10 +1136,12 @@ static void print_text(const struct wl *w, const struct wl_result *res)
 	}
 	fprintf(stderr, "workload: %-14s round %u: %10.0f rays/s  median %8.2f ms  p99 %8.2f  "
 		"quarters %.2f %.2f %.2f %.2f  gpu %.2f  up %.1f MiB  down %.1f MiB  "
-		"track %.1f ms  populate %.1f ms  mismatches %" PRIu64 " lost %" PRIu64 "%s%s\n",
+		"track %.1f ms  populate %.1f ms  prefetch-each %.2f ms  mismatches %" PRIu64
+		" lost %" PRIu64 "%s%s\n",
 		mode_name[res->mode], res->round, res->rays_s, res->med, res->p99, res->q[0],
 		res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up / 1048576.0,
-		res->bytes_down / 1048576.0, res->track_ms, res->populate_ms, res->mismatches,
+		res->bytes_down / 1048576.0, res->track_ms, res->populate_ms, res->pf_med,
+		res->mismatches,
 		res->lost,
 		res->note[0] ? "  " : "", res->note);
 	if (res->tl && w->timeline)
@@ -1288,6 +1310,9 @@ static void usage(FILE *f)
 		"  --no-prefetch    the engine modes' first dispatch uploads the hierarchy\n"
 		"                   (default: hm_engine_prefetch() / hm_client_prefetch() first,\n"
 		"                   as the other modes fill device memory before theirs)\n"
+		"  --prefetch-each  engine modes: a prefetch after each dispatch once the guest's\n"
+		"                   writes of it are done, timed apart (prefetch_each_ms): what\n"
+		"                   an upload during the walk would leave the next dispatch\n"
 		"Exit status 1 when any mode that ran mismatched, lost a write or failed.\n");
 }
 
@@ -1312,6 +1337,7 @@ int bench_workload(int argc, char **argv)
 		{ "hits-advice", required_argument, NULL, 'H' },
 		{ "watch-shift", required_argument, NULL, 'W' },
 		{ "no-prefetch", no_argument, NULL, 'P' },
+		{ "prefetch-each", no_argument, NULL, 'E' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -1346,6 +1372,7 @@ int bench_workload(int argc, char **argv)
 		case 'H': w.hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'W': w.watch_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'P': w.no_prefetch = true; break;
+		case 'E': w.prefetch_each = true; break;
 		case 'j': w.json = true; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -1498,6 +1525,7 @@ int bench_workload(int argc, char **argv)
 		free(all[i].t_ms);
 		free(all[i].gpu_ms);
 		free(all[i].tl);
+		free(all[i].pf_ms);
 	}
 	free(all);
 	free(w.want);
