@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <hmirror/client.h>
+#include "client_raw.h"
 
 #ifndef HMIRROR_CLIENT_HAVE_WATCH
 #define HMIRROR_CLIENT_HAVE_WATCH 0
@@ -918,8 +919,8 @@ const char *hm_engine_stat_name(unsigned i)
 	return i < HM_ESTAT_NR ? estat_names[i] : NULL;
 }
 
-int hm_client_send_raw(struct hm_client *c, const void *buf, size_t len,
-		       const int *fds, unsigned nr_fds)
+int hm__client_send_raw(struct hm_client *c, const void *buf, size_t len,
+			const int *fds, unsigned nr_fds)
 {
 	union {
 		struct cmsghdr align;
@@ -949,8 +950,8 @@ int hm_client_send_raw(struct hm_client *c, const void *buf, size_t len,
 	return n < 0 ? -errno : (int)n;
 }
 
-int hm_client_recv_raw(struct hm_client *c, void *buf, size_t cap,
-		       int timeout_ms)
+int hm__client_recv_raw(struct hm_client *c, void *buf, size_t cap,
+			int timeout_ms)
 {
 	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
 	ssize_t n;

@@ -55,7 +55,8 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 		return -EINVAL;
 	if (!p)
 		p = &defaults;
-	if (p->flags & ~HM_ENGINE_FLAGS_ALL || p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
+	if (p->flags & ~(HM_ENGINE_FLAGS_ALL | HM_ENGINE_NO_WINDOW) ||
+	    p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
 	    p->twin_mode > HM_TWIN_GATHER || p->reserved[0] || p->reserved[1] || p->reserved[2])
 		return -EINVAL;
 	if (p->chunk_shift && (p->chunk_shift < HM_TABLE_MIN_CHUNK_SHIFT ||

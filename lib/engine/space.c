@@ -32,7 +32,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-int hm_engine_populate_view(void *view, uint64_t size)
+int hm__engine_populate_view(void *view, uint64_t size)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	uint64_t ps = page > 0 ? (uint64_t)page : 4096;
@@ -200,7 +200,7 @@ int hm_espace_import_piece(struct hm_engine *e, struct hm_espace *sp, uint64_t i
 
 	err = hm_vk_import_host(e->vk, p, len, &pc->buf);
 	if (err && err != -EINVAL && err != -EOPNOTSUPP) {
-		err = hm_engine_populate_view(p, len);
+		err = hm__engine_populate_view(p, len);
 		if (!err)
 			err = hm_vk_import_host(e->vk, p, len, &pc->buf);
 	}

@@ -1,13 +1,21 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /*
- * Test hooks of the engine: not installed, not exported.  The engine's
- * tests link the library's objects and call these to make a CPU write land
- * at the one moment a rule is about (selftests/engine/engine_test.c).
+ * Test and measurement hooks of the engine: not installed, not exported.
+ * The engine's tests and hmirror-bench link the library's objects and use
+ * these: to make a CPU write land at the one moment a rule is about
+ * (selftests/engine/engine_test.c), to populate a view as the engine does,
+ * to turn the mirror window off, and to switch the twin mode between
+ * measurements (tools/bench/mirror.c).
  */
 #ifndef HMIRROR_ENGINE_TEST_HOOKS_H
 #define HMIRROR_ENGINE_TEST_HOOKS_H
+#include <stdint.h>
 
 struct hm_engine;
+
+/* hm_engine_params.flags, beside engine.h's HM_ENGINE_FLAGS_ALL: no mirror
+ * window, so every speculative load misses and takes the helper */
+#define HM_ENGINE_NO_WINDOW	(1u << 3)
 
 struct hm_engine_test_hooks {
 	/* after an upload's copy completed and before its generations are
@@ -20,5 +28,20 @@ struct hm_engine_test_hooks {
 
 /* Install h (a copy; NULL: none) on e, before its first dispatch. */
 void hm__test_engine_hooks(struct hm_engine *e, const struct hm_engine_test_hooks *h);
+
+/*
+ * Make the pages of [view, view + size) (a device view: writes through it
+ * are not recorded) exist without changing a byte: MADV_POPULATE_WRITE
+ * (Linux 5.14+); where the kernel or the mapping does not support it
+ * (-EINVAL), one atomic add of 0 to a word of each page.  A never-written
+ * page becomes a zero page of the space's memory; a written one is left as
+ * it is.  view and size page-aligned.  The engine calls it (space.c) for
+ * a driver that refuses a view with pages missing.
+ */
+int hm__engine_populate_view(void *view, uint64_t size);
+
+/* Change how later uploads fill twins (enum hm_twin_mode); -EINVAL for
+ * another value. */
+int hm__engine_set_twin_mode(struct hm_engine *e, uint32_t mode);
 
 #endif /* HMIRROR_ENGINE_TEST_HOOKS_H */

@@ -29,7 +29,7 @@ uint32_t hm_twin_mode(const struct hm_vk *vk, uint32_t mode)
 	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? HM_TWIN_COPY : HM_TWIN_GATHER;
 }
 
-int hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode)
+int hm__engine_set_twin_mode(struct hm_engine *e, uint32_t mode)
 {
 	if (!e || mode > HM_TWIN_GATHER)
 		return -EINVAL;

@@ -36,6 +36,7 @@
 #include <hmirror/lookup.h>
 
 #include "kselftest_harness.h"
+#include "../../lib/client_raw.h"
 #include "hmirror/lookup.h"
 
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
@@ -198,7 +199,7 @@ static int raw_hdr(void *buf, uint16_t type, uint32_t seq, size_t payload)
 static int raw_reply(struct hm_client *c, struct hm_msg_hdr *h)
 {
 	uint8_t buf[HM_PROTO_MAX_MSG];
-	int n = hm_client_recv_raw(c, buf, sizeof(buf), 5000);
+	int n = hm__client_recv_raw(c, buf, sizeof(buf), 5000);
 
 	if (n < (int)sizeof(*h))
 		return n < 0 ? n : -EPROTO;
@@ -320,46 +321,46 @@ TEST_F(daemon, garbage_truncated_oversized)
 	srand(1);
 	for (int i = 0; i < 200; i++)
 		buf[i] = (uint8_t)rand();
-	ASSERT_EQ(200, hm_client_send_raw(c, buf, 200, NULL, 0));
+	ASSERT_EQ(200, hm__client_send_raw(c, buf, 200, NULL, 0));
 	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
 	EXPECT_EQ(HM_MSG_ERROR, r.type);
 
 	/* shorter than a header */
-	ASSERT_EQ(7, hm_client_send_raw(c, "\x48\x4d\x4d\x52\x02\x00\x00", 7, NULL, 0));
+	ASSERT_EQ(7, hm__client_send_raw(c, "\x48\x4d\x4d\x52\x02\x00\x00", 7, NULL, 0));
 	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
 
 	/* truncated: the header promises more than came */
 	raw_hdr(buf, HM_MSG_PIPELINE_NEW, 9, 1000);
-	ASSERT_EQ(100, hm_client_send_raw(c, buf, 100, NULL, 0));
+	ASSERT_EQ(100, hm__client_send_raw(c, buf, 100, NULL, 0));
 	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
 	EXPECT_EQ(9, r.seq);
 
 	/* right length, payload too short for its type */
 	n = raw_hdr(buf, HM_MSG_DISPATCH, 10, 8);
 	memset(buf + sizeof(r), 0, 8);
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 	EXPECT_EQ(-EBADMSG, raw_reply(c, &r));
 	EXPECT_EQ(HM_MSG_DISPATCH, r.type);
 
 	/* unknown type, set reserved fields */
 	n = raw_hdr(buf, 999, 11, 0);
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 	EXPECT_EQ(-EOPNOTSUPP, raw_reply(c, &r));
 	n = raw_hdr(buf, HM_MSG_PING, 12, 0);
 	((struct hm_msg_hdr *)buf)->pad = 1;
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 	EXPECT_EQ(-EINVAL, raw_reply(c, &r));
 
 	/* oversized: more than HM_PROTO_MAX_MSG in one datagram */
 	n = raw_hdr(buf, HM_MSG_PING, 13, HM_PROTO_MAX_MSG + 1000);
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 	EXPECT_EQ(-EMSGSIZE, raw_reply(c, &r));
 
 	/* stray fds on a message that takes none are closed, refused */
 	int fd = open("/dev/null", O_RDONLY);
 
 	n = raw_hdr(buf, HM_MSG_PING, 14, 0);
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, &fd, 1));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, &fd, 1));
 	EXPECT_EQ(-EINVAL, raw_reply(c, &r));
 	close(fd);
 
@@ -387,9 +388,9 @@ TEST_F(daemon, endless_garbage_is_disconnected)
 	for (int i = 0; i < 200 && r >= 0; i++) {
 		uint8_t buf[256];
 
-		r = hm_client_send_raw(c, junk, sizeof(junk), NULL, 0);
+		r = hm__client_send_raw(c, junk, sizeof(junk), NULL, 0);
 		if (r >= 0)
-			r = hm_client_recv_raw(c, buf, sizeof(buf), 2000);
+			r = hm__client_recv_raw(c, buf, sizeof(buf), 2000);
 	}
 	EXPECT_GT(0, r);	/* closed deliberately after HMD_MAX_BAD */
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c2));
@@ -486,7 +487,7 @@ TEST_F(daemon, large_module_by_memfd)
 	int len = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 77, sizeof(m));
 
 	memcpy(buf + sizeof(rh), &m, sizeof(m));
-	ASSERT_EQ(len, hm_client_send_raw(c, buf, len, &fd, 1));
+	ASSERT_EQ(len, hm__client_send_raw(c, buf, len, &fd, 1));
 	EXPECT_EQ(-EPERM, raw_reply(c, &rh));
 	close(fd);
 	free(w);
@@ -616,7 +617,7 @@ static int send_heavy(struct hm_client *c, int n, uint32_t seq)
 			      (ssize_t)sizeof(hm_test_heavy_spv) ||
 		    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW |
 			  F_SEAL_SEAL) < 0 ||
-		    hm_client_send_raw(c, buf, len, &fd, 1) != len) {
+		    hm__client_send_raw(c, buf, len, &fd, 1) != len) {
 			if (fd >= 0)
 				close(fd);
 			return -1;
@@ -681,9 +682,9 @@ TEST_F(daemon, compiles_are_fair_between_clients)
 	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &h));
 	ms = now_ms() - t0;
 	/* A's answers already there when B had its own */
-	while (hm_client_recv_raw(a, buf, sizeof(buf), 0) > 0)
+	while (hm__client_recv_raw(a, buf, sizeof(buf), 0) > 0)
 		before++;
-	while (before + after < 4 && hm_client_recv_raw(a, buf, sizeof(buf), 10000) > 0)
+	while (before + after < 4 && hm__client_recv_raw(a, buf, sizeof(buf), 10000) > 0)
 		after++;
 	TH_LOG("B's pipeline after %llu ms, when %d of A's 4 compiles had answered",
 	       (unsigned long long)ms, before);
@@ -781,12 +782,12 @@ TEST_F(daemon, spaces_by_scm_rights)
 	int len = raw_hdr(buf, HM_MSG_SPACE_ADD, 3, sizeof(m));
 
 	memcpy(buf + sizeof(rh), &m, sizeof(m));
-	ASSERT_EQ(len, hm_client_send_raw(a, buf, len, &fd, 1));
+	ASSERT_EQ(len, hm__client_send_raw(a, buf, len, &fd, 1));
 	EXPECT_EQ(-EINVAL, raw_reply(a, &rh));
 	/* garbage as a space: a /dev/null fd and an empty blob */
 	m.nr_fds = 1;
 	memcpy(buf + sizeof(rh), &m, sizeof(m));
-	ASSERT_EQ(len, hm_client_send_raw(a, buf, len, &fd, 1));
+	ASSERT_EQ(len, hm__client_send_raw(a, buf, len, &fd, 1));
 	EXPECT_GT(0, raw_reply(a, &rh));
 	close(fd);
 	EXPECT_EQ(0, hm_client_ping(a));
@@ -932,7 +933,7 @@ TEST_F(daemon, push_word_limit_is_the_engines)
 	n = raw_hdr(buf, HM_MSG_PIPELINE_NEW, 77, sizeof(m) + sizeof(hm_test_empty_spv));
 	memcpy(buf + sizeof(h), &m, sizeof(m));
 	memcpy(buf + sizeof(h) + sizeof(m), hm_test_empty_spv, sizeof(hm_test_empty_spv));
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 	EXPECT_EQ(-E2BIG, raw_reply(c, &h));
 	EXPECT_EQ(77, h.seq);
 	EXPECT_EQ(0, pipeline_count(c));
@@ -952,7 +953,7 @@ TEST_F(daemon, push_word_limit_is_the_engines)
 	unsetenv("HMIRROR_TEST_DAEMON_LOG");
 	ASSERT_LT(0, self->extra);
 	ASSERT_EQ(0, hm_client_connect(sock2, &c));
-	ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+	ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 	EXPECT_EQ(-E2BIG, raw_reply(c, &h));
 	hm_client_free(c);
 	stop_daemon(self->extra, 10000);
@@ -1023,7 +1024,7 @@ TEST_F(daemon, completion_fd)
 		struct hm_msg_hdr h;
 		int n = raw_hdr(buf, HM_MSG_COMPLETION_FD, 99, 8);
 
-		ASSERT_EQ(n, hm_client_send_raw(c, buf, n, NULL, 0));
+		ASSERT_EQ(n, hm__client_send_raw(c, buf, n, NULL, 0));
 		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
 	}
 	EXPECT_EQ(fd, hm_client_completion_fd(c));
@@ -1347,7 +1348,7 @@ TEST_F(daemon, prefetch_uploads_before_the_first_dispatch)
 		int len = raw_hdr(buf, HM_MSG_PREFETCH, 79, 8);
 
 		memset(buf + sizeof(h), 0, 8);
-		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, NULL, 0));
+		ASSERT_EQ(len, hm__client_send_raw(c, buf, len, NULL, 0));
 		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
 		EXPECT_EQ(0, hm_client_ping(c));
 	}
@@ -1610,7 +1611,7 @@ static int send_space_add(struct hm_client *c, const struct hm_space_handoff *h,
 
 	memcpy(m.blob, h->blob, h->blob_len);
 	memcpy(buf + sizeof(struct hm_msg_hdr), &m, sizeof(m));
-	return hm_client_send_raw(c, buf, len, h->fds, h->nr_fds) == len ? 0 : -EIO;
+	return hm__client_send_raw(c, buf, len, h->fds, h->nr_fds) == len ? 0 : -EIO;
 }
 
 static int send_handle(struct hm_client *c, uint16_t type, uint32_t handle, uint32_t seq)
@@ -1620,7 +1621,7 @@ static int send_handle(struct hm_client *c, uint16_t type, uint32_t handle, uint
 	int len = raw_hdr(buf, type, seq, sizeof(m));
 
 	memcpy(buf + sizeof(struct hm_msg_hdr), &m, sizeof(m));
-	return hm_client_send_raw(c, buf, len, NULL, 0) == len ? 0 : -EIO;
+	return hm__client_send_raw(c, buf, len, NULL, 0) == len ? 0 : -EIO;
 }
 
 /* a space the daemon can import, or SKIP */
@@ -1649,9 +1650,9 @@ TEST_F(daemon, bad_message_count_dies_with_its_connection)
 
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
 	for (int i = 0; i < 200 && r >= 0; i++) {
-		r = hm_client_send_raw(c, junk, sizeof(junk), NULL, 0);
+		r = hm__client_send_raw(c, junk, sizeof(junk), NULL, 0);
 		if (r >= 0)
-			r = hm_client_recv_raw(c, buf, sizeof(buf), 2000);
+			r = hm__client_recv_raw(c, buf, sizeof(buf), 2000);
 	}
 	ASSERT_GT(0, r);
 	hm_client_free(c);
@@ -1669,8 +1670,8 @@ TEST_F(daemon, bad_message_count_dies_with_its_connection)
 		hm_client_free(c);
 	}
 	ASSERT_EQ(0, hm_client_connect(self->sock, &c));
-	ASSERT_EQ(sizeof(junk), hm_client_send_raw(c, junk, sizeof(junk), NULL, 0));
-	EXPECT_LT(0, hm_client_recv_raw(c, buf, sizeof(buf), 2000));
+	ASSERT_EQ(sizeof(junk), hm__client_send_raw(c, junk, sizeof(junk), NULL, 0));
+	EXPECT_LT(0, hm__client_recv_raw(c, buf, sizeof(buf), 2000));
 	EXPECT_EQ(0, hm_client_ping(c)) TH_LOG("closed at its first bad message");
 	hm_client_free(c);
 }
@@ -3355,14 +3356,14 @@ TEST_F(daemon, protocol_fuzz)
 			}
 			with_fds++;
 		}
-		if (hm_client_send_raw(h, buf, len, nf ? fds : NULL, nf) < 0) {
+		if (hm__client_send_raw(h, buf, len, nf ? fds : NULL, nf) < 0) {
 			hm_client_free(h);	/* closed for its bad messages */
 			h = NULL;
 			continue;
 		}
 		msgs++;
 		/* read what came back, so as not to be dropped as a non-reader */
-		while (hm_client_recv_raw(h, buf, sizeof(buf), 0) > 0)
+		while (hm__client_recv_raw(h, buf, sizeof(buf), 0) > 0)
 			replies++;
 		/* some hostile clients hang up themselves (their teardown
 		   then starts from the hang-up, not from the daemon) */
@@ -3618,11 +3619,11 @@ TEST_F(daemon, guest_map_alias_unmap_remap_model)
 		int len = raw_hdr(buf, HM_MSG_MAP, 77, sizeof(m) - 8);
 
 		memcpy(buf + sizeof(h), &m, sizeof(m) - 8);
-		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, NULL, 0));
+		ASSERT_EQ(len, hm__client_send_raw(c, buf, len, NULL, 0));
 		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
 		len = raw_hdr(buf, HM_MSG_UNMAP, 78, sizeof(struct hm_msg_unmap) + 8);
 		memset(buf + sizeof(h), 0, sizeof(struct hm_msg_unmap) + 8);
-		ASSERT_EQ(len, hm_client_send_raw(c, buf, len, NULL, 0));
+		ASSERT_EQ(len, hm__client_send_raw(c, buf, len, NULL, 0));
 		EXPECT_EQ(-EBADMSG, raw_reply(c, &h));
 		EXPECT_EQ(0, hm_client_ping(c));
 	}
@@ -3674,9 +3675,9 @@ TEST_F(daemon, earned_map_errors_are_not_bad_messages)
 	ASSERT_EQ(0, hm_client_unmap(c, DGM_BASE, DGM_CHUNK));
 	/* malformed: counted, closed past HMD_MAX_BAD */
 	for (int i = 0; i < 200 && r >= 0; i++) {
-		r = hm_client_send_raw(c, junk, sizeof(junk), NULL, 0);
+		r = hm__client_send_raw(c, junk, sizeof(junk), NULL, 0);
 		if (r >= 0)
-			r = hm_client_recv_raw(c, buf, sizeof(buf), 2000);
+			r = hm__client_recv_raw(c, buf, sizeof(buf), 2000);
 	}
 	EXPECT_GT(0, r);
 	ASSERT_EQ(0, hm_client_stats(obs, &st));
@@ -3898,7 +3899,7 @@ static int raw_timeline(struct hm_client *c, const void *payload, size_t len, ui
 	*ret_fd = -1;
 	*ret_nr_fds = 0;
 	memcpy(buf + sizeof(h), payload, len);
-	if (hm_client_send_raw(c, buf, n, NULL, 0) != n)
+	if (hm__client_send_raw(c, buf, n, NULL, 0) != n)
 		return -EIO;
 	if (poll(&pfd, 1, 5000) != 1)
 		return -ETIMEDOUT;

@@ -2090,7 +2090,7 @@ TEST_F(rules, emulator_harvest_leaves_the_engine_its_records)
 }
 
 /* residency is lazy: add_space leaves untouched pages absent on a driver
- * that imports a view with holes (lavapipe); hm_engine_populate_view()
+ * that imports a view with holes (lavapipe); hm__engine_populate_view()
  * makes them exist without recording or changing a byte */
 TEST(add_space_is_lazy_populate_view_fills)
 {
@@ -2148,7 +2148,7 @@ TEST(add_space_is_lazy_populate_view_fills)
 		/* lazy: the import made no page exist */
 		ASSERT_EQ(resident_before, resident_after);
 		ASSERT_GT(SPACE_BYTES / page, resident_after);
-		ASSERT_EQ(0, hm_engine_populate_view(view, SPACE_BYTES));
+		ASSERT_EQ(0, hm__engine_populate_view(view, SPACE_BYTES));
 		ASSERT_EQ(0, mincore(view, SPACE_BYTES, vec));
 		resident_after = 0;
 		for (uint32_t p = 0; p < SPACE_BYTES / page; p++)
@@ -2173,8 +2173,8 @@ TEST(add_space_is_lazy_populate_view_fills)
 		tested++;
 	}
 	/* bad arguments */
-	ASSERT_EQ(-EINVAL, hm_engine_populate_view(NULL, 4096));
-	ASSERT_EQ(-EINVAL, hm_engine_populate_view((void *)(uintptr_t)page, 1));
+	ASSERT_EQ(-EINVAL, hm__engine_populate_view(NULL, 4096));
+	ASSERT_EQ(-EINVAL, hm__engine_populate_view((void *)(uintptr_t)page, 1));
 	if (hm_vk_validation_count(vk))
 		TH_LOG("validation: %s", vk->last_message);
 	EXPECT_EQ(0, hm_vk_validation_count(vk));

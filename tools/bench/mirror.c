@@ -38,6 +38,7 @@
 #include "hmirror/vkctx.h"
 #include "hmirror/watch.h"
 
+#include "../../lib/engine/test_hooks.h"
 #include "common.h"
 
 extern const uint32_t hm_bench_mirror_spv[];
@@ -546,7 +547,7 @@ static int upload_rounds(struct mb *b, uint32_t mode, double *ret_copy, double *
 	uint64_t copy[MAX_ROUNDS], phase[MAX_ROUNDS], bytes = 0;
 	int err;
 
-	err = hm_engine_set_twin_mode(b->e, mode);
+	err = hm__engine_set_twin_mode(b->e, mode);
 	if (err)
 		return err;
 	for (unsigned r = 0; r < b->rounds; r++) {
@@ -594,7 +595,7 @@ static int bench_upload(struct mb *b)
 		err = upload_rounds(b, auto_copy ? HM_TWIN_COPY : HM_TWIN_SHADER,
 				    auto_copy ? &engc : &engs, auto_copy ? &engcp : &engsp);
 	if (!err)
-		err = hm_engine_set_twin_mode(b->e, HM_TWIN_AUTO);
+		err = hm__engine_set_twin_mode(b->e, HM_TWIN_AUTO);
 	if (err)
 		return err;
 	eng = auto_copy ? engc : engs;

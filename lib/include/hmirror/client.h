@@ -160,13 +160,6 @@ int  hm_client_stats(struct hm_client *c, struct hm_client_stats *ret);
 const char *hm_daemon_stat_name(unsigned i);
 const char *hm_engine_stat_name(unsigned i);
 
-/* low level, for tests and tools: send one raw datagram (with fds) and
- * receive the next message into buf; both return bytes or -errno */
-int  hm_client_send_raw(struct hm_client *c, const void *buf, size_t len,
-			const int *fds, unsigned nr_fds);
-int  hm_client_recv_raw(struct hm_client *c, void *buf, size_t cap,
-			int timeout_ms);
-
 #ifdef __cplusplus
 }
 #endif

@@ -40,15 +40,12 @@ struct hm_engine;
  * cost an empty dispatch 42 -> 90 us on lavapipe; hosts that do not read
  * ns_dispatch_gpu (hmirrord) set it */
 #define HM_ENGINE_NO_TIMESTAMPS	(1u << 2)
-/* no mirror window: every speculative load misses and takes the helper
- * (for measuring, and the window's tests) */
-#define HM_ENGINE_NO_WINDOW	(1u << 3)
+/* (1u << 3) is a test hook's: lib/engine/test_hooks.h */
 /* a dense window even where the device binds sparse (hm_vk made with
  * HM_VK_SPARSE on a device with sparseResidencyAliased) */
 #define HM_ENGINE_WINDOW_DENSE	(1u << 4)
 #define HM_ENGINE_FLAGS_ALL	(HM_ENGINE_NO_MIRRORS | HM_ENGINE_TABLE_HOST | \
-				 HM_ENGINE_NO_TIMESTAMPS | HM_ENGINE_NO_WINDOW | \
-				 HM_ENGINE_WINDOW_DENSE)
+				 HM_ENGINE_NO_TIMESTAMPS | HM_ENGINE_WINDOW_DENSE)
 
 /* Limits */
 /* spaces imported at once (hm_engine_add_space(): -EMFILE beyond) */
@@ -132,23 +129,13 @@ void hm_engine_free(struct hm_engine *e);               /* NULL ok */
  * is, so a page exists only once the CPU or the device touched it (an
  * untouched 16 GiB space costs no guest pages; lavapipe).  A driver that
  * refuses to import a piece with pages missing gets it again after every
- * page of it was made to exist (hm_engine_populate_view()).  A piece the
- * driver refuses fails the dispatch that needs it (below).
+ * page of it was made to exist (MADV_POPULATE_WRITE on the device view,
+ * which changes no byte).  A piece the driver refuses fails the dispatch
+ * that needs it (below).
  */
 #define HM_ENGINE_UNMAPPED	UINT64_MAX
 int  hm_engine_add_space(struct hm_engine *e, struct hm_space *s, uint64_t guest_addr,
 			 uint32_t *ret_id);
-/*
- * Make the pages of [view, view + size) (a device view: writes through it
- * are not recorded) exist without changing a byte: MADV_POPULATE_WRITE
- * (Linux 5.14+); where the kernel or the mapping does not support it
- * (-EINVAL), one atomic add of 0 to a word of each page.  A never-written
- * page becomes a zero page of the space's memory; a written one is left as
- * it is.  view and size page-aligned.  hm_engine_add_space() calls it for
- * a driver that needs it; it is public so that probes can import exactly
- * as the engine does.
- */
-int  hm_engine_populate_view(void *view, uint64_t size);
 /* Unmap every mapping of space id, then forget the space. */
 int  hm_engine_remove_space(struct hm_engine *e, uint32_t id);
 
@@ -363,9 +350,6 @@ int  hm_engine_harvest_now(struct hm_engine *e);
  * ns_upload or dispatches.
  */
 int  hm_engine_prefetch(struct hm_engine *e);
-
-/* Change how later uploads fill twins (enum hm_twin_mode; for measuring). */
-int  hm_engine_set_twin_mode(struct hm_engine *e, uint32_t mode);
 
 /* Is the chunk holding guest_addr mirrored (published in the table) now? */
 int  hm_engine_is_mirrored(struct hm_engine *e, uint64_t guest_addr, bool *ret);

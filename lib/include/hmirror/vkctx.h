@@ -43,8 +43,7 @@ enum hm_vk_flags {
 	/* enable sparseBinding + sparseResidencyBuffer (+ sparseResidencyAliased
 	 * where present) where the device and a compute queue family have them
 	 * (hm_vk.sparse says so): the engine's mirror window is then bound
-	 * sparse (engine.h), and the lookup bench measures device-MMU
-	 * translation */
+	 * sparse (engine.h) */
 	HM_VK_SPARSE = 1u << 1,
 };
 
