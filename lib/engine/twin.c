@@ -20,7 +20,7 @@
 /* AUTO: on a GPU, one gather shader writes mirror and twin from home (no
  * copy region per scattered chunk: Documentation/performance.rst); on a CPU
  * device (lavapipe) vkCmdCopyBuffer, where a shader's every access is
- * emulated (measured: 0.31 vs 3.63 GB/s for the whole upload,
+ * emulated (measured: 0.47 vs 2.92 GB/s for the whole upload,
  * Documentation/engine.rst) */
 uint32_t hm_twin_mode(const struct hm_vk *vk, uint32_t mode)
 {
