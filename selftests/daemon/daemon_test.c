@@ -2906,19 +2906,29 @@ TEST_F(daemon, long_dispatches_delay_another_client_by_one)
  * is disconnected (-ETIMEDOUT where the device's wait says so; lavapipe
  * runs a submission to its end inside vkQueueSubmit, so there it is told
  * afterwards), its queued dispatches dropped; the other client is served.
+ * What it queued behind the over-budget dispatch is a store into its own
+ * space: the device thread takes that job the moment the first one ends,
+ * before the loop has seen it end, so only the device thread's mark keeps
+ * it from running (without the mark the word was written).
  */
 TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 {
-	uint32_t pa, pb, push[2] = { 0, 0 };
+	const uint64_t G = 1ull << 32;
+	uint32_t pa, pb, ps, sid, push[2] = { 0, 0 }, *w;
+	volatile uint32_t *mem;
 	struct hm_client *a, *b;
 	struct hm_client_result res;
+	struct hm_space *s;
 	char sock2[160];
 	uint64_t t1, t2;
+	size_t n;
 	pid_t d2;
 	int r1, r2;
 
 	if (!self->engine)
 		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, 1 << 20);
+	mem = hm_space_addr(s);
 	snprintf(sock2, sizeof(sock2), "%s/budget", self->dir);
 	d2 = start_daemon(sock2, "--timeout=1", NULL);
 	ASSERT_GT(d2, 0);
@@ -2928,7 +2938,13 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	ASSERT_EQ(0, hm_client_pipeline_new(a, hm_test_spin_spv, sizeof(hm_test_spin_spv) / 4,
 					    "main", 2, &pa));
 	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
+	ASSERT_EQ(0, hm_client_space_add(a, s, G, &sid));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(a, w, n, "main", 3, &ps));
+	free(w);
 	ASSERT_LE(0, rows_ms(a, pa, 1));	/* the code made, under budget */
+	ASSERT_EQ(0, run_store(a, ps, G, 1));	/* and the store's */
+	ASSERT_EQ(1, mem[0]);
 	ASSERT_EQ(0, hm_client_ping(a));
 	/* 16 turns of the loop a lane: past the 1 s budget on lavapipe
 	 * however quiet the machine (8 turns once took 0.96 s, under the
@@ -2942,9 +2958,13 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	struct hm_client_dispatch e = {
 		.pipeline = pb, .groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
 	};
+	uint32_t spush[3] = { (uint32_t)G, (uint32_t)(G >> 32), 0x5eed };
+	struct hm_client_dispatch st = {
+		.pipeline = ps, .groups = { 1, 1, 1 }, .nr_push = 3, .push = spush,
+	};
 
 	ASSERT_EQ(0, hm_client_submit(a, &d, &t1));
-	ASSERT_EQ(0, hm_client_submit(a, &d, &t2));
+	ASSERT_EQ(0, hm_client_submit(a, &st, &t2));
 	r1 = hm_client_wait(a, t1, 30000, &res);
 	/* done (its writes are home) or timed out, as the device tells */
 	EXPECT_TRUE(r1 == 0 || r1 == -ETIMEDOUT) TH_LOG("first: %s", strerror(-r1));
@@ -2954,16 +2974,18 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	r2 = hm_client_wait(a, t2, 30000, &res);
 	EXPECT_NE(0, r2);
 	EXPECT_EQ(-ENOTCONN, hm_client_ping(a)) TH_LOG("the offender is still served");
-	/* the daemon's completed dispatches: the first of rows_ms() and the
-	 * over-budget one (when the device said done), not the second (its
+	/* the daemon's completed dispatches: rows_ms()'s, the first store and
+	 * the over-budget one (when the device said done), not the second (its
 	 * reply may be lost with the connection: the count tells) */
 	EXPECT_EQ(0, dstat_wait(b, HM_DSTAT_INFLIGHT, 0, 30000));
-	EXPECT_EQ(1 + (r1 == 0), dstat_wait(b, HM_DSTAT_DISPATCHES, 1 + (r1 == 0), 2000))
+	EXPECT_EQ(2 + (r1 == 0), dstat_wait(b, HM_DSTAT_DISPATCHES, 2 + (r1 == 0), 2000))
 		TH_LOG("the dispatch queued behind the over-budget one ran");
+	EXPECT_EQ(1, mem[0]) TH_LOG("the store queued behind the over-budget dispatch landed");
 	EXPECT_EQ(0, hm_client_dispatch(b, &e, 30000, &res));
 	EXPECT_EQ(0, hm_client_ping(b));
 	hm_client_free(a);
 	hm_client_free(b);
+	hm_space_free(s);
 	EXPECT_EQ(0, stop_daemon(d2, 10000));
 	self->extra = 0;
 	unlink(sock2);
