@@ -36,6 +36,7 @@
 #include <hmirror/lookup.h>
 
 #include "kselftest_harness.h"
+#include "../engine/vkfault_test.h"
 #include "hmirror/lookup.h"
 
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
@@ -2206,6 +2207,237 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 	hm_client_free(c);
 	hm_space_free(s);
 	free(model);
+	free(w);
+}
+
+/*
+ * The device lost under the daemon (VK_LAYER_HMIRROR_fault,
+ * tools/vkfault): two clients take turns dispatching copies over spaces
+ * all prefer-device (uploads, mirrors, copy-backs), CPU words written
+ * before each.  One client of the pair is a "lost_client".
+ */
+struct lost_client {
+	struct hm_client *c;
+	struct hm_space *s;
+	volatile uint32_t *mem;
+	uint32_t *model, pl, id;
+	uint64_t x;
+};
+
+enum { LOST_SIZE = 1 << 20, LOST_NW = LOST_SIZE / 4, LOST_N = 64 * 4, LOST_ROUNDS = 3 };
+
+/* connect to sock and register k's space (prefer-device) and the copy */
+static int lost_setup(struct lost_client *k, const char *sock, const uint32_t *w, size_t n)
+{
+	const uint64_t G = 1ull << 32;
+	int r;
+
+	k->c = NULL;
+	if ((r = hm_client_connect(sock, &k->c)) || (r = hm_client_space_add(k->c, k->s, G, &k->id)) ||
+	    (r = hm_client_advise(k->c, G, LOST_SIZE, HM_ADVICE_PREFER_DEVICE)) ||
+	    (r = hm_client_pipeline_new(k->c, w, n, "main", 4, &k->pl)))
+		return r;
+	return 0;
+}
+
+/*
+ * CPU words written, then one copy of LOST_N words (src in the lower half,
+ * dst in the upper): done, its words are exact; failed, each byte of them
+ * is its old or its new value (the model takes what is there).  Counts
+ * bytes that are neither, and CPU words not home, into *wrong; returns the
+ * dispatch's status.
+ */
+static int lost_round(struct lost_client *k, long *wrong)
+{
+	const uint64_t G = 1ull << 32;
+	uint32_t src = (uint32_t)(xorshift64(&k->x) % (LOST_NW / 2 - LOST_N));
+	uint32_t dst = LOST_NW / 2 + (uint32_t)(xorshift64(&k->x) % (LOST_NW / 2 - LOST_N));
+	uint32_t push[4], cpu[16];
+	struct hm_client_dispatch d = { .pipeline = k->pl, .groups = { LOST_N / 64, 1, 1 },
+					.nr_push = 4, .push = push };
+	struct hm_client_result res;
+	int r;
+
+	for (int i = 0; i < 16; i++) {
+		uint32_t w = (uint32_t)(xorshift64(&k->x) % LOST_NW);
+
+		if (w >= dst && w < dst + LOST_N)
+			w = src;
+		cpu[i] = w;
+		k->mem[w] = k->model[w] = (uint32_t)xorshift64(&k->x);
+	}
+	push[0] = (uint32_t)(G + 4ull * src);
+	push[1] = (uint32_t)((G + 4ull * src) >> 32);
+	push[2] = 4 * (dst - src);
+	push[3] = (uint32_t)xorshift64(&k->x);
+	r = hm_client_dispatch(k->c, &d, 20000, &res);
+	if (r == 0)
+		r = res.status;
+	for (uint32_t i = 0; i < LOST_N; i++) {
+		uint32_t now = k->mem[dst + i], nv = k->model[src + i] ^ push[3];
+
+		if (r == 0) {
+			*wrong += 4 * (now != nv);
+		} else {
+			for (int b = 0; b < 32; b += 8) {
+				uint8_t x = (uint8_t)(now >> b);
+
+				*wrong += x != (uint8_t)(k->model[dst + i] >> b) &&
+					  x != (uint8_t)(nv >> b);
+			}
+		}
+		k->model[dst + i] = r == 0 ? nv : now;
+	}
+	for (int i = 0; i < 16; i++)
+		*wrong += 4 * (k->mem[cpu[i]] != k->model[cpu[i]]);
+	return r;
+}
+
+/* the whole space against the model: words not home (lost CPU writes,
+   a dispatch's words changed after it was answered) */
+static long lost_compare(const struct lost_client *k)
+{
+	long wrong = 0;
+
+	for (uint32_t i = 0; i < LOST_NW; i++)
+		wrong += k->mem[i] != k->model[i];
+	return wrong;
+}
+
+/*
+ * The device lost at each of the daemon's queue submissions in turn (a
+ * first run counts them), after that submission ran (odd ones) and
+ * instead of it (even ones), while two clients take turns: the daemon
+ * lives and answers pings; from the loss on, every dispatch of both
+ * clients fails (they share the VkDevice: Documentation/daemon.rst,
+ * "Long dispatches and the time budget"); no CPU write is lost and every
+ * word of a dispatch answered done is home; each byte a failed dispatch
+ * wrote is its old or its new value; the daemon exits cleanly on
+ * SIGTERM; and a daemon started again serves both clients byte-exact.
+ */
+TEST_F_TIMEOUT(daemon, device_lost_under_two_clients, 240)
+{
+	struct lost_client k[2] = { { .x = 0x9e3779b97f4a7c15ull }, { .x = 0x2545f4914f6cdd1dull } };
+	char sock2[160], report[200];
+	long submits = 0, wrong = 0;
+	uint64_t copied = 0;
+	int runs = 0, lost_runs = 0, setup_losses = 0, after_loss = 0, dispatches = 0, failed = 0;
+	uint32_t *w;
+	size_t n;
+	FILE *f;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	if (!hm_test_fault_layer())
+		SKIP(return, "no VK_LAYER_HMIRROR_fault next to this program");
+	for (int i = 0; i < 2; i++) {
+		SPACE_OR_SKIP(k[i].s, LOST_SIZE);
+		k[i].mem = hm_space_addr(k[i].s);
+		k[i].model = malloc(LOST_SIZE);
+		ASSERT_NE(NULL, k[i].model);
+		for (uint32_t j = 0; j < LOST_NW; j++)
+			k[i].mem[j] = k[i].model[j] = (uint32_t)xorshift64(&k[i].x);
+	}
+	ASSERT_EQ(0, copy_build(&w, &n));
+	snprintf(sock2, sizeof(sock2), "%s/lost", self->dir);
+	snprintf(report, sizeof(report), "%s/vkfault.report", self->dir);
+	/* run 0 loses nothing and counts the submissions; run N loses the
+	 * device at the Nth */
+	for (long at = 0; at <= submits; at++) {
+		char v[24];
+		bool lost = false, in_setup = false;
+		pid_t d;
+
+		snprintf(v, sizeof(v), "%ld", at);
+		if (at)
+			setenv(at % 2 ? "HMIRROR_VKFAULT_LOST" : "HMIRROR_VKFAULT_LOST_BEFORE", v, 1);
+		else
+			setenv("HMIRROR_VKFAULT_REPORT", report, 1);
+		d = start_daemon(sock2, NULL, NULL);
+		unsetenv("HMIRROR_VKFAULT_LOST");
+		unsetenv("HMIRROR_VKFAULT_LOST_BEFORE");
+		unsetenv("HMIRROR_VKFAULT_REPORT");
+		ASSERT_GT(d, 0);
+		self->extra = d;
+		runs++;
+		for (int i = 0; i < 2; i++) {
+			if (lost_setup(&k[i], sock2, w, n))
+				in_setup = lost = true;	/* the loss fell in the set-up */
+		}
+		for (int round = 0; round < LOST_ROUNDS; round++) {
+			for (int i = 0; i < 2; i++) {
+				int r;
+
+				if (!k[i].pl)
+					continue;
+				r = lost_round(&k[i], &wrong);
+				dispatches++;
+				if (r) {
+					EXPECT_TRUE(at != 0) TH_LOG("dispatch failed, no fault: %s",
+								  strerror(-r));
+					failed++;
+					lost = true;
+				} else if (lost) {
+					after_loss++;	/* a dispatch that ran after the loss */
+				}
+			}
+		}
+		lost_runs += lost;
+		setup_losses += in_setup;
+		EXPECT_TRUE(daemon_alive(d)) TH_LOG("loss at submission %ld killed the daemon", at);
+		if (at == 0) {		/* the losses fall among mirrors and copy-backs */
+			struct hm_client_stats st;
+
+			ASSERT_EQ(0, hm_client_stats(k[0].c, &st));
+			EXPECT_LT(0, st.engine[HM_ESTAT_CHUNKS_MIRRORED]);
+			EXPECT_LT(0, st.engine[HM_ESTAT_BYTES_COPIED_HOME]);
+			copied = st.engine[HM_ESTAT_BYTES_COPIED_HOME];
+		}
+		for (int i = 0; i < 2; i++) {
+			if (k[i].c)
+				EXPECT_EQ(0, hm_client_ping(k[i].c))
+					TH_LOG("loss at submission %ld: client %d not answered", at, i);
+			hm_client_free(k[i].c);
+			k[i].c = NULL;
+			k[i].pl = 0;
+		}
+		EXPECT_EQ(0, stop_daemon(d, 10000)) TH_LOG("loss at submission %ld", at);
+		self->extra = 0;
+		unlink(sock2);
+		/* the clients' teardowns changed nothing of home */
+		for (int i = 0; i < 2; i++)
+			wrong += lost_compare(&k[i]);
+		if (at == 0) {
+			f = fopen(report, "r");
+			ASSERT_NE(NULL, f);
+			ASSERT_EQ(1, fscanf(f, "allocs %*d submits %ld", &submits));
+			fclose(f);
+			ASSERT_LT(0, submits);
+		}
+	}
+	/* a daemon started again serves both, byte-exact */
+	self->extra = start_daemon(sock2, NULL, NULL);
+	ASSERT_GT(self->extra, 0);
+	for (int i = 0; i < 2; i++) {
+		long bad = 0;
+
+		ASSERT_EQ(0, lost_setup(&k[i], sock2, w, n));
+		ASSERT_EQ(0, lost_round(&k[i], &bad));
+		EXPECT_EQ(0, bad);
+		EXPECT_EQ(0, lost_compare(&k[i]));
+		hm_client_free(k[i].c);
+	}
+	TH_LOG("%ld submissions in a run (%llu bytes copied home in it); %d runs, %d with the "
+	       "device lost (%d in a set-up); %d dispatches, %d failed; %ld wrong bytes", submits,
+	       (unsigned long long)copied, runs, lost_runs, setup_losses, dispatches, failed, wrong);
+	EXPECT_EQ(0, after_loss) TH_LOG("a dispatch ran after the device was lost");
+	EXPECT_EQ(0, wrong);
+	/* every run but the first lost the device somewhere it was seen */
+	EXPECT_EQ(runs - 1, lost_runs);
+	for (int i = 0; i < 2; i++) {
+		hm_space_free(k[i].s);
+		free(k[i].model);
+	}
 	free(w);
 }
 
