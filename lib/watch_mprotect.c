@@ -214,7 +214,7 @@ static bool hm_mp_file_at(uintptr_t addr, uint64_t *ret_off, struct hm_mp_file *
  */
 static bool hm_mp_moved_fault(uintptr_t addr)
 {
-	long pg = sysconf(_SC_PAGESIZE);
+	const uintptr_t pg = 1ul << 12;	/* the page bitmaps' unit, as above */
 	struct hm_mp_file f;
 	uint64_t off;
 	bool ours = false;
@@ -233,8 +233,7 @@ static bool hm_mp_moved_fault(uintptr_t addr)
 			/* recorded, so the next harvest re-arms, and refuses */
 			if (hm_test_bit(s->armed, off >> s->chunk_shift))
 				hm_record(s, off >> s->chunk_shift);
-			ours = !mprotect((void *)(addr & ~((uintptr_t)pg - 1)), (size_t)pg,
-					 PROT_READ | PROT_WRITE);
+			ours = !mprotect((void *)(addr & ~(pg - 1)), pg, PROT_READ | PROT_WRITE);
 		}
 		hm_unlock(s);
 	}

@@ -1187,6 +1187,52 @@ TEST_F(watch, mremap_followed_or_refused)
 }
 
 /*
+ * A chunk written, then the whole mapping moved with no write after it:
+ * the record is kept where the move is followed (uffd-sync) or does not
+ * matter (kmod); uffd-async and mprotect refuse the harvest with -EFAULT
+ * (mprotect finds the move when its re-arm's mprotect meets the old
+ * address unmapped: without that it answered -ENOMEM, as at the VMA wall).
+ * uffd-sync moves back and forth MOVES times: its harvest right after
+ * each mremap must find the new address (the handler thread applies the
+ * REMAP event under the space's lock; before, the harvest could take the
+ * lock first and re-arm at the old address: -ENOENT).
+ */
+TEST_F(watch, mremap_after_a_write_refused_or_kept)
+{
+	enum { MOVES = 64 };
+	uint8_t *at[2] = { (uint8_t *)self->p, NULL };
+	int n;
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, NR_CHUNKS));
+	at[1] = mmap(NULL, SPACE_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, at[1]);
+	for (int r = 0; r < MOVES; r++) {
+		uint8_t *from = at[r % 2], *to = at[(r + 1) % 2];
+
+		((volatile uint8_t *)from)[(2ull << CHUNK_SHIFT) + 8] = (uint8_t)r;
+		ASSERT_EQ(to, mremap(from, SPACE_BYTES, SPACE_BYTES,
+				     MREMAP_MAYMOVE | MREMAP_FIXED, to));
+		n = harvest_all(self->s, self->out, MAX_OUT);
+		if (!(hm_space_caps(self->s) & HM_CAP_MREMAP) &&
+		    variant->backend != HM_BACKEND_KMOD) {
+			EXPECT_EQ(-EFAULT, n) TH_LOG("%s: a moved mapping harvested as if watched "
+						     "(%d)", hm_backend_name(variant->backend), n);
+			munmap(to, SPACE_BYTES);
+			return;
+		}
+		ASSERT_EQ(1, n) TH_LOG("round %d", r);
+		EXPECT_EQ(2, self->out[0]);
+		if (variant->backend == HM_BACKEND_KMOD)
+			break;		/* hm_space_addr() stays; the fixture unmaps it */
+		EXPECT_EQ(to, hm_space_addr(self->s));
+	}
+	/* back where the fixture made it (uffd-sync: an even count) */
+	if (variant->backend == HM_BACKEND_KMOD)
+		munmap(at[1], SPACE_BYTES);
+}
+
+/*
  * mremap of part of a watched mapping (the table's "part of it" row): the
  * module records writes there (it is still a mapping of the space); a
  * userspace backend cannot place them and says so at the next harvest
