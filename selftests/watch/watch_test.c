@@ -1210,9 +1210,22 @@ TEST_F(watch, mremap_after_a_write_refused_or_kept)
 	for (int r = 0; r < MOVES; r++) {
 		uint8_t *from = at[r % 2], *to = at[(r + 1) % 2];
 
+		void *moved;
+
 		((volatile uint8_t *)from)[(2ull << CHUNK_SHIFT) + 8] = (uint8_t)r;
-		ASSERT_EQ(to, mremap(from, SPACE_BYTES, SPACE_BYTES,
-				     MREMAP_MAYMOVE | MREMAP_FIXED, to));
+		moved = mremap(from, SPACE_BYTES, SPACE_BYTES, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+		if (moved == MAP_FAILED && errno == EFAULT &&
+		    variant->backend == HM_BACKEND_MPROTECT) {
+			/* the trip split the mapping into VMAs, and older
+			   kernels (6.1, 6.12; not 6.18, 7.3) move no range of
+			   several: not moved, the record stays */
+			ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+			EXPECT_EQ(2, self->out[0]);
+			TH_LOG("mprotect: the kernel refused to move a split mapping (EFAULT)");
+			munmap(to, SPACE_BYTES);
+			return;
+		}
+		ASSERT_EQ(to, moved);
 		n = harvest_all(self->s, self->out, MAX_OUT);
 		if (!(hm_space_caps(self->s) & HM_CAP_MREMAP) &&
 		    variant->backend != HM_BACKEND_KMOD) {
