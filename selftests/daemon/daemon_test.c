@@ -72,6 +72,10 @@ static const char *daemon_path(void)
 	return path;
 }
 
+/* how the last daemon that start_daemon() saw exit before it accepted
+   connections ended (its wait status) */
+static int start_daemon_status;
+
 /* start a daemon on sock; returns its pid once it accepts connections */
 static pid_t start_daemon(const char *sock, const char *extra1,
 			  const char *extra2)
@@ -102,8 +106,10 @@ static pid_t start_daemon(const char *sock, const char *extra1,
 		struct hm_client *c;
 		int st;
 
-		if (waitpid(pid, &st, WNOHANG) == pid)
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			start_daemon_status = st;
 			return -1;
+		}
 		if (hm_client_connect(sock, &c) == 0) {
 			hm_client_free(c);
 			return pid;
@@ -2302,14 +2308,15 @@ static int lost_round(struct lost_client *k, long *wrong)
 	return r;
 }
 
-/* the whole space against the model: words not home (lost CPU writes,
+/* the whole space against the model: bytes not home (lost CPU writes,
    a dispatch's words changed after it was answered) */
 static long lost_compare(const struct lost_client *k)
 {
 	long wrong = 0;
 
 	for (uint32_t i = 0; i < LOST_NW; i++)
-		wrong += k->mem[i] != k->model[i];
+		for (int b = 0; k->mem[i] != k->model[i] && b < 32; b += 8)
+			wrong += (uint8_t)(k->mem[i] >> b) != (uint8_t)(k->model[i] >> b);
 	return wrong;
 }
 
@@ -2443,6 +2450,121 @@ TEST_F_TIMEOUT(daemon, device_lost_under_two_clients, 240)
 	EXPECT_EQ(0, wrong);
 	/* every run but the first lost the device somewhere it was seen */
 	EXPECT_EQ(runs - 1, lost_runs);
+	for (int i = 0; i < 2; i++) {
+		hm_space_free(k[i].s);
+		free(k[i].model);
+	}
+	free(w);
+}
+
+/*
+ * Each of the daemon's Vulkan memory allocations in turn fails
+ * (HMIRROR_VKFAULT_ALLOC=N, VK_ERROR_OUT_OF_DEVICE_MEMORY; a first run
+ * counts them) under the same two clients: a daemon that cannot start
+ * exits with an error, never a signal; one that starts lives and answers
+ * pings, each dispatch is done (its words exact) or refused (each byte
+ * old or new), no CPU write is lost, and SIGTERM exits 0.
+ */
+TEST_F_TIMEOUT(daemon, vk_allocation_failures_under_two_clients, 240)
+{
+	struct lost_client k[2] = { { .x = 0x9e3779b97f4a7c15ull }, { .x = 0x2545f4914f6cdd1dull } };
+	char sock2[160], report[200];
+	long allocs = 0, wrong = 0;
+	int runs = 0, no_start = 0, setup_fails = 0, dispatches = 0, failed = 0;
+	uint32_t *w;
+	size_t n;
+	FILE *f;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	if (!hm_test_fault_layer())
+		SKIP(return, "no VK_LAYER_HMIRROR_fault next to this program");
+	for (int i = 0; i < 2; i++) {
+		SPACE_OR_SKIP(k[i].s, LOST_SIZE);
+		k[i].mem = hm_space_addr(k[i].s);
+		k[i].model = malloc(LOST_SIZE);
+		ASSERT_NE(NULL, k[i].model);
+		for (uint32_t j = 0; j < LOST_NW; j++)
+			k[i].mem[j] = k[i].model[j] = (uint32_t)xorshift64(&k[i].x);
+	}
+	ASSERT_EQ(0, copy_build(&w, &n));
+	snprintf(sock2, sizeof(sock2), "%s/alloc", self->dir);
+	snprintf(report, sizeof(report), "%s/vkfault.report", self->dir);
+	for (long at = 0; at <= allocs; at++) {
+		char v[24];
+		pid_t d;
+
+		snprintf(v, sizeof(v), "%ld", at);
+		setenv(at ? "HMIRROR_VKFAULT_ALLOC" : "HMIRROR_VKFAULT_REPORT", at ? v : report, 1);
+		start_daemon_status = 0;
+		d = start_daemon(sock2, NULL, NULL);
+		unsetenv("HMIRROR_VKFAULT_ALLOC");
+		unsetenv("HMIRROR_VKFAULT_REPORT");
+		runs++;
+		if (d <= 0) {
+			unlink(sock2);
+			ASSERT_NE(0, at) TH_LOG("the daemon did not start without a fault");
+			EXPECT_TRUE(WIFEXITED(start_daemon_status) &&
+				    WEXITSTATUS(start_daemon_status) != 0)
+				TH_LOG("allocation %ld failed: the daemon ended with status %#x", at,
+				       start_daemon_status);
+			no_start++;
+			continue;
+		}
+		self->extra = d;
+		for (int i = 0; i < 2; i++)
+			if (lost_setup(&k[i], sock2, w, n)) {
+				setup_fails++;
+				k[i].pl = 0;
+			}
+		for (int round = 0; round < LOST_ROUNDS; round++) {
+			for (int i = 0; i < 2; i++) {
+				int r;
+
+				if (!k[i].pl)
+					continue;
+				r = lost_round(&k[i], &wrong);
+				dispatches++;
+				if (r) {
+					EXPECT_TRUE(at != 0) TH_LOG("dispatch failed, no fault: %s",
+								  strerror(-r));
+					failed++;
+				}
+			}
+		}
+		EXPECT_TRUE(daemon_alive(d)) TH_LOG("allocation %ld failed: the daemon died", at);
+		for (int i = 0; i < 2; i++) {
+			if (k[i].c)
+				EXPECT_EQ(0, hm_client_ping(k[i].c))
+					TH_LOG("allocation %ld failed: client %d not answered", at, i);
+			hm_client_free(k[i].c);
+			k[i].c = NULL;
+			k[i].pl = 0;
+		}
+		EXPECT_EQ(0, stop_daemon(d, 10000)) TH_LOG("allocation %ld failed", at);
+		self->extra = 0;
+		unlink(sock2);
+		/* a refused dispatch's bytes did not land later either (the
+		   next dispatch's copy-back, the teardown) */
+		for (int i = 0; i < 2; i++) {
+			long c = lost_compare(&k[i]);
+
+			EXPECT_EQ(0, c) TH_LOG("allocation %ld failed: client %d: %ld bytes changed "
+					       "after their dispatch was answered", at, i, c);
+			wrong += c;
+		}
+		if (at == 0) {
+			f = fopen(report, "r");
+			ASSERT_NE(NULL, f);
+			ASSERT_EQ(1, fscanf(f, "allocs %ld", &allocs));
+			fclose(f);
+			ASSERT_LT(0, allocs);
+		}
+	}
+	TH_LOG("%ld allocations in a run; %d runs: %d daemons did not start (exit status "
+	       "non-zero), %d set-ups and %d of %d dispatches refused; %ld wrong bytes", allocs,
+	       runs, no_start, setup_fails, failed, dispatches, wrong);
+	EXPECT_EQ(0, wrong);
 	for (int i = 0; i < 2; i++) {
 		hm_space_free(k[i].s);
 		free(k[i].model);
