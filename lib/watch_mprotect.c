@@ -23,18 +23,30 @@
  * next harvest reports them all and re-arms them in a few large runs
  * (hm_space_stats().overflows counts these events).
  *
+ * A watched mapping the application moves (mremap, whole or part) is
+ * refused, not followed: a write fault outside every watched mapping is
+ * looked up in /proc/self/maps, and one in a mapping of a space's memfd
+ * records the chunk, marks that space moved and proceeds (the page made
+ * writable there); a re-arm that finds the first or last page of a
+ * watched mapping gone marks it too.  A moved space's harvests (but one
+ * with nothing recorded: nothing armed was written) and refreshes answer
+ * -EFAULT from then on, as uffd-async's do (Documentation/watch.rst).
+ *
  * Kernel writes into armed memory (read(2) into the space) are not seen:
  * they fail with EFAULT, no signal is raised (no HM_CAP_KERNEL_WRITES).
  * The space cannot be handed to another process (no HM_CAP_HANDOFF): the
  * handler has to run in the writer's process.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "watch_internal.h"
 
@@ -43,6 +55,13 @@ static _Atomic(struct hm_space *) hm_mp_spaces[HM_MPROTECT_MAX_SPACES];
    through hm_space_protect(), by slot; a write there is the application's
    fault, not a trip.  Allocated on first use, under the space lock. */
 static uint64_t *hm_mp_app_ro[HM_MPROTECT_MAX_SPACES];
+/* each slot's memfd, as /proc/self/maps names it (major, minor, inode) */
+static struct hm_mp_file {
+	unsigned major, minor;
+	uint64_t ino;
+} hm_mp_file[HM_MPROTECT_MAX_SPACES];
+/* a watched mapping of the slot's space was moved: harvests refuse */
+static atomic_bool hm_mp_moved[HM_MPROTECT_MAX_SPACES];
 static atomic_int hm_mp_inflight;
 static pthread_mutex_t hm_mp_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned hm_mp_nr;		/* live spaces; under hm_mp_reg_lock */
@@ -109,6 +128,118 @@ static void hm_mp_trip(struct hm_space *s, int m, uint64_t c)
 	}
 }
 
+/* a hexadecimal (base 16) or decimal number at *p, which moves past it */
+static uint64_t hm_mp_num(const char **p, unsigned base)
+{
+	uint64_t v = 0;
+
+	for (;; (*p)++) {
+		unsigned d;
+
+		if (**p >= '0' && **p <= '9')
+			d = (unsigned)(**p - '0');
+		else if (base == 16 && **p >= 'a' && **p <= 'f')
+			d = (unsigned)(**p - 'a' + 10);
+		else
+			return v;
+		v = v * base + d;
+	}
+}
+
+/* one line of /proc/self/maps ("lo-hi perms offset major:minor inode
+   path"): true if it holds addr, with the file offset of addr and the file */
+static bool hm_mp_parse_vma(const char *l, uintptr_t addr, uint64_t *ret_off,
+			    struct hm_mp_file *ret_f)
+{
+	uint64_t lo = hm_mp_num(&l, 16), hi, off;
+
+	if (*l++ != '-')
+		return false;
+	hi = hm_mp_num(&l, 16);
+	if (addr < lo || addr >= hi)
+		return false;
+	while (*l == ' ')
+		l++;
+	while (*l && *l != ' ')		/* the permissions */
+		l++;
+	while (*l == ' ')
+		l++;
+	off = hm_mp_num(&l, 16);
+	while (*l == ' ')
+		l++;
+	ret_f->major = (unsigned)hm_mp_num(&l, 16);
+	if (*l++ != ':')
+		return false;
+	ret_f->minor = (unsigned)hm_mp_num(&l, 16);
+	while (*l == ' ')
+		l++;
+	ret_f->ino = hm_mp_num(&l, 10);
+	*ret_off = off + (addr - lo);
+	return true;
+}
+
+/* the file and offset mapped at addr, from /proc/self/maps (in the signal
+   handler: open, read and close only, no allocation); false if none */
+static bool hm_mp_file_at(uintptr_t addr, uint64_t *ret_off, struct hm_mp_file *ret_f)
+{
+	char buf[512], line[128];
+	size_t ll = 0;
+	bool found = false;
+	ssize_t n;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	while (!found && (n = read(fd, buf, sizeof(buf))) > 0) {
+		for (ssize_t i = 0; i < n && !found; i++) {
+			if (buf[i] != '\n') {
+				if (ll < sizeof(line) - 1)	/* the path may be cut */
+					line[ll++] = buf[i];
+				continue;
+			}
+			line[ll] = 0;
+			ll = 0;
+			found = hm_mp_parse_vma(line, addr, ret_off, ret_f);
+		}
+	}
+	close(fd);
+	return found && ret_f->ino;
+}
+
+/*
+ * A write fault outside every watched mapping (in the signal handler,
+ * hm_mp_inflight held): in a mapping of a space's memfd that the
+ * application moved (mremap), it marks the space moved and lets the write
+ * proceed; a page the application made read-only stays its own fault.
+ */
+static bool hm_mp_moved_fault(uintptr_t addr)
+{
+	const uintptr_t pg = 1ul << 12;	/* the page bitmaps' unit, as above */
+	struct hm_mp_file f;
+	uint64_t off;
+	bool ours = false;
+
+	if (!hm_mp_file_at(addr, &off, &f))
+		return false;
+	for (unsigned i = 0; i < HM_MPROTECT_MAX_SPACES && !ours; i++) {
+		struct hm_space *s = atomic_load(&hm_mp_spaces[i]);
+
+		if (!s || hm_mp_file[i].ino != f.ino || hm_mp_file[i].major != f.major ||
+		    hm_mp_file[i].minor != f.minor || off >= s->size)
+			continue;
+		hm_lock(s);
+		if (!hm_mp_app_ro[i] || !hm_test_bit(hm_mp_app_ro[i], off >> 12)) {
+			atomic_store(&hm_mp_moved[i], true);
+			/* recorded, so the next harvest re-arms, and refuses */
+			if (hm_test_bit(s->armed, off >> s->chunk_shift))
+				hm_record(s, off >> s->chunk_shift);
+			ours = !mprotect((void *)(addr & ~(pg - 1)), pg, PROT_READ | PROT_WRITE);
+		}
+		hm_unlock(s);
+	}
+	return ours;
+}
+
 static void hm_mp_chain(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction prev = hm_mp_prev;
@@ -157,6 +288,8 @@ static void hm_mp_handler(int sig, siginfo_t *si, void *uc)
 			}
 			hm_unlock(s);
 		}
+		if (!ours)
+			ours = hm_mp_moved_fault(addr);
 		atomic_fetch_sub(&hm_mp_inflight, 1);
 	}
 	errno = saved_errno;
@@ -167,6 +300,7 @@ static void hm_mp_handler(int sig, siginfo_t *si, void *uc)
 static int hm_mp_register(struct hm_space *s)
 {
 	int slot = -1, err = 0;
+	struct stat st;
 
 	pthread_mutex_lock(&hm_mp_reg_lock);
 	for (unsigned i = 0; i < HM_MPROTECT_MAX_SPACES; i++) {
@@ -192,6 +326,11 @@ static int hm_mp_register(struct hm_space *s)
 		}
 	}
 	hm_mp_nr++;
+	if (!fstat(s->memfd, &st))
+		hm_mp_file[slot] = (struct hm_mp_file){
+			major(st.st_dev), minor(st.st_dev), (uint64_t)st.st_ino,
+		};
+	atomic_store(&hm_mp_moved[slot], false);
 	atomic_store(&hm_mp_spaces[slot], s);
 	s->priv = (void *)(uintptr_t)(slot + 1);
 out:
@@ -283,11 +422,35 @@ static int hm_mp_rearm_fallback(struct hm_space *s)
 	return 0;
 }
 
-/* re-protect a run of open chunks read-only; at the VMA wall, everything */
+/* a watched mapping's first or last page gone: moved (mremap; lock held) */
+static bool hm_mp_maps_gone(struct hm_space *s)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	unsigned char v;
+
+	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
+		uintptr_t a = s->maps[i].addr;
+
+		if (a && (mincore((void *)a, (size_t)pg, &v) < 0 ||
+			  mincore((void *)(a + s->size - (uint64_t)pg), (size_t)pg, &v) < 0))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Re-protect a run of open chunks read-only; at the VMA wall, everything.
+ * mprotect's ENOMEM is also a mapping moved away with no write at its new
+ * address yet: then -EFAULT, as for one the handler found.
+ */
 static int hm_mp_reprotect(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	int err = hm_mp_protect_all_maps(s, first, count, PROT_READ);
 
+	if (err == -ENOMEM && hm_mp_maps_gone(s)) {
+		atomic_store(&hm_mp_moved[(uintptr_t)s->priv - 1], true);
+		return -EFAULT;
+	}
 	return err == -ENOMEM ? hm_mp_rearm_fallback(s) : err;
 }
 
@@ -305,13 +468,23 @@ static int hm_mprotect_disarm(struct hm_space *s, uint64_t first, uint64_t count
 	return 0;
 }
 
+/* a watched mapping of s was moved (lock held) */
+static bool hm_mp_is_moved(struct hm_space *s)
+{
+	return atomic_load(&hm_mp_moved[(uintptr_t)s->priv - 1]);
+}
+
 static int hm_mprotect_rearm(struct hm_space *s, const uint64_t *chunks, size_t n)
 {
+	if (hm_mp_is_moved(s))
+		return -EFAULT;
 	return hm_rearm_open(s, chunks, n, hm_mp_reprotect);
 }
 
 static int hm_mprotect_refresh(struct hm_space *s, uint64_t first, uint64_t count)
 {
+	if (hm_mp_is_moved(s))
+		return -EFAULT;
 	return hm_refresh_open(s, first, count, hm_mp_reprotect);
 }
 

@@ -64,12 +64,12 @@ static int hm_uffd_sync_probe(const char **ret_reason)
 	return 0;
 }
 
+/* a trip (handler thread, lock held) */
 static void hm_uffd_sync_handle(struct hm_space *s, struct hm_uffd_sync *u, uint64_t addr)
 {
 	uint64_t c;
 	int m;
 
-	hm_lock(s);
 	m = hm_map_lookup(s, (uintptr_t)addr, &c);
 	if (m >= 0) {
 		if (hm_test_bit(s->armed, c)) {
@@ -86,14 +86,13 @@ static void hm_uffd_sync_handle(struct hm_space *s, struct hm_uffd_sync *u, uint
 
 		hm_uffd_wp(u->uffd, addr & ~(uint64_t)(pg - 1), (uint64_t)pg, false);
 	}
-	hm_unlock(s);
 }
 
-/* a watched mapping moved (handler thread): follow it when it moved whole */
+/* a watched mapping moved (handler thread, lock held): follow it when it
+   moved whole */
 static void hm_uffd_sync_remap(struct hm_space *s, struct hm_uffd_sync *u, uint64_t from,
 			       uint64_t to, uint64_t len)
 {
-	hm_lock(s);
 	for (unsigned i = 0; i < HM_SPACE_MAX_MAPS; i++) {
 		uintptr_t a = s->maps[i].addr;
 
@@ -107,7 +106,6 @@ static void hm_uffd_sync_remap(struct hm_space *s, struct hm_uffd_sync *u, uint6
 			u->broken = true;
 		}
 	}
-	hm_unlock(s);
 }
 
 static void *hm_uffd_sync_thread(void *arg)
@@ -132,9 +130,19 @@ static void *hm_uffd_sync_thread(void *arg)
 			break;
 		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
 			break;
+		/*
+		 * Read and apply under the lock: an mremap returns once its
+		 * REMAP event is read, so the application's next locked call
+		 * (a harvest) must wait for the new address to be applied, not
+		 * re-arm at the old one (the uffd is non-blocking).
+		 */
+		hm_lock(s);
 		n = read(u->uffd, msg, sizeof(msg));
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
+			int err = errno;
+
+			hm_unlock(s);
+			if (err == EAGAIN || err == EINTR)
 				continue;
 			break;
 		}
@@ -146,6 +154,7 @@ static void *hm_uffd_sync_thread(void *arg)
 				continue;
 			hm_uffd_sync_handle(s, u, msg[i].arg.pagefault.address);
 		}
+		hm_unlock(s);
 	}
 	return NULL;
 }

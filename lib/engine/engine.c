@@ -501,9 +501,34 @@ int hm_engine_prefetch(struct hm_engine *e)
 	return err;
 }
 
+/*
+ * A dispatch that ran but could not copy its writes home (the marks scan,
+ * the window or the copy-back failed: an allocation the device refused):
+ * the mirrors it may have written are dropped, so that none of its bytes
+ * reaches home later, through the next dispatch's copy-back, after this
+ * one was answered with an error.  Home keeps each byte's old value, and
+ * every earlier dispatch's writes are home already (rule 4).
+ */
+static void drop_unreturned(struct hm_engine *e, bool scanned)
+{
+	uint32_t nr_slots = e->pool.nr_slabs * e->pool.slots_per_slab;
+
+	if (scanned) {
+		for (size_t i = 0; i < e->nr_back; i++)
+			hm_engine_drop_mirror(e, hm_ref_space(e->back[i]), hm_ref_idx(e->back[i]));
+	} else {
+		/* which ones it wrote is not known: all of them */
+		for (uint32_t m = 0; m < nr_slots; m++)
+			if (e->pool.m[m].space != UINT32_MAX)
+				hm_engine_drop_mirror(e, e->pool.m[m].space, e->pool.m[m].idx);
+	}
+	e->nr_back = 0;
+}
+
 int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint32_t gy,
 		       uint32_t gz, const uint32_t *push, uint32_t nr_push, uint32_t flags)
 {
+	bool scanned = false;
 	bool shared = flags & HM_DISPATCH_SHARED_WITH_CPU;
 	const uint32_t groups[3] = { gx, gy, gz };
 	uint64_t t[3], t3, t4, t5;
@@ -525,11 +550,14 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 	if (err)
 		goto out_unlock;        /* device lost: nothing is copied home */
 	err = hm_engine_scan_marks(e, shared);
+	scanned = !err;
 	if (!err)
 		err = hm_window_after_dispatch(e, shared);
 	t4 = hm_now_ns();
 	if (!err && !shared)
 		err = hm_engine_copy_back(e);
+	if (err && !e->vk->lost)
+		drop_unreturned(e, scanned);
 	t5 = hm_now_ns();
 	e->st.dispatches++;
 	if (shared)

@@ -37,6 +37,7 @@
 
 #include "kselftest_harness.h"
 #include "../../lib/client_raw.h"
+#include "../engine/vkfault_test.h"
 #include "hmirror/lookup.h"
 
 #include "daemon/empty.spv.h"	/* hm_test_empty_spv */
@@ -72,6 +73,10 @@ static const char *daemon_path(void)
 	return path;
 }
 
+/* how the last daemon that start_daemon() saw exit before it accepted
+   connections ended (its wait status) */
+static int start_daemon_status;
+
 /* start a daemon on sock; returns its pid once it accepts connections */
 static pid_t start_daemon(const char *sock, const char *extra1,
 			  const char *extra2)
@@ -102,8 +107,10 @@ static pid_t start_daemon(const char *sock, const char *extra1,
 		struct hm_client *c;
 		int st;
 
-		if (waitpid(pid, &st, WNOHANG) == pid)
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			start_daemon_status = st;
 			return -1;
+		}
 		if (hm_client_connect(sock, &c) == 0) {
 			hm_client_free(c);
 			return pid;
@@ -2000,7 +2007,7 @@ out:
  */
 TEST_F(daemon, sixteen_clients_under_load)
 {
-	enum { CLIENTS = 16, DISPATCHES = 150 };
+	enum { CLIENTS = 16, DISPATCHES = 300 };
 	const char *ws = getenv("HMIRROR_LOAD_WAVES"), *ss = getenv("HMIRROR_LOAD_SEED");
 	int waves = ws ? atoi(ws) : 3;
 	uint64_t seed = ss ? strtoull(ss, NULL, 0) : (uint64_t)time(NULL);
@@ -2063,9 +2070,9 @@ TEST_F(daemon, sixteen_clients_under_load)
 			EXPECT_EQ(fds0, proc_fds(self->pid));
 			EXPECT_EQ(thr0, proc_status(self->pid, "Threads: %ld"));
 		}
-		/* the allocators' high water settles over the first two waves
-		 * (7 waves: +18, +4, +9, +2, +1, -4 MiB): from the second on,
-		 * growth is bounded */
+		/* the allocators' high water settles over the first waves (12
+		 * waves: +20, +7, +5, +5 MiB, then 166-172 MiB to the end):
+		 * from the second on, growth is bounded */
 		if (wave == 1)
 			rss1 = rss;
 		else if (wave > 1)
@@ -2097,7 +2104,8 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 	volatile uint32_t *mem;
 	uint64_t x = 0x9e3779b97f4a7c15ull;
 	size_t nmod;
-	int kills = 0;
+	int kills = 0, dispatches = 0;
+	uint64_t cpu = 0, words = 0, lost = 0;
 
 	if (!self->engine)
 		SKIP(return, "daemon has no engine");
@@ -2138,6 +2146,7 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 				if (k >= dst && k < dst + n)
 					continue;
 				mem[k] = model[k] = v;
+				cpu++;
 			}
 			push[0] = (uint32_t)(G + 4ull * src);
 			push[1] = (uint32_t)((G + 4ull * src) >> 32);
@@ -2176,10 +2185,13 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 		/* every CPU write and every completed dispatch's words are home */
 		for (uint32_t i = 0; i < nw; i++)
 			if (mem[i] != model[i]) {
-				EXPECT_EQ(model[i], mem[i]) TH_LOG("round %d (after %d dispatches) "
-								   "word %u", round, done, i);
-				break;
+				if (!lost++)
+					EXPECT_EQ(model[i], mem[i])
+						TH_LOG("round %d (after %d dispatches) word %u", round,
+						       done, i);
 			}
+		words += nw;
+		dispatches += done;
 		hm_client_free(c);
 		self->pid = start_daemon(self->sock, NULL, NULL);
 		ASSERT_GT(self->pid, 0);
@@ -2204,9 +2216,360 @@ TEST_F(daemon, daemon_killed_mid_copy_back_keeps_home)
 			ASSERT_EQ(model[i] ^ 0x5a5a5a5a, mem[nw / 2 + i]);
 	}
 	EXPECT_EQ(4, kills);
+	EXPECT_EQ(0, lost);
+	TH_LOG("%d kills after %d dispatches in all, %llu CPU writes; %llu words compared after "
+	       "the kills, %llu not home", kills, dispatches, (unsigned long long)cpu,
+	       (unsigned long long)words, (unsigned long long)lost);
 	hm_client_free(c);
 	hm_space_free(s);
 	free(model);
+	free(w);
+}
+
+/*
+ * The device lost under the daemon (VK_LAYER_HMIRROR_fault,
+ * tools/vkfault): two clients take turns dispatching copies over spaces
+ * all prefer-device (uploads, mirrors, copy-backs), CPU words written
+ * before each.  One client of the pair is a "lost_client".
+ */
+struct lost_client {
+	struct hm_client *c;
+	struct hm_space *s;
+	volatile uint32_t *mem;
+	uint32_t *model, pl, id;
+	uint64_t x;
+};
+
+enum { LOST_SIZE = 1 << 20, LOST_NW = LOST_SIZE / 4, LOST_N = 64 * 4, LOST_ROUNDS = 3 };
+
+/* connect to sock and register k's space (prefer-device) and the copy */
+static int lost_setup(struct lost_client *k, const char *sock, const uint32_t *w, size_t n)
+{
+	const uint64_t G = 1ull << 32;
+	int r;
+
+	k->c = NULL;
+	if ((r = hm_client_connect(sock, &k->c)) || (r = hm_client_space_add(k->c, k->s, G, &k->id)) ||
+	    (r = hm_client_advise(k->c, G, LOST_SIZE, HM_ADVICE_PREFER_DEVICE)) ||
+	    (r = hm_client_pipeline_new(k->c, w, n, "main", 4, &k->pl)))
+		return r;
+	return 0;
+}
+
+/*
+ * CPU words written, then one copy of LOST_N words (src in the lower half,
+ * dst in the upper): done, its words are exact; failed, each byte of them
+ * is its old or its new value (the model takes what is there).  Counts
+ * bytes that are neither, and CPU words not home, into *wrong; returns the
+ * dispatch's status.
+ */
+static int lost_round(struct lost_client *k, long *wrong)
+{
+	const uint64_t G = 1ull << 32;
+	uint32_t src = (uint32_t)(xorshift64(&k->x) % (LOST_NW / 2 - LOST_N));
+	uint32_t dst = LOST_NW / 2 + (uint32_t)(xorshift64(&k->x) % (LOST_NW / 2 - LOST_N));
+	uint32_t push[4], cpu[16];
+	struct hm_client_dispatch d = { .pipeline = k->pl, .groups = { LOST_N / 64, 1, 1 },
+					.nr_push = 4, .push = push };
+	struct hm_client_result res;
+	int r;
+
+	for (int i = 0; i < 16; i++) {
+		uint32_t w = (uint32_t)(xorshift64(&k->x) % LOST_NW);
+
+		if (w >= dst && w < dst + LOST_N)
+			w = src;
+		cpu[i] = w;
+		k->mem[w] = k->model[w] = (uint32_t)xorshift64(&k->x);
+	}
+	push[0] = (uint32_t)(G + 4ull * src);
+	push[1] = (uint32_t)((G + 4ull * src) >> 32);
+	push[2] = 4 * (dst - src);
+	push[3] = (uint32_t)xorshift64(&k->x);
+	r = hm_client_dispatch(k->c, &d, 20000, &res);
+	if (r == 0)
+		r = res.status;
+	for (uint32_t i = 0; i < LOST_N; i++) {
+		uint32_t now = k->mem[dst + i], nv = k->model[src + i] ^ push[3];
+
+		if (r == 0) {
+			*wrong += 4 * (now != nv);
+		} else {
+			for (int b = 0; b < 32; b += 8) {
+				uint8_t x = (uint8_t)(now >> b);
+
+				*wrong += x != (uint8_t)(k->model[dst + i] >> b) &&
+					  x != (uint8_t)(nv >> b);
+			}
+		}
+		k->model[dst + i] = r == 0 ? nv : now;
+	}
+	for (int i = 0; i < 16; i++)
+		*wrong += 4 * (k->mem[cpu[i]] != k->model[cpu[i]]);
+	return r;
+}
+
+/* the whole space against the model: bytes not home (lost CPU writes,
+   a dispatch's words changed after it was answered) */
+static long lost_compare(const struct lost_client *k)
+{
+	long wrong = 0;
+
+	for (uint32_t i = 0; i < LOST_NW; i++)
+		for (int b = 0; k->mem[i] != k->model[i] && b < 32; b += 8)
+			wrong += (uint8_t)(k->mem[i] >> b) != (uint8_t)(k->model[i] >> b);
+	return wrong;
+}
+
+/*
+ * The device lost at each of the daemon's queue submissions in turn (a
+ * first run counts them), after that submission ran (odd ones) and
+ * instead of it (even ones), while two clients take turns: the daemon
+ * lives and answers pings; from the loss on, every dispatch of both
+ * clients fails (they share the VkDevice: Documentation/daemon.rst,
+ * "Long dispatches and the time budget"); no CPU write is lost and every
+ * word of a dispatch answered done is home; each byte a failed dispatch
+ * wrote is its old or its new value; the daemon exits cleanly on
+ * SIGTERM; and a daemon started again serves both clients byte-exact.
+ */
+TEST_F_TIMEOUT(daemon, device_lost_under_two_clients, 240)
+{
+	struct lost_client k[2] = { { .x = 0x9e3779b97f4a7c15ull }, { .x = 0x2545f4914f6cdd1dull } };
+	char sock2[160], report[200];
+	long submits = 0, wrong = 0;
+	uint64_t copied = 0;
+	int runs = 0, lost_runs = 0, setup_losses = 0, after_loss = 0, dispatches = 0, failed = 0;
+	uint32_t *w;
+	size_t n;
+	FILE *f;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	if (!hm_test_fault_layer())
+		SKIP(return, "no VK_LAYER_HMIRROR_fault next to this program");
+	for (int i = 0; i < 2; i++) {
+		SPACE_OR_SKIP(k[i].s, LOST_SIZE);
+		k[i].mem = hm_space_addr(k[i].s);
+		k[i].model = malloc(LOST_SIZE);
+		ASSERT_NE(NULL, k[i].model);
+		for (uint32_t j = 0; j < LOST_NW; j++)
+			k[i].mem[j] = k[i].model[j] = (uint32_t)xorshift64(&k[i].x);
+	}
+	ASSERT_EQ(0, copy_build(&w, &n));
+	snprintf(sock2, sizeof(sock2), "%s/lost", self->dir);
+	snprintf(report, sizeof(report), "%s/vkfault.report", self->dir);
+	/* run 0 loses nothing and counts the submissions; run N loses the
+	 * device at the Nth */
+	for (long at = 0; at <= submits; at++) {
+		char v[24];
+		bool lost = false, in_setup = false;
+		pid_t d;
+
+		snprintf(v, sizeof(v), "%ld", at);
+		if (at)
+			setenv(at % 2 ? "HMIRROR_VKFAULT_LOST" : "HMIRROR_VKFAULT_LOST_BEFORE", v, 1);
+		else
+			setenv("HMIRROR_VKFAULT_REPORT", report, 1);
+		d = start_daemon(sock2, NULL, NULL);
+		unsetenv("HMIRROR_VKFAULT_LOST");
+		unsetenv("HMIRROR_VKFAULT_LOST_BEFORE");
+		unsetenv("HMIRROR_VKFAULT_REPORT");
+		ASSERT_GT(d, 0);
+		self->extra = d;
+		runs++;
+		for (int i = 0; i < 2; i++) {
+			if (lost_setup(&k[i], sock2, w, n))
+				in_setup = lost = true;	/* the loss fell in the set-up */
+		}
+		for (int round = 0; round < LOST_ROUNDS; round++) {
+			for (int i = 0; i < 2; i++) {
+				int r;
+
+				if (!k[i].pl)
+					continue;
+				r = lost_round(&k[i], &wrong);
+				dispatches++;
+				if (r) {
+					EXPECT_TRUE(at != 0) TH_LOG("dispatch failed, no fault: %s",
+								  strerror(-r));
+					failed++;
+					lost = true;
+				} else if (lost) {
+					after_loss++;	/* a dispatch that ran after the loss */
+				}
+			}
+		}
+		lost_runs += lost;
+		setup_losses += in_setup;
+		EXPECT_TRUE(daemon_alive(d)) TH_LOG("loss at submission %ld killed the daemon", at);
+		if (at == 0) {		/* the losses fall among mirrors and copy-backs */
+			struct hm_client_stats st;
+
+			ASSERT_EQ(0, hm_client_stats(k[0].c, &st));
+			EXPECT_LT(0, st.engine[HM_ESTAT_CHUNKS_MIRRORED]);
+			EXPECT_LT(0, st.engine[HM_ESTAT_BYTES_COPIED_HOME]);
+			copied = st.engine[HM_ESTAT_BYTES_COPIED_HOME];
+		}
+		for (int i = 0; i < 2; i++) {
+			if (k[i].c)
+				EXPECT_EQ(0, hm_client_ping(k[i].c))
+					TH_LOG("loss at submission %ld: client %d not answered", at, i);
+			hm_client_free(k[i].c);
+			k[i].c = NULL;
+			k[i].pl = 0;
+		}
+		EXPECT_EQ(0, stop_daemon(d, 10000)) TH_LOG("loss at submission %ld", at);
+		self->extra = 0;
+		unlink(sock2);
+		/* the clients' teardowns changed nothing of home */
+		for (int i = 0; i < 2; i++)
+			wrong += lost_compare(&k[i]);
+		if (at == 0) {
+			f = fopen(report, "r");
+			ASSERT_NE(NULL, f);
+			ASSERT_EQ(1, fscanf(f, "allocs %*d submits %ld", &submits));
+			fclose(f);
+			ASSERT_LT(0, submits);
+		}
+	}
+	/* a daemon started again serves both, byte-exact */
+	self->extra = start_daemon(sock2, NULL, NULL);
+	ASSERT_GT(self->extra, 0);
+	for (int i = 0; i < 2; i++) {
+		long bad = 0;
+
+		ASSERT_EQ(0, lost_setup(&k[i], sock2, w, n));
+		ASSERT_EQ(0, lost_round(&k[i], &bad));
+		EXPECT_EQ(0, bad);
+		EXPECT_EQ(0, lost_compare(&k[i]));
+		hm_client_free(k[i].c);
+	}
+	TH_LOG("%ld submissions in a run (%llu bytes copied home in it); %d runs, %d with the "
+	       "device lost (%d in a set-up); %d dispatches, %d failed; %ld wrong bytes", submits,
+	       (unsigned long long)copied, runs, lost_runs, setup_losses, dispatches, failed, wrong);
+	EXPECT_EQ(0, after_loss) TH_LOG("a dispatch ran after the device was lost");
+	EXPECT_EQ(0, wrong);
+	/* every run but the first lost the device somewhere it was seen */
+	EXPECT_EQ(runs - 1, lost_runs);
+	for (int i = 0; i < 2; i++) {
+		hm_space_free(k[i].s);
+		free(k[i].model);
+	}
+	free(w);
+}
+
+/*
+ * Each of the daemon's Vulkan memory allocations in turn fails
+ * (HMIRROR_VKFAULT_ALLOC=N, VK_ERROR_OUT_OF_DEVICE_MEMORY; a first run
+ * counts them) under the same two clients: a daemon that cannot start
+ * exits with an error, never a signal; one that starts lives and answers
+ * pings, each dispatch is done (its words exact) or refused (each byte
+ * old or new), no CPU write is lost, and SIGTERM exits 0.
+ */
+TEST_F_TIMEOUT(daemon, vk_allocation_failures_under_two_clients, 240)
+{
+	struct lost_client k[2] = { { .x = 0x9e3779b97f4a7c15ull }, { .x = 0x2545f4914f6cdd1dull } };
+	char sock2[160], report[200];
+	long allocs = 0, wrong = 0;
+	int runs = 0, no_start = 0, setup_fails = 0, dispatches = 0, failed = 0;
+	uint32_t *w;
+	size_t n;
+	FILE *f;
+
+	if (!self->engine)
+		SKIP(return, "daemon has no engine");
+	if (!hm_test_fault_layer())
+		SKIP(return, "no VK_LAYER_HMIRROR_fault next to this program");
+	for (int i = 0; i < 2; i++) {
+		SPACE_OR_SKIP(k[i].s, LOST_SIZE);
+		k[i].mem = hm_space_addr(k[i].s);
+		k[i].model = malloc(LOST_SIZE);
+		ASSERT_NE(NULL, k[i].model);
+		for (uint32_t j = 0; j < LOST_NW; j++)
+			k[i].mem[j] = k[i].model[j] = (uint32_t)xorshift64(&k[i].x);
+	}
+	ASSERT_EQ(0, copy_build(&w, &n));
+	snprintf(sock2, sizeof(sock2), "%s/alloc", self->dir);
+	snprintf(report, sizeof(report), "%s/vkfault.report", self->dir);
+	for (long at = 0; at <= allocs; at++) {
+		char v[24];
+		pid_t d;
+
+		snprintf(v, sizeof(v), "%ld", at);
+		setenv(at ? "HMIRROR_VKFAULT_ALLOC" : "HMIRROR_VKFAULT_REPORT", at ? v : report, 1);
+		start_daemon_status = 0;
+		d = start_daemon(sock2, NULL, NULL);
+		unsetenv("HMIRROR_VKFAULT_ALLOC");
+		unsetenv("HMIRROR_VKFAULT_REPORT");
+		runs++;
+		if (d <= 0) {
+			unlink(sock2);
+			ASSERT_NE(0, at) TH_LOG("the daemon did not start without a fault");
+			EXPECT_TRUE(WIFEXITED(start_daemon_status) &&
+				    WEXITSTATUS(start_daemon_status) != 0)
+				TH_LOG("allocation %ld failed: the daemon ended with status %#x", at,
+				       start_daemon_status);
+			no_start++;
+			continue;
+		}
+		self->extra = d;
+		for (int i = 0; i < 2; i++)
+			if (lost_setup(&k[i], sock2, w, n)) {
+				setup_fails++;
+				k[i].pl = 0;
+			}
+		for (int round = 0; round < LOST_ROUNDS; round++) {
+			for (int i = 0; i < 2; i++) {
+				int r;
+
+				if (!k[i].pl)
+					continue;
+				r = lost_round(&k[i], &wrong);
+				dispatches++;
+				if (r) {
+					EXPECT_TRUE(at != 0) TH_LOG("dispatch failed, no fault: %s",
+								  strerror(-r));
+					failed++;
+				}
+			}
+		}
+		EXPECT_TRUE(daemon_alive(d)) TH_LOG("allocation %ld failed: the daemon died", at);
+		for (int i = 0; i < 2; i++) {
+			if (k[i].c)
+				EXPECT_EQ(0, hm_client_ping(k[i].c))
+					TH_LOG("allocation %ld failed: client %d not answered", at, i);
+			hm_client_free(k[i].c);
+			k[i].c = NULL;
+			k[i].pl = 0;
+		}
+		EXPECT_EQ(0, stop_daemon(d, 10000)) TH_LOG("allocation %ld failed", at);
+		self->extra = 0;
+		unlink(sock2);
+		/* a refused dispatch's bytes did not land later either (the
+		   next dispatch's copy-back, the teardown) */
+		for (int i = 0; i < 2; i++) {
+			long c = lost_compare(&k[i]);
+
+			EXPECT_EQ(0, c) TH_LOG("allocation %ld failed: client %d: %ld bytes changed "
+					       "after their dispatch was answered", at, i, c);
+			wrong += c;
+		}
+		if (at == 0) {
+			f = fopen(report, "r");
+			ASSERT_NE(NULL, f);
+			ASSERT_EQ(1, fscanf(f, "allocs %ld", &allocs));
+			fclose(f);
+			ASSERT_LT(0, allocs);
+		}
+	}
+	TH_LOG("%ld allocations in a run; %d runs: %d daemons did not start (exit status "
+	       "non-zero), %d set-ups and %d of %d dispatches refused; %ld wrong bytes", allocs,
+	       runs, no_start, setup_fails, failed, dispatches, wrong);
+	EXPECT_EQ(0, wrong);
+	for (int i = 0; i < 2; i++) {
+		hm_space_free(k[i].s);
+		free(k[i].model);
+	}
 	free(w);
 }
 
@@ -2907,19 +3270,29 @@ TEST_F(daemon, long_dispatches_delay_another_client_by_one)
  * is disconnected (-ETIMEDOUT where the device's wait says so; lavapipe
  * runs a submission to its end inside vkQueueSubmit, so there it is told
  * afterwards), its queued dispatches dropped; the other client is served.
+ * What it queued behind the over-budget dispatch is a store into its own
+ * space: the device thread takes that job the moment the first one ends,
+ * before the loop has seen it end, so only the device thread's mark keeps
+ * it from running (without the mark the word was written).
  */
 TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 {
-	uint32_t pa, pb, push[2] = { 0, 0 };
+	const uint64_t G = 1ull << 32;
+	uint32_t pa, pb, ps, sid, push[2] = { 0, 0 }, *w;
+	volatile uint32_t *mem;
 	struct hm_client *a, *b;
 	struct hm_client_result res;
+	struct hm_space *s;
 	char sock2[160];
 	uint64_t t1, t2;
+	size_t n;
 	pid_t d2;
 	int r1, r2;
 
 	if (!self->engine)
 		SKIP(return, "daemon has no engine");
+	SPACE_OR_SKIP(s, 1 << 20);
+	mem = hm_space_addr(s);
 	snprintf(sock2, sizeof(sock2), "%s/budget", self->dir);
 	d2 = start_daemon(sock2, "--timeout=1", NULL);
 	ASSERT_GT(d2, 0);
@@ -2929,7 +3302,13 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	ASSERT_EQ(0, hm_client_pipeline_new(a, hm_test_spin_spv, sizeof(hm_test_spin_spv) / 4,
 					    "main", 2, &pa));
 	ASSERT_EQ(0, hm_client_pipeline_new(b, empty_spv, empty_words, "main", 2, &pb));
+	ASSERT_EQ(0, hm_client_space_add(a, s, G, &sid));
+	ASSERT_EQ(0, store_module(MOD_GOOD, &w, &n));
+	ASSERT_EQ(0, hm_client_pipeline_new(a, w, n, "main", 3, &ps));
+	free(w);
 	ASSERT_LE(0, rows_ms(a, pa, 1));	/* the code made, under budget */
+	ASSERT_EQ(0, run_store(a, ps, G, 1));	/* and the store's */
+	ASSERT_EQ(1, mem[0]);
 	ASSERT_EQ(0, hm_client_ping(a));
 	/* 16 turns of the loop a lane: past the 1 s budget on lavapipe
 	 * however quiet the machine (8 turns once took 0.96 s, under the
@@ -2943,9 +3322,13 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	struct hm_client_dispatch e = {
 		.pipeline = pb, .groups = { 1, 1, 1 }, .nr_push = 2, .push = push,
 	};
+	uint32_t spush[3] = { (uint32_t)G, (uint32_t)(G >> 32), 0x5eed };
+	struct hm_client_dispatch st = {
+		.pipeline = ps, .groups = { 1, 1, 1 }, .nr_push = 3, .push = spush,
+	};
 
 	ASSERT_EQ(0, hm_client_submit(a, &d, &t1));
-	ASSERT_EQ(0, hm_client_submit(a, &d, &t2));
+	ASSERT_EQ(0, hm_client_submit(a, &st, &t2));
 	r1 = hm_client_wait(a, t1, 30000, &res);
 	/* done (its writes are home) or timed out, as the device tells */
 	EXPECT_TRUE(r1 == 0 || r1 == -ETIMEDOUT) TH_LOG("first: %s", strerror(-r1));
@@ -2955,16 +3338,18 @@ TEST_F_TIMEOUT(daemon, dispatch_over_budget_ends_its_client, 120)
 	r2 = hm_client_wait(a, t2, 30000, &res);
 	EXPECT_NE(0, r2);
 	EXPECT_EQ(-ENOTCONN, hm_client_ping(a)) TH_LOG("the offender is still served");
-	/* the daemon's completed dispatches: the first of rows_ms() and the
-	 * over-budget one (when the device said done), not the second (its
+	/* the daemon's completed dispatches: rows_ms()'s, the first store and
+	 * the over-budget one (when the device said done), not the second (its
 	 * reply may be lost with the connection: the count tells) */
 	EXPECT_EQ(0, dstat_wait(b, HM_DSTAT_INFLIGHT, 0, 30000));
-	EXPECT_EQ(1 + (r1 == 0), dstat_wait(b, HM_DSTAT_DISPATCHES, 1 + (r1 == 0), 2000))
+	EXPECT_EQ(2 + (r1 == 0), dstat_wait(b, HM_DSTAT_DISPATCHES, 2 + (r1 == 0), 2000))
 		TH_LOG("the dispatch queued behind the over-budget one ran");
+	EXPECT_EQ(1, mem[0]) TH_LOG("the store queued behind the over-budget dispatch landed");
 	EXPECT_EQ(0, hm_client_dispatch(b, &e, 30000, &res));
 	EXPECT_EQ(0, hm_client_ping(b));
 	hm_client_free(a);
 	hm_client_free(b);
+	hm_space_free(s);
 	EXPECT_EQ(0, stop_daemon(d2, 10000));
 	self->extra = 0;
 	unlink(sock2);

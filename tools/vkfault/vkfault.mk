@@ -13,4 +13,5 @@ $(VKFAULT_DIR)/VkLayer_hmirror_fault.json: tools/vkfault/vkfault.json.in
 	@mkdir -p $(dir $@)
 	sed 's|@LIB@|./libVkLayer_hmirror_fault.so|' $< > $@
 
-$(B)/bin/test-engine $(B)/bin/test-engine-vm $(B)/bin/test-vkctx $(B)/bin/test-import: | $(VKFAULT)
+$(B)/bin/test-engine $(B)/bin/test-engine-vm $(B)/bin/test-vkctx $(B)/bin/test-import \
+	$(B)/bin/test-daemon: | $(VKFAULT)

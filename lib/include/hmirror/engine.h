@@ -14,7 +14,8 @@
  * All calls on one engine are serialised by the engine's lock.  Functions
  * return 0 or a negative errno.  After the device was lost every call that
  * needs the device returns -ENODEV; home pages are never written by a
- * failed dispatch's copy-back.
+ * failed dispatch's copy-back, nor later by another's (a dispatch that ran
+ * and could not copy home drops the mirrors it wrote).
  */
 #ifndef HMIRROR_ENGINE_H
 #define HMIRROR_ENGINE_H
