@@ -1129,21 +1129,22 @@ static void print_text_timeline(const struct wl_result *res)
 
 static void print_text(const struct wl *w, const struct wl_result *res)
 {
+	char pf[48] = "";
+
 	if (!res->ran) {
 		fprintf(stderr, "workload: %-14s round %u: not run (%s)\n", mode_name[res->mode],
 			res->round, res->note);
 		return;
 	}
+	if (res->pf_ms)
+		snprintf(pf, sizeof(pf), "  prefetch-each %.2f ms", res->pf_med);
 	fprintf(stderr, "workload: %-14s round %u: %10.0f rays/s  median %8.2f ms  p99 %8.2f  "
 		"quarters %.2f %.2f %.2f %.2f  gpu %.2f  up %.1f MiB  down %.1f MiB  "
-		"track %.1f ms  populate %.1f ms  prefetch-each %.2f ms  mismatches %" PRIu64
-		" lost %" PRIu64 "%s%s\n",
+		"track %.1f ms  populate %.1f ms%s  mismatches %" PRIu64 " lost %" PRIu64 "%s%s\n",
 		mode_name[res->mode], res->round, res->rays_s, res->med, res->p99, res->q[0],
 		res->q[1], res->q[2], res->q[3], res->gpu_med, res->bytes_up / 1048576.0,
-		res->bytes_down / 1048576.0, res->track_ms, res->populate_ms, res->pf_med,
-		res->mismatches,
-		res->lost,
-		res->note[0] ? "  " : "", res->note);
+		res->bytes_down / 1048576.0, res->track_ms, res->populate_ms, pf, res->mismatches,
+		res->lost, res->note[0] ? "  " : "", res->note);
 	if (res->tl && w->timeline)
 		print_text_timeline(res);
 }
