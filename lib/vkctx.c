@@ -451,17 +451,41 @@ static int pick_queue(struct hm_vk *vk)
 	return -ENODEV;
 }
 
+static uint32_t family_queues(const struct hm_vk *vk)
+{
+	VkQueueFamilyProperties q[16];
+	uint32_t n = 16;
+
+	vkGetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, q);
+	return vk->queue_family < n ? q[vk->queue_family].queueCount : 0;
+}
+
+/* the side queue and its timeline (hm_vk_cmd_run_side()) */
+static int side_init(struct hm_vk *vk)
+{
+	VkSemaphoreTypeCreateInfo ti = {
+		.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+		.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+	};
+	VkSemaphoreCreateInfo si = { .sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti };
+	int err = hm_vk_errno(vkCreateSemaphore(vk->dev, &si, NULL, &vk->side_sem));
+
+	if (!err)
+		vkGetDeviceQueue(vk->dev, vk->queue_family, 1, &vk->side);
+	return err;
+}
+
 static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 {
 	VkExtensionProperties *ext = NULL;
 	const char *want[5];
 	uint32_t n = 0, nw = 0;
 	struct feats f;
-	float prio = 1.0f;
+	float prio[2] = { 1.0f, 1.0f };
 	VkDeviceQueueCreateInfo qci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
 		.queueCount = 1,
-		.pQueuePriorities = &prio,
+		.pQueuePriorities = prio,
 	};
 	VkDeviceCreateInfo dci = {
 		.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -511,6 +535,7 @@ static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 	if (err)
 		goto out_free_ext;
 	qci.queueFamilyIndex = vk->queue_family;
+	qci.queueCount = family_queues(vk) >= 2 ? 2 : 1;   /* the side queue */
 	dci.pNext = &f.f2;
 	dci.enabledExtensionCount = nw;
 	dci.ppEnabledExtensionNames = want;
@@ -518,6 +543,8 @@ static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 	err = hm_vk_errno(r);
 	if (!err)
 		vkGetDeviceQueue(vk->dev, vk->queue_family, 0, &vk->queue);
+	if (!err && qci.queueCount == 2)
+		err = side_init(vk);
 out_free_ext:
 	free(ext);
 	return err;
@@ -724,6 +751,8 @@ void hm_vk_free(struct hm_vk *vk)
 		return;
 	if (vk->dev && vk->pool)
 		vkDestroyCommandPool(vk->dev, vk->pool, NULL);
+	if (vk->dev && vk->side_sem)
+		vkDestroySemaphore(vk->dev, vk->side_sem, NULL);
 	if (vk->owns && vk->dev)
 		vkDestroyDevice(vk->dev, NULL);
 	if (vk->messenger && vk->destroy_messenger)
@@ -1094,24 +1123,69 @@ void hm_vk_cmd_discard(struct hm_vk *vk, VkCommandBuffer cb)
 }
 
 /*
- * Submit cb (ended) with fence (unsignalled), poll then wait.  Honours
- * vk->lost.  On a timeout waits for the queue to go idle, so that cb and
- * fence are no longer in use.
+ * Under vk->lock, a submission to vk->queue: its wait for the side queue's
+ * last submission, if not waited for yet (si, ti, stage: the caller's, at
+ * most one wait of its own in them already).
  */
-static int queue_run(struct hm_vk *vk, VkCommandBuffer cb, VkFence fence, uint64_t timeout_ns)
+static void side_wait(struct hm_vk *vk, VkSubmitInfo *si, VkTimelineSemaphoreSubmitInfo *ti,
+		      VkSemaphore sems[2], uint64_t values[2], VkPipelineStageFlags stages[2])
 {
+	uint32_t n = si->waitSemaphoreCount;
+
+	if (vk->side_value == vk->side_waited)
+		return;
+	if (n) {
+		sems[0] = si->pWaitSemaphores[0];
+		values[0] = ti->pWaitSemaphoreValues[0];
+		stages[0] = si->pWaitDstStageMask[0];
+	}
+	sems[n] = vk->side_sem;
+	values[n] = vk->side_value;
+	stages[n] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+	si->waitSemaphoreCount = ti->waitSemaphoreValueCount = n + 1;
+	si->pWaitSemaphores = sems;
+	si->pWaitDstStageMask = stages;
+	ti->pWaitSemaphoreValues = values;
+	vk->side_waited = vk->side_value;
+}
+
+/*
+ * Submit cb (ended) with fence (unsignalled), poll then wait: to vk->queue,
+ * or (side) to vk->side, signalling its timeline.  Honours vk->lost.  On a
+ * timeout waits for the queue to go idle, so that cb and fence are no
+ * longer in use.
+ */
+static int queue_run(struct hm_vk *vk, VkCommandBuffer cb, VkFence fence, uint64_t timeout_ns,
+		     bool side)
+{
+	VkTimelineSemaphoreSubmitInfo ti = { .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO };
 	VkSubmitInfo si = {
 		.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+		.pNext = &ti,
 		.commandBufferCount = 1,
 		.pCommandBuffers = &cb,
 	};
+	VkSemaphore sems[2];
+	uint64_t values[2], signal;
+	VkPipelineStageFlags stages[2];
+	VkQueue q = side && vk->side ? vk->side : vk->queue;
 	VkResult r;
 	int err;
 
 	if (vk->lost)
 		return -ENODEV;
 	pthread_mutex_lock(&vk->lock);
-	r = vkQueueSubmit(vk->queue, 1, &si, fence);
+	if (q == vk->side) {
+		signal = vk->side_value + 1;
+		si.signalSemaphoreCount = ti.signalSemaphoreValueCount = 1;
+		si.pSignalSemaphores = &vk->side_sem;
+		ti.pSignalSemaphoreValues = &signal;
+	} else {
+		side_wait(vk, &si, &ti, sems, values, stages);
+	}
+	r = vkQueueSubmit(q, 1, &si, fence);
+	if (r == VK_SUCCESS && q == vk->side)
+		vk->side_value = signal;
 	pthread_mutex_unlock(&vk->lock);
 	if (r == VK_SUCCESS)
 		r = spin_fence(vk, vk->dev, fence);
@@ -1124,7 +1198,7 @@ static int queue_run(struct hm_vk *vk, VkCommandBuffer cb, VkFence fence, uint64
 	if (err == -ETIMEDOUT) {
 		/* the command buffer may still be in use: wait it out */
 		pthread_mutex_lock(&vk->lock);
-		if (vkQueueWaitIdle(vk->queue) == VK_ERROR_DEVICE_LOST)
+		if (vkQueueWaitIdle(q) == VK_ERROR_DEVICE_LOST)
 			vk->lost = true;
 		pthread_mutex_unlock(&vk->lock);
 	}
@@ -1141,13 +1215,13 @@ int hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns)
 	if (err)
 		goto out_discard;
 	if (vk->lost) {
-		err = queue_run(vk, cb, VK_NULL_HANDLE, timeout_ns);
+		err = queue_run(vk, cb, VK_NULL_HANDLE, timeout_ns, false);
 		goto out_discard;
 	}
 	err = hm_vk_errno(vkCreateFence(vk->dev, &fci, NULL, &fence));
 	if (err)
 		goto out_discard;
-	err = queue_run(vk, cb, fence, timeout_ns);
+	err = queue_run(vk, cb, fence, timeout_ns, false);
 	vkDestroyFence(vk->dev, fence, NULL);
 out_discard:
 	hm_vk_cmd_discard(vk, cb);
@@ -1225,7 +1299,7 @@ int hm_vk_cmd_start(struct hm_vk *vk, struct hm_vk_cmd *c, VkCommandBuffer *ret_
 	return err;
 }
 
-int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
+static int cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns, bool side)
 {
 	int err;
 
@@ -1233,7 +1307,7 @@ int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
 	if (err)
 		return err;
 	c->submissions++;
-	err = queue_run(vk, c->cb, c->fence, timeout_ns);
+	err = queue_run(vk, c->cb, c->fence, timeout_ns, side);
 	/* signalled, or (timeout, lost) the queue was idled: reset for the
 	 * next run; a fence of a lost device stays as it is */
 	if (!vk->lost) {
@@ -1243,6 +1317,16 @@ int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
 			err = e2;
 	}
 	return err;
+}
+
+int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
+{
+	return cmd_run(vk, c, timeout_ns, false);
+}
+
+int hm_vk_cmd_run_side(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
+{
+	return cmd_run(vk, c, timeout_ns, true);
 }
 
 int hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_sync *sync)
@@ -1257,6 +1341,9 @@ int hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_s
 		.pCommandBuffers = &c->cb,
 		.pWaitDstStageMask = &stage,
 	};
+	VkSemaphore sems[2];
+	uint64_t values[2];
+	VkPipelineStageFlags stages[2];
 	VkResult r;
 	int err;
 
@@ -1281,6 +1368,7 @@ int hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_s
 	}
 	c->submissions++;
 	pthread_mutex_lock(&vk->lock);
+	side_wait(vk, &si, &ti, sems, values, stages);
 	r = vkQueueSubmit(vk->queue, 1, &si, c->fence);
 	pthread_mutex_unlock(&vk->lock);
 	if (r == VK_ERROR_DEVICE_LOST)

@@ -55,7 +55,7 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 		return -EINVAL;
 	if (!p)
 		p = &defaults;
-	if (p->flags & ~(HM_ENGINE_FLAGS_ALL | HM_ENGINE_NO_WINDOW) ||
+	if (p->flags & ~(HM_ENGINE_FLAGS_ALL | HM_ENGINE_NO_WINDOW | HM_ENGINE_NO_AHEAD) ||
 	    p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
 	    p->twin_mode > HM_TWIN_GATHER || p->reserved[0] || p->reserved[1] || p->reserved[2])
 		return -EINVAL;
@@ -155,6 +155,19 @@ void hm__test_engine_hooks(struct hm_engine *e, const struct hm_engine_test_hook
 	pthread_mutex_unlock(&e->lock);
 }
 
+size_t hm__engine_nr_published(const struct hm_engine *e)
+{
+	size_t n = 0;
+
+	for (uint32_t id = 0; id < e->spaces_end; id++)
+		for (uint64_t idx = 0; e->spaces[id].used && idx < e->spaces[id].nr_chunks; idx++) {
+			const struct hm_chunk *c = &e->spaces[id].ch[idx];
+
+			n += c->mirror != HM_NO_MIRROR && (c->flags & HM_CH_PUBLISHED);
+		}
+	return n;
+}
+
 void hm_engine_free(struct hm_engine *e)
 {
 	if (!e)
@@ -205,6 +218,7 @@ void hm_engine_free(struct hm_engine *e)
 	free(e->ug0);
 	free(e->ug1);
 	free(e->back);
+	hm_engine_ahead_free(e);
 	pthread_mutex_destroy(&e->lock);
 	free(e);
 }
@@ -365,6 +379,34 @@ static uint32_t push_words(struct hm_engine *e, bool shared, const uint32_t *pus
 	return 4 * (HM_DEVICE_TABLE_PUSH_WORDS + nr_push);
 }
 
+/*
+ * The caller's dispatch submitted, the uploads ahead made meanwhile
+ * (ahead.c), then waited for.  A timeout idles the queue, so that the
+ * command buffer is no longer in use.
+ */
+static int run_with_ahead(struct hm_engine *e)
+{
+	struct hm_vk *vk = e->vk;
+	uint64_t timeout = e->p.timeout_ns ? e->p.timeout_ns : 10ull * 1000000000;  /* hm_vk_cmd_run()'s */
+	int err;
+
+	err = hm_vk_cmd_submit(vk, &e->cmd_dispatch, NULL);
+	if (err)
+		return err;
+	hm_engine_ahead(e);
+	err = hm_vk_cmd_wait(vk, &e->cmd_dispatch, timeout);
+	if (err == -EAGAIN) {
+		hm_vk_queue_lock(vk);
+		if (vkQueueWaitIdle(vk->queue) == VK_ERROR_DEVICE_LOST)
+			vk->lost = true;
+		hm_vk_queue_unlock(vk);
+		if (!vk->lost)
+			vkResetFences(vk->dev, 1, &e->cmd_dispatch.fence);
+		err = vk->lost ? -ENODEV : -ETIMEDOUT;
+	}
+	return err;
+}
+
 static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, uint32_t gy,
 			uint32_t gz, const uint32_t *push, uint32_t nr_push, bool shared)
 {
@@ -384,7 +426,10 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 	if (e->timestamps)
 		vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, e->timestamps, 1);
 	hm_vk_cmd_barrier(cb);
-	err = hm_vk_cmd_run(e->vk, &e->cmd_dispatch, e->p.timeout_ns);
+	if (hm_engine_ahead_enabled(e, shared))
+		err = run_with_ahead(e);
+	else
+		err = hm_vk_cmd_run(e->vk, &e->cmd_dispatch, e->p.timeout_ns);
 	if (!err && e->timestamps) {
 		uint64_t ts[2];
 		uint64_t mask = e->vk->timestamp_valid_bits >= 64 ? ~0ull :
@@ -547,8 +592,10 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 		goto out_unlock;
 	err = run_dispatch(e, pp, gx, gy, gz, push, nr_push, shared);
 	t3 = hm_now_ns();
-	if (err)
+	if (err) {
+		hm_engine_ahead_finish(e, false);
 		goto out_unlock;        /* device lost: nothing is copied home */
+	}
 	err = hm_engine_scan_marks(e, shared);
 	scanned = !err;
 	if (!err)
@@ -556,6 +603,8 @@ int hm_engine_dispatch(struct hm_engine *e, uint32_t pipeline, uint32_t gx, uint
 	t4 = hm_now_ns();
 	if (!err && !shared)
 		err = hm_engine_copy_back(e);
+	/* the marks are scanned: the copies made beside the dispatch */
+	hm_engine_ahead_finish(e, !err);
 	if (err && !e->vk->lost)
 		drop_unreturned(e, scanned);
 	t5 = hm_now_ns();

@@ -18,11 +18,11 @@ $(B)/include/engine/%.spv.h: lib/engine/%.comp | $(DEPS)
 	$(GLSLANG) -V --target-env vulkan1.2 --quiet --vn hm_$(subst -,_,$*)_spv -o $@ $<
 
 # in the order of a dispatch: engine (the sequence), harvest, mirror,
-# upload, twin, window, copyback; then tier (pipelines),
+# upload, twin, window, copyback, ahead (uploads beside it); then tier (pipelines),
 # space (homes), table (its placement) and gmap (the guest address space)
 ENGINE_OBJS := $(O)/lib/engine/engine.o $(O)/lib/engine/harvest.o $(O)/lib/engine/mirror.o \
 	$(O)/lib/engine/upload.o $(O)/lib/engine/twin.o $(O)/lib/engine/window.o \
-	$(O)/lib/engine/copyback.o $(O)/lib/engine/tier.o $(O)/lib/engine/space.o \
+	$(O)/lib/engine/copyback.o $(O)/lib/engine/ahead.o $(O)/lib/engine/tier.o $(O)/lib/engine/space.o \
 	$(O)/lib/engine/table.o $(O)/lib/engine/gmap.o
 LIB_OBJS += $(ENGINE_OBJS)
 

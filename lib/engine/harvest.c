@@ -45,6 +45,39 @@ static void thrash_note(struct hm_engine *e, struct hm_chunk *c)
 	}
 }
 
+void hm_engine_guard_hit(struct hm_engine *e, uint32_t space, uint64_t idx)
+{
+	struct hm_chunk *c = &e->spaces[space].ch[idx];
+
+	e->st.mirrors_dropped_by_guard++;
+	if (refreshable(c)) {
+		hm_engine_stale_mirror(e, space, idx);
+		e->st.mirrors_refreshed++;
+	} else {
+		hm_engine_drop_mirror(e, space, idx);
+		thrash_note(e, c);
+	}
+	if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
+		hm_engine_queue(e, space, idx);
+}
+
+/*
+ * During the caller's dispatch (ahead.c) a written published mirror is
+ * still the one the dispatch reads, and copies home what it writes: it
+ * stays published, listed for an upload beside the dispatch, until the
+ * dispatch's end decides (hm_engine_ahead_finish()).
+ */
+static void pend(struct hm_engine *e, uint32_t space, uint64_t idx, struct hm_chunk *c)
+{
+	if (c->flags & HM_CH_PENDING)
+		return;
+	c->flags |= HM_CH_PENDING;
+	if (hm_grow((void **)&e->pend, &e->cap_pend, e->nr_pend + 1, sizeof(*e->pend)))
+		e->pend_lost = true;    /* found again by its flag at the end */
+	else
+		e->pend[e->nr_pend++] = hm_ref(space, idx);
+}
+
 int hm_engine_harvest(struct hm_engine *e)
 {
 	int err;
@@ -95,16 +128,10 @@ int hm_engine_harvest(struct hm_engine *e)
 					sp->nr_armed--;
 				}
 				if (c->mirror != HM_NO_MIRROR && !(c->flags & HM_CH_STALE)) {
-					e->st.mirrors_dropped_by_guard++;
-					if (refreshable(c)) {
-						hm_engine_stale_mirror(e, id, idx);
-						e->st.mirrors_refreshed++;
-					} else {
-						hm_engine_drop_mirror(e, id, idx);
-						thrash_note(e, c);
-					}
-					if (hm_chunk_prio(e, c) != HM_PRIO_NONE)
-						hm_engine_queue(e, id, idx);
+					if (e->in_walk)
+						pend(e, id, idx, c);
+					else
+						hm_engine_guard_hit(e, id, idx);
 				}
 				/* uffd-async (no take): a written chunk left without a
 				   mirror needs no watch until its next upload */

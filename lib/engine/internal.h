@@ -27,6 +27,10 @@
 /* mapped at no guest address or at several (aliases, gmap.c): never
  * mirrored, so that every alias reads and writes the one copy, home */
 #define HM_CH_HOME_ONLY		(1u << 4)
+/* published, and written by the CPU while a dispatch that reads it runs
+ * (ahead.c): copied again into a fresh slot beside the dispatch, or at its
+ * end dropped or made stale as a harvest would; never set outside it */
+#define HM_CH_PENDING		(1u << 5)
 
 /* Mirror priority classes (eviction takes the lowest first). */
 enum hm_prio { HM_PRIO_NONE = 0, HM_PRIO_HOT = 1, HM_PRIO_READ_MOSTLY = 2, HM_PRIO_DEVICE = 3 };
@@ -282,6 +286,24 @@ struct hm_engine {
 	VkSemaphore timeline;           /* the engine's, for hm_engine_submit() */
 	uint64_t timeline_value;
 
+	/* uploads ahead (ahead.c): while the caller's dispatch runs
+	 * (in_walk), the harvest leaves published chunks it finds written
+	 * on pend (HM_CH_PENDING; pend_lost: one could not be listed), and
+	 * the upload's clean copies wait on ready, with their units'
+	 * generations at ready_gen[uoff..], for the dispatch's end */
+	bool in_walk;
+	bool pend_lost;
+	uint64_t *pend;
+	size_t nr_pend, cap_pend;
+	struct hm_ready {
+		uint64_t ref;
+		uint32_t slot;
+		size_t uoff;
+	} *ready;
+	size_t nr_ready, cap_ready;
+	uint64_t *ready_gen;
+	size_t nr_ready_gen, cap_ready_gen;
+
 	struct hm_engine_stats st;
 };
 
@@ -388,9 +410,24 @@ int  hm_engine_unpublish_all(struct hm_engine *e);
 
 /* harvest.c */
 int  hm_engine_harvest(struct hm_engine *e);
+/* a CPU write found in chunk idx's published mirror: dropped, or made
+ * stale to be refreshed, and wanted again */
+void hm_engine_guard_hit(struct hm_engine *e, uint32_t space, uint64_t idx);
 
 /* upload.c */
 int  hm_engine_upload(struct hm_engine *e);
+/* one upload try beside the caller's dispatch (e->in_walk): its clean
+ * copies go on e->ready, published by hm_engine_ahead_finish() */
+int  hm_engine_upload_ahead(struct hm_engine *e);
+/* name slot (holding chunk idx as of generations gens) in the table */
+int  hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32_t slot,
+		       const uint64_t *gens);
+
+/* ahead.c: uploads beside the caller's dispatch */
+bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared);
+void hm_engine_ahead(struct hm_engine *e);
+void hm_engine_ahead_finish(struct hm_engine *e, bool ok);
+void hm_engine_ahead_free(struct hm_engine *e);
 
 /* twin.c: fills the candidates' mirrors and twins from home (e->cand,
  * e->cand_slot [0, n)), *ret_bytes the bytes copied */

@@ -9,6 +9,7 @@
  */
 #ifndef HMIRROR_ENGINE_TEST_HOOKS_H
 #define HMIRROR_ENGINE_TEST_HOOKS_H
+#include <stddef.h>
 #include <stdint.h>
 
 struct hm_engine;
@@ -16,6 +17,9 @@ struct hm_engine;
 /* hm_engine_params.flags, beside engine.h's HM_ENGINE_FLAGS_ALL: no mirror
  * window, so every speculative load misses and takes the helper */
 #define HM_ENGINE_NO_WINDOW	(1u << 3)
+/* no uploads beside the caller's dispatch (ahead.c): every upload is made
+ * at the next dispatch boundary, as before them */
+#define HM_ENGINE_NO_AHEAD	(1u << 5)
 
 struct hm_engine_test_hooks {
 	/* after an upload's copy completed and before its generations are
@@ -23,11 +27,17 @@ struct hm_engine_test_hooks {
 	void (*after_upload_copy)(void *arg);
 	/* once the table is final, just before the submission */
 	void (*before_dispatch)(void *arg);
+	/* the caller's dispatch submitted, before the uploads beside it */
+	void (*during_dispatch)(void *arg);
 	void *arg;
 };
 
 /* Install h (a copy; NULL: none) on e, before its first dispatch. */
 void hm__test_engine_hooks(struct hm_engine *e, const struct hm_engine_test_hooks *h);
+
+/* The published mirrors of e, from a hook (the engine's lock is held
+ * there; nowhere else). */
+size_t hm__engine_nr_published(const struct hm_engine *e);
 
 /*
  * Make the pages of [view, view + size) (a device view: writes through it

@@ -68,19 +68,33 @@ int hm_engine_twin_init(struct hm_engine *e)
 #define HM_GATHER_BLOCK_MAX (4u << 10)  /* bytes one workgroup of gather.comp copies */
 
 /*
- * The watch units of candidate i to copy: all of a new mirror's; of a stale
- * one's, those whose generation moved since it was published (the others
- * still hold, in mirror and twin, what home holds: no CPU write reached
- * them, or their generation would have moved).
+ * The watch units of candidate i to copy from home: all of a new mirror's;
+ * of a stale one's, those whose generation moved since it was published
+ * (the others still hold, in mirror and twin, what home holds: no CPU
+ * write reached them, or their generation would have moved).  A pending
+ * one's (ahead.c) likewise; its others are copied from its published
+ * mirror, which holds what home holds but for what the running dispatch
+ * stores (a chunk it stores into is never published from this copy).
  */
 static bool unit_wanted(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
 			uint64_t idx, uint64_t u)
 {
 	uint64_t unit = (idx << sp->wshift) + u;
 
-	if (!(sp->ch[idx].flags & HM_CH_STALE))
+	if (!(sp->ch[idx].flags & (HM_CH_STALE | HM_CH_PENDING)))
 		return true;
 	return e->ug0[e->uoff[i] + u] != sp->ugen[unit];
+}
+
+/* the upload's submission: beside the caller's dispatch on the side queue */
+static int run_upload(struct hm_engine *e)
+{
+	uint64_t t0 = hm_now_ns();
+	int err = e->in_walk ? hm_vk_cmd_run_side(e->vk, &e->cmd_upload, e->p.timeout_ns) :
+		  hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
+
+	e->st.ns_upload_copy += hm_now_ns() - t0;
+	return err;
 }
 
 /* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */
@@ -91,7 +105,7 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		uint64_t descs, twin_off;
 		uint32_t block_bytes, first;
 	} push = { 0, hm_pool_twin_offset(e), 0, 0 };
-	uint64_t unit = e->chunk, *d, t0;
+	uint64_t unit = e->chunk, *d;
 	size_t nd = 0, cap = 0;
 	VkCommandBuffer cb;
 	int err;
@@ -120,13 +134,21 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
 		uint64_t home = hm_espace_home_addr(e, sp, idx);
 		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
+		bool pending = sp->ch[idx].flags & HM_CH_PENDING;
+		uint64_t old = pending ? hm_pool_mirror_addr(e, sp->ch[idx].mirror) : 0;
 
 		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-			if (!unit_wanted(e, i, sp, idx, u))
-				continue;
-			hm_window_fresh(e, sp, idx, u);
+			uint64_t src = home;
+
+			if (!unit_wanted(e, i, sp, idx, u)) {
+				if (!pending)
+					continue;
+				src = old;      /* device to device */
+			} else {
+				hm_window_fresh(e, sp, idx, u);
+			}
 			for (uint64_t o = 0; o < su; o += unit) {
-				d[2 * nd] = home + u * su + o;
+				d[2 * nd] = src + u * su + o;
 				d[2 * nd + 1] = mirror + u * su + o;
 				nd++;
 			}
@@ -147,10 +169,7 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		e->st.upload_regions++;         /* one gather dispatch */
 	}
 	hm_vk_cmd_barrier(cb);
-	t0 = hm_now_ns();
-	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
-	e->st.ns_upload_copy += hm_now_ns() - t0;
-	return err;
+	return run_upload(e);
 }
 
 /* home -> mirror copies of candidates [i, end), regions merged where contiguous */
@@ -195,7 +214,6 @@ int hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes
 	bool shader = e->p.twin_mode != HM_TWIN_COPY && e->twin.pipe;
 	VkBufferCopy *reg;
 	VkCommandBuffer cb;
-	uint64_t t0;
 	int err;
 
 	if (e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe)
@@ -289,9 +307,7 @@ int hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes
 		}
 	}
 	hm_vk_cmd_barrier(cb);
-	t0 = hm_now_ns();
-	err = hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
-	e->st.ns_upload_copy += hm_now_ns() - t0;
+	err = run_upload(e);
 out_free:
 	free(reg);
 	return err;

@@ -57,6 +57,35 @@ static int ensure_cand(struct hm_engine *e, size_t n)
 	return 0;
 }
 
+/*
+ * Beside the caller's dispatch (e->in_walk) the written published chunks
+ * come first, each into a fresh slot (the dispatch reads its mirror), and
+ * no slot is taken by eviction: the mirror evicted may be the one the
+ * dispatch reads.
+ */
+static size_t select_pending(struct hm_engine *e, uint64_t *bytes)
+{
+	size_t n = 0;
+
+	for (size_t p = 0; p < e->nr_pend; p++) {
+		uint64_t r = e->pend[p];
+		struct hm_chunk *c = &e->spaces[hm_ref_space(r)].ch[hm_ref_idx(r)];
+		uint32_t slot;
+
+		if (hm_chunk_prio(e, c) == HM_PRIO_NONE ||
+		    (int32_t)(c->backoff_until - e->seq) > 0)
+			continue;       /* dropped or made stale at the end */
+		if ((e->p.max_upload_bytes && *bytes + e->chunk > e->p.max_upload_bytes) ||
+		    ensure_cand(e, n + 1) || hm_pool_alloc(e, &slot))
+			break;
+		e->cand[n] = r;
+		e->cand_slot[n] = slot;
+		n++;
+		*bytes += e->chunk;
+	}
+	return n;
+}
+
 /* Pick this dispatch's candidates off the want list. */
 static int select_candidates(struct hm_engine *e, size_t *ret_n)
 {
@@ -67,6 +96,8 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 	size_t nr_evicted = 0, cap_evicted = 0;
 	int err = 0;
 
+	if (e->in_walk)
+		n = select_pending(e, &bytes);
 	for (size_t q = 0; q < e->nr_queue; q++) {
 		uint64_t r = e->queue[q];
 		struct hm_espace *sp = &e->spaces[hm_ref_space(r)];
@@ -112,7 +143,9 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 		err = ensure_cand(e, n + 1);
 		if (!err)
 			err = hm_grow((void **)&evicted, &cap_evicted, nr_evicted + 1, sizeof(*evicted));
-		if (!err) {
+		if (!err && e->in_walk) {
+			err = hm_pool_alloc(e, &slot);
+		} else if (!err) {
 			uint64_t ev;
 
 			err = hm_pool_take_slot(e, prio, &slot, &ev);
@@ -132,7 +165,8 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
 			continue;
 		}
 		c->flags &= ~HM_CH_QUEUED;
-		c->mirror = slot;
+		if (!e->in_walk)
+			c->mirror = slot;       /* beside a dispatch: at its end */
 		e->cand[n] = r;
 		e->cand_slot[n] = slot;
 		n++;
@@ -289,18 +323,104 @@ static bool cand_clean(const struct hm_engine *e, size_t i, const struct hm_espa
 }
 
 /* A candidate that is not published: a new one's slot goes back, a stale
- * one keeps its slot and is wanted again. */
+ * one keeps its slot and is wanted again; a pending one's fresh slot goes
+ * back, and the dispatch's end decides the rest (ahead.c). */
 static void cand_unwind(struct hm_engine *e, size_t i)
 {
 	uint32_t space = hm_ref_space(e->cand[i]);
 	uint64_t idx = hm_ref_idx(e->cand[i]);
 	struct hm_chunk *c = &e->spaces[space].ch[idx];
 
+	if (c->flags & HM_CH_PENDING) {
+		hm_pool_free_slot(e, e->cand_slot[i]);
+		return;
+	}
 	if (!(c->flags & HM_CH_STALE)) {
 		c->mirror = HM_NO_MIRROR;
 		hm_pool_free_slot(e, e->cand_slot[i]);
 	}
 	hm_engine_queue(e, space, idx);
+}
+
+int hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32_t slot,
+		      const uint64_t *gens)
+{
+	struct hm_espace *sp = &e->spaces[space];
+	struct hm_chunk *c = &sp->ch[idx];
+	uint64_t g = hm_espace_gchunk(sp, idx);
+	uint8_t prio;
+	int err;
+
+	err = hm_engine_repoint(e, g, (int64_t)(hm_pool_mirror_addr(e, slot) - (g << e->shift)));
+	if (err)
+		return err;
+	if (c->mirror != slot && c->mirror != HM_NO_MIRROR) {
+		/* a pending chunk's copy beside the dispatch: its old mirror goes */
+		hm_pool_lru_del(e, c->mirror);
+		hm_pool_free_slot(e, c->mirror);
+	}
+	c->mirror = slot;
+	/* what every unit of the mirror now holds */
+	memcpy(sp->ugen + (idx << sp->wshift), gens, sizeof(*sp->ugen) << sp->wshift);
+	c->flags = (c->flags & ~(HM_CH_STALE | HM_CH_PENDING)) | HM_CH_PUBLISHED;
+	c->raced = 0;
+	hm_window_note(e, space, idx);
+	prio = hm_chunk_prio(e, c);
+	hm_pool_lru_add(e, slot, space, idx, prio == HM_PRIO_NONE ? HM_PRIO_HOT : prio);
+	e->st.uploads++;
+	return 0;
+}
+
+/* Beside a dispatch: candidate i's clean copy waits for the dispatch's end. */
+static int ready_add(struct hm_engine *e, size_t i, const struct hm_espace *sp)
+{
+	size_t units = 1ull << sp->wshift;
+	int err;
+
+	err = hm_grow((void **)&e->ready, &e->cap_ready, e->nr_ready + 1, sizeof(*e->ready));
+	if (!err)
+		err = hm_grow((void **)&e->ready_gen, &e->cap_ready_gen, e->nr_ready_gen + units,
+			      sizeof(*e->ready_gen));
+	if (err)
+		return err;
+	memcpy(e->ready_gen + e->nr_ready_gen, e->ug1 + e->uoff[i], units * sizeof(*e->ready_gen));
+	e->ready[e->nr_ready++] = (struct hm_ready){ e->cand[i], e->cand_slot[i], e->nr_ready_gen };
+	e->nr_ready_gen += units;
+	return 0;
+}
+
+/*
+ * Beside a dispatch: a pending candidate none of whose units moved since
+ * its mirror was published holds what home holds -- the harvest reported a
+ * write its copy already had (a write during an upload's copy is reported
+ * again, watch.h) -- and stays as it is, uncopied; the others are
+ * compacted to the front, their generations with them.  Returns how many.
+ */
+static size_t keep_unmoved(struct hm_engine *e, size_t n)
+{
+	size_t k = 0, units = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		uint64_t idx = hm_ref_idx(e->cand[i]);
+		struct hm_chunk *c = &sp->ch[idx];
+		size_t per = 1ull << sp->wshift;
+
+		if ((c->flags & HM_CH_PENDING) &&
+		    !memcmp(e->ug0 + e->uoff[i], sp->ugen + (idx << sp->wshift),
+			    per * sizeof(*e->ug0))) {
+			c->flags &= ~HM_CH_PENDING;
+			hm_pool_free_slot(e, e->cand_slot[i]);
+			continue;
+		}
+		memmove(e->ug0 + units, e->ug0 + e->uoff[i], per * sizeof(*e->ug0));
+		e->cand[k] = e->cand[i];
+		e->cand_slot[k] = e->cand_slot[i];
+		e->uoff[k] = units;
+		units += per;
+		k++;
+	}
+	return k;
 }
 
 static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
@@ -352,7 +472,8 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			if (c->flags & HM_CH_STALE)
 				continue;
 			e->cand_slot[i] = fresh[f++];
-			c->mirror = e->cand_slot[i];
+			if (!e->in_walk)
+				c->mirror = e->cand_slot[i];
 		}
 		free(pairs);
 	}
@@ -371,6 +492,11 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		t0 = hm_now_ns();
 		err = arm_and_note(e, n, HM_GEN_DEFER, e->ug0);
 		e->st.ns_upload_gens += hm_now_ns() - t0;
+	}
+	if (!err && e->in_walk) {
+		n = keep_unmoved(e, n);
+		if (!n)
+			return 0;
 	}
 	if (!err)
 		err = hm_engine_copy_candidates(e, n, &bytes);
@@ -396,7 +522,6 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		uint64_t idx = hm_ref_idx(e->cand[i]);
 		struct hm_espace *sp = &e->spaces[space];
 		struct hm_chunk *c = &sp->ch[idx];
-		uint64_t g = hm_espace_gchunk(sp, idx);
 		bool rearm;
 
 		if (!cand_clean(e, i, sp, &rearm)) {
@@ -407,32 +532,21 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 				c->flags &= ~HM_CH_ARMED;
 				sp->nr_armed--;
 			}
-			e->st.uploads_discarded++;
-			(*ret_discarded)++;
-			if (last)
-				race_note(e, c);
+			if (e->in_walk) {
+				e->st.ahead_discarded++;
+			} else {
+				e->st.uploads_discarded++;
+				(*ret_discarded)++;
+				if (last)
+					race_note(e, c);
+			}
 			cand_unwind(e, i);
 			continue;
 		}
-		err = hm_engine_repoint(e, g, (int64_t)(hm_pool_mirror_addr(e, e->cand_slot[i]) -
-						       (g << e->shift)));
-		if (err) {
+		err = e->in_walk ? ready_add(e, i, sp) :
+		      hm_engine_publish(e, space, idx, e->cand_slot[i], e->ug1 + e->uoff[i]);
+		if (err)
 			cand_unwind(e, i);
-			continue;
-		}
-		/* what every unit of the mirror now holds */
-		memcpy(sp->ugen + (idx << sp->wshift), e->ug1 + e->uoff[i],
-		       sizeof(*sp->ugen) << sp->wshift);
-		c->flags = (c->flags & ~HM_CH_STALE) | HM_CH_PUBLISHED;
-		c->raced = 0;
-		hm_window_note(e, space, idx);
-		{
-			uint8_t prio = hm_chunk_prio(e, c);
-
-			hm_pool_lru_add(e, e->cand_slot[i], space, idx,
-					prio == HM_PRIO_NONE ? HM_PRIO_HOT : prio);
-		}
-		e->st.uploads++;
 	}
 	e->st.ns_upload_publish += hm_now_ns() - t0;
 	return 0;
@@ -453,6 +567,15 @@ out_unwind:
  * dispatch and met the next burst.
  */
 #define HM_UPLOAD_RETRIES 2
+
+int hm_engine_upload_ahead(struct hm_engine *e)
+{
+	size_t discarded;
+
+	if (!e->nr_queue && !e->nr_pend)
+		return 0;
+	return upload_once(e, true, &discarded);
+}
 
 int hm_engine_upload(struct hm_engine *e)
 {

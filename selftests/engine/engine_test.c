@@ -76,6 +76,7 @@ struct env {
 	pthread_t thr;
 	atomic_bool stop;
 	atomic_bool go;                 /* the CPU thread may write */
+	uint64_t published_at_start;    /* mirrors published at dispatch starts, summed */
 	uint32_t *cpu_bytes;            /* offsets the CPU may write during this dispatch */
 	size_t nr_cpu_bytes;
 	struct cpu_write *log;
@@ -354,6 +355,9 @@ static void start_cpu_writes(void *arg)
 {
 	struct env *v = arg;
 
+	/* what this dispatch will read: a mirror published at its start
+	 * (one the CPU writes during it may be gone at its end) */
+	v->published_at_start += hm__engine_nr_published(v->e);
 	atomic_store(&v->go, true);
 }
 
@@ -700,9 +704,10 @@ TEST_F(model, random_cpu_and_device_writes)
 		ASSERT_EQ(0, st.uploads);
 		ASSERT_EQ(0, st.bytes_copied_home);
 		ASSERT_FALSE(ever_mirrored);
+		ASSERT_EQ(0, self->v.published_at_start);
 		return;
 	}
-	ASSERT_TRUE(ever_mirrored);
+	ASSERT_TRUE(ever_mirrored || self->v.published_at_start);
 	ASSERT_LT(0, st.uploads);
 	ASSERT_LT(0, st.bytes_copied_home);
 	ASSERT_LT(0, st.mirrors_dropped_by_guard);
@@ -1029,13 +1034,22 @@ FIXTURE(rules) {
 	int hook_writes;	/* calls that write, from the first */
 	uint32_t hook_off;
 	uint8_t hook_val;
+	/* the ahead tests: one CPU write while a dispatch walks, and one
+	 * while the copy beside it is made */
+	bool walk_armed, race_armed;
+	int walk_calls;
+	uint32_t walk_off;
+	uint8_t walk_val;
 };
 
 FIXTURE_SETUP(rules)
 {
 	memset(&self->v, 0, sizeof(self->v));
+	/* uploads at the boundary only: these tests count one step's tries
+	 * and publishes; the ahead tests below turn them on */
 	self->ep = (struct hm_engine_params){ .chunk_shift = CHUNK_SHIFT,
-					      .timeout_ns = SUBMIT_TIMEOUT_NS };
+					      .timeout_ns = SUBMIT_TIMEOUT_NS,
+					      .flags = HM_ENGINE_NO_AHEAD };
 	self->v.hooks.arg = self;
 }
 
@@ -1102,6 +1116,7 @@ TEST_F(rules, raced_upload_is_never_published)
 	ASSERT_EQ(1, st.uploads_discarded);
 	ASSERT_EQ(1, st.upload_retries);
 	ASSERT_EQ(1, st.uploads);
+	ASSERT_EQ(0, st.ahead_passes);                  /* HM_ENGINE_NO_AHEAD */
 	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
 	ASSERT_TRUE(m);
 	/* the device read the second copy, which holds the CPU's byte */
@@ -2088,6 +2103,183 @@ TEST_F(rules, emulator_harvest_leaves_the_engine_its_records)
 	ASSERT_EQ(0, hm_space_harvest(self->v.s, chunks, 64, &n, &more));
 	EXPECT_EQ(0, n);
 }
+
+/* during_dispatch: the CPU writes walk_off once, while the dispatch runs */
+static void hook_walk_write(void *arg)
+{
+	FIXTURE_DATA(rules) *self = arg;
+
+	if (!self->walk_armed)
+		return;
+	self->walk_armed = false;
+	self->walk_calls++;
+	self->v.mem[self->walk_off] = self->walk_val;
+}
+
+/* after_upload_copy: once the walk's write is made, the CPU writes the
+ * same byte again during the copy beside the dispatch */
+static void hook_walk_race(void *arg)
+{
+	FIXTURE_DATA(rules) *self = arg;
+
+	if (!self->race_armed || !self->walk_calls)
+		return;
+	self->race_armed = false;
+	self->v.mem[self->walk_off] = self->walk_val + 1;
+}
+
+static uint8_t byte_at(const struct env *v, uint32_t word_off, uint32_t byte_off)
+{
+	uint32_t got;
+
+	memcpy(&got, v->mem + word_off, 4);
+	return (uint8_t)(got >> 8 * (byte_off & 3));
+}
+
+#define RULES_AHEAD_ENV(self, off, val) do { \
+	(self)->ep.flags = 0; \
+	(self)->v.hooks.during_dispatch = hook_walk_write; \
+	(self)->v.hooks.after_upload_copy = hook_walk_race; \
+	(self)->walk_off = (off); \
+	(self)->walk_val = (val); \
+	RULES_ENV(self); \
+	ASSERT_EQ(0, hm_engine_advise((self)->v.e, GUEST_BASE + 3 * CHUNK, CHUNK, \
+				      HM_ADVICE_READ_MOSTLY)); \
+} while (0)
+
+/*
+ * Uploads ahead (ahead.c): a mirror the CPU writes while a dispatch walks
+ * stays the dispatch's; a fresh copy made beside the walk replaces it at
+ * the dispatch's end, and the next dispatch reads the CPU's byte with no
+ * upload of its own.
+ */
+TEST_F(rules, ahead_upload_refreshes_a_written_mirror)
+{
+	uint32_t off = 3 * CHUNK + 100, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+	uint64_t dev0, dev1;
+	bool m;
+
+	RULES_AHEAD_ENV(self, off, 0x77);
+	self->v.mem[off] = 0x11;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_device_addr(self->v.e, GUEST_BASE + off, &dev0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads);
+	ASSERT_EQ(1, st.ahead_passes);
+	ASSERT_EQ(0, st.ahead_uploads);
+
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	/* the dispatch read the mirror it started with */
+	ASSERT_EQ(0x11, byte_at(&self->v, out + 4, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(2, st.ahead_passes);
+	ASSERT_EQ(1, st.ahead_uploads);
+	ASSERT_EQ(0, st.ahead_discarded);
+	ASSERT_EQ(2, st.uploads);
+	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0, hm_engine_device_addr(self->v.e, GUEST_BASE + off, &dev1));
+	ASSERT_NE(dev0, dev1);                          /* a fresh slot */
+
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x77, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.uploads_discarded);
+	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
+	ASSERT_EQ(1, st.ahead_uploads);                 /* not copied again */
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+}
+
+/*
+ * A copy made beside a dispatch that stores into the same chunk lacks the
+ * device's bytes: it is discarded, and the next dispatch reads both the
+ * device's word and the CPU's byte.
+ */
+TEST_F(rules, ahead_copy_of_a_chunk_the_dispatch_stores_into_is_discarded)
+{
+	uint32_t a = 3 * CHUNK + 64, b = 3 * CHUNK + 200, out = 9 * CHUNK, x = 0x5eed1234;
+	struct hm_engine_stats st;
+	uint32_t got;
+
+	RULES_AHEAD_ENV(self, b, 0x42);
+	memset(self->v.mem + a, 0, 4);
+	ASSERT_EQ(0, one_lane(&self->v, b & ~3u, out, 0, 0));
+	self->walk_armed = true;
+	/* word a = word a ^ x = x, into the mirror, while the CPU writes b */
+	ASSERT_EQ(0, one_lane(&self->v, a, a, x, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	memcpy(&got, self->v.mem + a, 4);
+	ASSERT_EQ(x, got);                              /* home holds both */
+	ASSERT_EQ(0x42, self->v.mem[b]);
+
+	ASSERT_EQ(0, one_lane(&self->v, a, out + 4, 0, 0));
+	memcpy(&got, self->v.mem + out + 4, 4);
+	ASSERT_EQ(x, got);
+	ASSERT_EQ(0, one_lane(&self->v, b & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x42, byte_at(&self->v, out + 8, b));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.ahead_uploads);
+	ASSERT_EQ(1, st.ahead_discarded);
+}
+
+/*
+ * Rule 3 beside the walk: a CPU write during the copy discards it; the
+ * written mirror is dropped at the dispatch's end, and the next dispatch
+ * reads the last byte the CPU wrote.
+ */
+TEST_F(rules, ahead_copy_raced_is_discarded)
+{
+	uint32_t off = 3 * CHUNK + 100, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	RULES_AHEAD_ENV(self, off, 0x50);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = self->race_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_FALSE(self->race_armed);                 /* the copy was made */
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.ahead_uploads);
+	ASSERT_EQ(1, st.ahead_discarded);
+	ASSERT_EQ(1, st.mirrors_dropped_by_guard);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_FALSE(m);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x51, byte_at(&self->v, out + 8, off));
+}
+
+/*
+ * No slot is taken from another mirror beside a walk: with the budget
+ * full, a mirror written during it is dropped at its end, and the next
+ * dispatch uploads it again at its boundary.
+ */
+TEST_F(rules, ahead_never_evicts)
+{
+	uint32_t off = 3 * CHUNK + 100, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+
+	self->ep.mirror_budget = 1 * 2 * CHUNK;
+	RULES_AHEAD_ENV(self, off, 0x66);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.ahead_uploads);
+	ASSERT_EQ(0, st.mirrors_evicted);
+	ASSERT_EQ(1, st.mirrors_dropped_by_guard);
+	ASSERT_EQ(1, st.uploads);
+	ASSERT_LE(st.mirror_bytes, st.mirror_budget);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x66, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(2, st.uploads);
+}
+
 
 /* residency is lazy: add_space leaves untouched pages absent on a driver
  * that imports a view with holes (lavapipe); hm__engine_populate_view()

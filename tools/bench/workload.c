@@ -67,6 +67,7 @@
 #include "demo/traverse_raw.spv.h"	/* hm_demo_traverse_raw_spv */
 #include "demo/traverse_spec.spv.h"	/* hm_demo_traverse_spec_spv: loads at the window */
 #include "../demo/scene.h"
+#include "../../lib/engine/test_hooks.h"	/* HM_ENGINE_NO_AHEAD */
 #include "workload.h"
 #include "common.h"
 
@@ -77,11 +78,11 @@ pid_t bench_spawn_daemon(const char *sock);	/* dispatch.c */
 
 enum wl_mode {
 	M_IDEAL, M_ZERO_COPY, M_BUFFER_CACHE, M_HMIRROR, M_HMIRROR_DAEMON, M_HMIRROR_HELPER,
-	M_UVM, M_UVM_HMM, M_NR
+	M_HMIRROR_BOUNDARY, M_UVM, M_UVM_HMM, M_NR
 };
 static const char *const mode_name[M_NR] = {
 	"ideal", "zero-copy", "buffer-cache", "hmirror", "hmirror-daemon", "hmirror-helper",
-	"uvm", "uvm-hmm",
+	"hmirror-boundary", "uvm", "uvm-hmm",
 };
 
 /* per dispatch of an engine mode: the engine's counters' differences */
@@ -90,7 +91,8 @@ struct wl_tl {
 		 refusals, marks, copied, bytes_up, bytes_home, mirrored;
 	uint64_t ns_harvest, ns_upload, ns_upload_copy, ns_dispatch, ns_gpu, ns_marks,
 		 ns_up_select, ns_up_gens, ns_up_publish, ns_win_sync,
-		 ns_copy_back, ns_up_check, retries, win_binds, win_fills, win_copies;
+		 ns_copy_back, ns_up_check, retries, win_binds, win_fills, win_copies,
+		 ahead_up, ahead_disc, ns_ahead;
 };
 
 struct wl_result {
@@ -589,6 +591,8 @@ static int engine_setup(struct wl_run *r)
 		return err;
 	if (zc)
 		p.flags |= HM_ENGINE_NO_MIRRORS;
+	if (r->res->mode == M_HMIRROR_BOUNDARY)
+		p.flags |= HM_ENGINE_NO_AHEAD;
 	err = hm_engine_new(r->w->vk, &p, &r->e);
 	if (!err)
 		err = hm_engine_add_space(r->e, r->space, GUEST_BASE, NULL);
@@ -601,9 +605,10 @@ static int engine_setup(struct wl_run *r)
 					       (uint64_t)r->sc.nr_rays * sizeof(struct demo_hit),
 					       r->w->hits_advice);
 	}
-	/* hmirror: the hierarchy's loads at the mirror window (two tiers);
-	 * hmirror-helper and zero-copy: every load through the helper */
-	if (!err && r->res->mode == M_HMIRROR)
+	/* hmirror, hmirror-boundary: the hierarchy's loads at the mirror
+	 * window (two tiers); hmirror-helper and zero-copy: every load
+	 * through the helper */
+	if (!err && (r->res->mode == M_HMIRROR || r->res->mode == M_HMIRROR_BOUNDARY))
 		err = hm_engine_pipeline_new(r->e, hm_demo_traverse_spec_spv,
 					     sizeof(hm_demo_traverse_spec_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
@@ -657,6 +662,9 @@ static void tl_from_engine(struct wl_tl *t, const struct hm_engine_stats *a,
 	t->ns_gpu = b->ns_dispatch_gpu - a->ns_dispatch_gpu;
 	t->ns_marks = b->ns_marks - a->ns_marks;
 	t->ns_copy_back = b->ns_copy_back - a->ns_copy_back;
+	t->ahead_up = b->ahead_uploads - a->ahead_uploads;
+	t->ahead_disc = b->ahead_discarded - a->ahead_discarded;
+	t->ns_ahead = b->ns_ahead - a->ns_ahead;
 }
 
 static void tl_from_daemon(struct wl_tl *t, const uint64_t *a, const uint64_t *b)
@@ -850,6 +858,7 @@ static const struct wl_mode_ops mode_ops[M_NR] = {
 	[M_HMIRROR] = { engine_setup, engine_dispatch, engine_teardown },
 	[M_HMIRROR_DAEMON] = { daemon_setup, daemon_dispatch, daemon_teardown },
 	[M_HMIRROR_HELPER] = { engine_setup, engine_dispatch, engine_teardown },
+	[M_HMIRROR_BOUNDARY] = { engine_setup, engine_dispatch, engine_teardown },
 	[M_UVM] = { uvm_setup, uvm_dispatch, uvm_teardown },
 	[M_UVM_HMM] = { uvm_setup, uvm_dispatch, uvm_teardown },
 };
@@ -882,7 +891,7 @@ static void summarize(struct wl *w, struct wl_result *res)
 		A(ns_harvest); A(ns_upload); A(ns_upload_copy); A(ns_dispatch); A(ns_gpu);
 		A(ns_marks); A(ns_copy_back); A(ns_up_select); A(ns_up_gens); A(ns_up_publish);
 		A(ns_win_sync); A(ns_up_check); A(retries); A(win_binds); A(win_fills);
-		A(win_copies);
+		A(win_copies); A(ahead_up); A(ahead_disc); A(ns_ahead);
 #undef A
 		s->mirrored = t->mirrored;
 	}
@@ -902,7 +911,8 @@ static int run_mode(struct wl *w, enum wl_mode m, unsigned round, struct wl_resu
 	res->round = round;
 	res->t_ms = calloc(w->dispatches, sizeof(double));
 	res->gpu_ms = calloc(w->dispatches, sizeof(double));
-	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON || m == M_HMIRROR_HELPER) {
+	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON || m == M_HMIRROR_HELPER ||
+	    m == M_HMIRROR_BOUNDARY) {
 		res->tl = calloc(w->dispatches, sizeof(*res->tl));
 		if (w->prefetch_each && m != M_ZERO_COPY &&
 		    !(res->pf_ms = calloc(w->dispatches, sizeof(double))))
@@ -1070,9 +1080,11 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       "\"upload\":%.3f,\"upload_copy\":%.3f,\"dispatch\":%.3f,\"dispatch_gpu\":%.3f,"
 		       "\"marks\":%.3f,\"copy_back\":%.3f,\"upload_select\":%.3f,"
 		       "\"upload_gens\":%.3f,\"upload_check\":%.3f,"
-		       "\"upload_publish\":%.3f,\"window_sync\":%.3f},\"upload_retries\":%" PRIu64
+		       "\"upload_publish\":%.3f,\"window_sync\":%.3f,\"ahead\":%.3f},"
+		       "\"upload_retries\":%" PRIu64
 		       ",\"window_binds\":%" PRIu64 ",\"window_fills\":%" PRIu64
-		       ",\"window_copies\":%" PRIu64 "}",
+		       ",\"window_copies\":%" PRIu64 ",\"ahead_uploads\":%" PRIu64
+		       ",\"ahead_discarded\":%" PRIu64 "}",
 		       s->harvested, s->uploads, s->discarded, s->dropped, s->refreshed, s->evicted,
 		       s->backoffs, s->refusals, s->marks, s->copied, s->mirrored,
 		       s->ns_harvest * 1e-6 / n, s->ns_upload * 1e-6 / n, s->ns_upload_copy * 1e-6 / n,
@@ -1080,8 +1092,8 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       s->ns_copy_back * 1e-6 / n, s->ns_up_select * 1e-6 / n,
 		       s->ns_up_gens * 1e-6 / n, s->ns_up_check * 1e-6 / n,
 		       s->ns_up_publish * 1e-6 / n,
-		       s->ns_win_sync * 1e-6 / n, s->retries, s->win_binds, s->win_fills,
-		       s->win_copies);
+		       s->ns_win_sync * 1e-6 / n, s->ns_ahead * 1e-6 / n, s->retries, s->win_binds,
+		       s->win_fills, s->win_copies, s->ahead_up, s->ahead_disc);
 	printf(",\"t_ms\":[");
 	for (uint32_t i = 0; i < res->done; i++)
 		printf("%s%.3f", i ? "," : "", res->t_ms[i]);
@@ -1105,6 +1117,7 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		TL("marks", marks, 1); TL("copied", copied, 1);
 		TL("harvest_ms", ns_harvest, 1e-6); TL("upload_ms", ns_upload, 1e-6);
 		TL("gpu_ms", ns_gpu, 1e-6); TL("copy_back_ms", ns_copy_back, 1e-6);
+		TL("ahead_uploads", ahead_up, 1); TL("ahead_ms", ns_ahead, 1e-6);
 #undef TL
 	}
 	printf("}\n");
@@ -1294,9 +1307,12 @@ static void usage(FILE *f)
 		"       [--rays N] [--dispatches N] [--mods N] [--write-every K] [--scratch-max N]\n"
 		"       [--constant] [--backend NAME] [--socket PATH] [--threads N]\n"
 		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--no-prefetch] [--json]\n"
-		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper uvm uvm-hmm\n"
+		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper\n"
+		"       hmirror-boundary uvm uvm-hmm\n"
 		"  (hmirror, hmirror-daemon: loads at the mirror window, two tiers;\n"
-		"  hmirror-helper and zero-copy: every load through the helper)\n"
+		"  hmirror-helper and zero-copy: every load through the helper;\n"
+		"  hmirror-boundary: hmirror with every upload at the dispatch boundary,\n"
+		"  none beside the dispatch)\n"
 		"  (default all; the CUDA ones where hmirror-bench-uvm.so loads)\n"
 		"  --size MIB       hierarchy (default 1024 on a GPU, 16 on a CPU device)\n"
 		"  --rays N         a dispatch (default 1 Mi on a GPU, 8192 on a CPU device)\n"
@@ -1484,10 +1500,11 @@ int bench_workload(int argc, char **argv)
 			if (rs[m] > 0)
 				fprintf(stderr, " %s %.0f (q4/q2 %.2f)", mode_name[m], rs[m], dec[m]);
 		fprintf(stderr, "\nworkload: hmirror/ideal %.2f, hmirror/buffer-cache %.2f, "
-			"hmirror/uvm %.2f, hmirror-daemon/ideal %.2f, hmirror/hmirror-helper %.2f\n",
+			"hmirror/uvm %.2f, hmirror-daemon/ideal %.2f, hmirror/hmirror-helper %.2f, "
+			"hmirror/hmirror-boundary %.2f\n",
 			RATIO(M_HMIRROR, M_IDEAL), RATIO(M_HMIRROR, M_BUFFER_CACHE),
 			RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL),
-			RATIO(M_HMIRROR, M_HMIRROR_HELPER));
+			RATIO(M_HMIRROR, M_HMIRROR_HELPER), RATIO(M_HMIRROR, M_HMIRROR_BOUNDARY));
 		if (w.vk->validation)
 			fprintf(stderr, "workload: %u validation messages%s%s\n",
 				hm_vk_validation_count(w.vk), hm_vk_validation_count(w.vk) ? ", last: " : "",
@@ -1510,11 +1527,11 @@ int bench_workload(int argc, char **argv)
 			}
 			printf("},\"hmirror_over_ideal\":%.3f,\"hmirror_over_buffer_cache\":%.3f,"
 			       "\"hmirror_over_uvm\":%.3f,\"daemon_over_ideal\":%.3f,"
-			       "\"hmirror_over_helper\":%.3f,"
+			       "\"hmirror_over_helper\":%.3f,\"hmirror_over_boundary\":%.3f,"
 			       "\"validation_messages\":%u,\"all_verified\":%s}\n",
 			       RATIO(M_HMIRROR, M_IDEAL), RATIO(M_HMIRROR, M_BUFFER_CACHE),
 			       RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL),
-			       RATIO(M_HMIRROR, M_HMIRROR_HELPER),
+			       RATIO(M_HMIRROR, M_HMIRROR_HELPER), RATIO(M_HMIRROR, M_HMIRROR_BOUNDARY),
 			       hm_vk_validation_count(w.vk), bad ? "false" : "true");
 		}
 #undef RATIO

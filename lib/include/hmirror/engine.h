@@ -421,6 +421,12 @@ struct hm_engine_stats {
 	bool table_device_local;
 	bool marks_imported;
 	uint64_t ns_upload_check;       /* of ns_upload_gens: the checks after the copies */
+	/* uploads ahead: the next boundary's harvest and uploads, made while
+	 * the caller's dispatch runs (Documentation/engine.rst) */
+	uint64_t ahead_passes;          /* dispatches that made them */
+	uint64_t ahead_uploads;         /* mirrors they published (also in uploads) */
+	uint64_t ahead_discarded;       /* copies written meanwhile, by the CPU or the dispatch */
+	uint64_t ns_ahead;              /* their time (the part past the dispatch's end counts in ns_dispatch) */
 };
 int  hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret);
 

@@ -108,6 +108,15 @@ struct hm_vk {
 	/* public, appended (hm_vk_new() allocates the struct): the device
 	 * has VK_KHR_external_semaphore_fd enabled */
 	bool has_semaphore_fd;
+
+	/* private, appended: the side queue (hm_vk_cmd_run_side()), a second
+	 * queue of queue_family where hm_vk_new() created the device and the
+	 * family has one (else VK_NULL_HANDLE: the side runs on queue), and
+	 * the timeline its submissions signal (side_value, the last) and the
+	 * next submission to queue waits for (side_waited: already waited) */
+	VkQueue side;
+	VkSemaphore side_sem;
+	uint64_t side_value, side_waited;
 };
 
 int  hm_vk_new(const struct hm_vk_params *p, struct hm_vk **ret);
@@ -223,6 +232,14 @@ void hm_vk_cmd_free(struct hm_vk *vk, struct hm_vk_cmd *c);     /* NULL or zeroe
 int  hm_vk_cmd_start(struct hm_vk *vk, struct hm_vk_cmd *c, VkCommandBuffer *ret_cb);
 /* End, submit, wait (timeout_ns, 0 = 10 s).  -ENODEV once lost. */
 int  hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
+/*
+ * hm_vk_cmd_run() on the side queue: work that runs beside what vk->queue
+ * runs (the engine's uploads during a caller's dispatch, engine.c), where
+ * the device has a second queue of the family; else on vk->queue, after
+ * what is queued there.  The next submission to vk->queue waits for it
+ * on the device (a timeline semaphore), so what it wrote is visible there.
+ */
+int  hm_vk_cmd_run_side(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
 
 /*
  * Non-blocking: end, submit waiting for sync->wait_sem reaching wait_value

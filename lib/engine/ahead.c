@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+/*
+ * Uploads ahead: the next dispatch's harvest and uploads, made while the
+ * caller's dispatch runs, so that the CPU's part of a dispatch boundary
+ * overlaps the device's walk instead of following it.
+ *
+ * hm_engine_dispatch() submits the caller's dispatch, then calls
+ * hm_engine_ahead(): a harvest, and one upload try whose copy runs on the
+ * side queue (hm_vk_cmd_run_side(); a device with one queue runs it after
+ * the dispatch).  What the dispatch may read or write is left alone:
+ *
+ *  - a published mirror the CPU wrote stays published (the dispatch reads
+ *    it, and its stores into it go home through it after the dispatch);
+ *    it is listed pending (HM_CH_PENDING) and copied into a fresh slot,
+ *    its written units from home, the others from its mirror;
+ *  - a stale mirror is refreshed in place (the table names home, the
+ *    window holds the sentinel: the dispatch reads neither slot);
+ *  - a wanted chunk without one gets a free slot, never an evicted one.
+ *
+ * Each copy is checked as any upload (rule 3): a CPU write during it
+ * discards it.  Clean copies wait on e->ready.  After the dispatch and its
+ * copy-back, hm_engine_ahead_finish() publishes each one the dispatch did
+ * not store into (its marks: such a copy lacks the device's bytes); the
+ * others are discarded.  A pending chunk whose copy was not published is
+ * then dropped or made stale, as the harvest would have.  Writes after
+ * the copies' checks are the next harvest's, as any.
+ *
+ * The table and the window change only at the boundary (the table's
+ * device slots at its flush, the window at its sync): the dispatch sees
+ * one consistent state from its start to its end.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared)
+{
+	/* sparse: the window's pages are the pool's, a refresh in place
+	 * would be read by the dispatch */
+	return e->mirrors && !shared && !(e->p.flags & HM_ENGINE_NO_AHEAD) && !e->win.sparse;
+}
+
+void hm_engine_ahead(struct hm_engine *e)
+{
+	/* the upload step's own phase times stay the boundary's */
+	uint64_t keep[5] = { e->st.ns_upload_copy, e->st.ns_upload_select, e->st.ns_upload_gens,
+			     e->st.ns_upload_publish, e->st.ns_upload_check };
+	uint64_t t0 = hm_now_ns();
+
+	if (e->test.during_dispatch)
+		e->test.during_dispatch(e->test.arg);
+	e->in_walk = true;
+	/* an error leaves what it reached listed, and the rest for the
+	 * boundary's harvest and upload, which report it */
+	if (!hm_engine_harvest(e))
+		hm_engine_upload_ahead(e);
+	e->in_walk = false;
+	e->st.ns_upload_copy = keep[0];
+	e->st.ns_upload_select = keep[1];
+	e->st.ns_upload_gens = keep[2];
+	e->st.ns_upload_publish = keep[3];
+	e->st.ns_upload_check = keep[4];
+	e->st.ahead_passes++;
+	e->st.ns_ahead += hm_now_ns() - t0;
+}
+
+/* chunk c was stored into by this dispatch (copyback.c's marks) */
+static bool stored_into(const struct hm_engine *e, const struct hm_chunk *c)
+{
+	return c->hist_seq == e->seq && (c->hist & 1);
+}
+
+static void resolve_pending(struct hm_engine *e, uint64_t r)
+{
+	uint32_t space = hm_ref_space(r);
+	uint64_t idx = hm_ref_idx(r);
+	struct hm_chunk *c = &e->spaces[space].ch[idx];
+
+	if (!(c->flags & HM_CH_PENDING))
+		return;
+	c->flags &= ~HM_CH_PENDING;
+	hm_engine_guard_hit(e, space, idx);
+}
+
+/*
+ * After the dispatch and its copy-back (ok: both succeeded): the copies
+ * made beside it published or discarded, the pending chunks resolved.
+ */
+void hm_engine_ahead_finish(struct hm_engine *e, bool ok)
+{
+	uint64_t t0 = hm_now_ns();
+
+	for (size_t i = 0; i < e->nr_ready; i++) {
+		const struct hm_ready *rd = &e->ready[i];
+		uint32_t space = hm_ref_space(rd->ref);
+		uint64_t idx = hm_ref_idx(rd->ref);
+		struct hm_chunk *c = &e->spaces[space].ch[idx];
+		bool pending = c->flags & HM_CH_PENDING;
+
+		if (ok && !stored_into(e, c) &&
+		    !hm_engine_publish(e, space, idx, rd->slot, e->ready_gen + rd->uoff)) {
+			e->st.ahead_uploads++;
+			continue;
+		}
+		e->st.ahead_discarded++;
+		if (!(c->flags & HM_CH_STALE))
+			hm_pool_free_slot(e, rd->slot);         /* a fresh slot */
+		if (!pending)
+			hm_engine_queue(e, space, idx);         /* wanted again */
+	}
+	e->nr_ready = e->nr_ready_gen = 0;
+	for (size_t i = 0; i < e->nr_pend; i++)
+		resolve_pending(e, e->pend[i]);
+	e->nr_pend = 0;
+	if (e->pend_lost) {
+		/* one was not listed: find it by its flag */
+		for (uint32_t id = 0; id < e->spaces_end; id++)
+			for (uint64_t idx = 0; e->spaces[id].used && idx < e->spaces[id].nr_chunks; idx++)
+				resolve_pending(e, hm_ref(id, idx));
+		e->pend_lost = false;
+	}
+	e->st.ns_ahead += hm_now_ns() - t0;
+}
+
+void hm_engine_ahead_free(struct hm_engine *e)
+{
+	free(e->pend);
+	free(e->ready);
+	free(e->ready_gen);
+}
