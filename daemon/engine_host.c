@@ -448,6 +448,10 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_IMPORT_BYTES] = s.import_bytes;
 	v[HM_ESTAT_IMPORT_FAILURES] = s.import_failures;
 	v[HM_ESTAT_NS_IMPORT] = s.ns_import;
+	v[HM_ESTAT_AHEAD_PASSES] = s.ahead_passes;
+	v[HM_ESTAT_AHEAD_UPLOADS] = s.ahead_uploads;
+	v[HM_ESTAT_AHEAD_DISCARDED] = s.ahead_discarded;
+	v[HM_ESTAT_NS_AHEAD] = s.ns_ahead;
 	return HM_ESTAT_NR;
 }
 

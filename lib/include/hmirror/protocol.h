@@ -388,6 +388,10 @@ enum hm_engine_stat {
 	HM_ESTAT_IMPORT_FAILURES,
 	HM_ESTAT_NS_IMPORT,
 	HM_ESTAT_NS_UPLOAD_CHECK,
+	HM_ESTAT_AHEAD_PASSES,		/* dispatches with uploads beside them */
+	HM_ESTAT_AHEAD_UPLOADS,		/* mirrors those published (also in UPLOADS) */
+	HM_ESTAT_AHEAD_DISCARDED,		/* their copies written meanwhile */
+	HM_ESTAT_NS_AHEAD,
 	HM_ESTAT_NR
 };
 
