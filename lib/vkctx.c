@@ -1150,6 +1150,32 @@ static void side_wait(struct hm_vk *vk, VkSubmitInfo *si, VkTimelineSemaphoreSub
 }
 
 /*
+ * fence's submission to q made: poll then wait.  On a timeout waits for
+ * the queue to go idle, so that its command buffer and fence are no longer
+ * in use.
+ */
+static int fence_finish(struct hm_vk *vk, VkQueue q, VkFence fence, uint64_t timeout_ns)
+{
+	VkResult r = spin_fence(vk, vk->dev, fence);
+	int err;
+
+	if (r == VK_NOT_READY)
+		r = vkWaitForFences(vk->dev, 1, &fence, VK_TRUE,
+				    timeout_ns ? timeout_ns : HM_VK_DEFAULT_TIMEOUT_NS);
+	if (r == VK_ERROR_DEVICE_LOST)
+		vk->lost = true;
+	err = wait_errno(r);
+	if (err == -ETIMEDOUT) {
+		/* the command buffer may still be in use: wait it out */
+		pthread_mutex_lock(&vk->lock);
+		if (vkQueueWaitIdle(q) == VK_ERROR_DEVICE_LOST)
+			vk->lost = true;
+		pthread_mutex_unlock(&vk->lock);
+	}
+	return err;
+}
+
+/*
  * Submit cb (ended) with fence (unsignalled), poll then wait: to vk->queue,
  * or (side) to vk->side, signalling its timeline.  Honours vk->lost.  On a
  * timeout waits for the queue to go idle, so that cb and fence are no
@@ -1170,7 +1196,6 @@ static int queue_run(struct hm_vk *vk, VkCommandBuffer cb, VkFence fence, uint64
 	VkPipelineStageFlags stages[2];
 	VkQueue q = side && vk->side ? vk->side : vk->queue;
 	VkResult r;
-	int err;
 
 	if (vk->lost)
 		return -ENODEV;
@@ -1187,22 +1212,12 @@ static int queue_run(struct hm_vk *vk, VkCommandBuffer cb, VkFence fence, uint64
 	if (r == VK_SUCCESS && q == vk->side)
 		vk->side_value = signal;
 	pthread_mutex_unlock(&vk->lock);
-	if (r == VK_SUCCESS)
-		r = spin_fence(vk, vk->dev, fence);
-	if (r == VK_NOT_READY)
-		r = vkWaitForFences(vk->dev, 1, &fence, VK_TRUE,
-				    timeout_ns ? timeout_ns : HM_VK_DEFAULT_TIMEOUT_NS);
-	if (r == VK_ERROR_DEVICE_LOST)
-		vk->lost = true;
-	err = wait_errno(r);
-	if (err == -ETIMEDOUT) {
-		/* the command buffer may still be in use: wait it out */
-		pthread_mutex_lock(&vk->lock);
-		if (vkQueueWaitIdle(q) == VK_ERROR_DEVICE_LOST)
+	if (r != VK_SUCCESS) {
+		if (r == VK_ERROR_DEVICE_LOST)
 			vk->lost = true;
-		pthread_mutex_unlock(&vk->lock);
+		return wait_errno(r);
 	}
-	return err;
+	return fence_finish(vk, q, fence, timeout_ns);
 }
 
 int hm_vk_submit_wait(struct hm_vk *vk, VkCommandBuffer cb, uint64_t timeout_ns)
@@ -1299,6 +1314,19 @@ int hm_vk_cmd_start(struct hm_vk *vk, struct hm_vk_cmd *c, VkCommandBuffer *ret_
 	return err;
 }
 
+/* c's run ended with err: signalled, or (timeout, lost) the queue was
+ * idled: its fence reset for the next run; a lost device's stays as it is */
+static int fence_reset(struct hm_vk *vk, struct hm_vk_cmd *c, int err)
+{
+	if (!vk->lost) {
+		int e2 = hm_vk_errno(vkResetFences(vk->dev, 1, &c->fence));
+
+		if (!err)
+			err = e2;
+	}
+	return err;
+}
+
 static int cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns, bool side)
 {
 	int err;
@@ -1307,16 +1335,7 @@ static int cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns, b
 	if (err)
 		return err;
 	c->submissions++;
-	err = queue_run(vk, c->cb, c->fence, timeout_ns, side);
-	/* signalled, or (timeout, lost) the queue was idled: reset for the
-	 * next run; a fence of a lost device stays as it is */
-	if (!vk->lost) {
-		int e2 = hm_vk_errno(vkResetFences(vk->dev, 1, &c->fence));
-
-		if (!err)
-			err = e2;
-	}
-	return err;
+	return fence_reset(vk, c, queue_run(vk, c->cb, c->fence, timeout_ns, side));
 }
 
 int hm_vk_cmd_run(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
@@ -1374,6 +1393,15 @@ int hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_s
 	if (r == VK_ERROR_DEVICE_LOST)
 		vk->lost = true;
 	return hm_vk_errno(r);
+}
+
+int hm_vk_cmd_finish(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)
+{
+	if (!vk || !c || !c->fence)
+		return -EINVAL;
+	if (vk->lost)
+		return -ENODEV;
+	return fence_reset(vk, c, fence_finish(vk, vk->queue, c->fence, timeout_ns));
 }
 
 int hm_vk_cmd_wait(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns)

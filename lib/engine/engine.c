@@ -379,32 +379,16 @@ static uint32_t push_words(struct hm_engine *e, bool shared, const uint32_t *pus
 	return 4 * (HM_DEVICE_TABLE_PUSH_WORDS + nr_push);
 }
 
-/*
- * The caller's dispatch submitted, the uploads ahead made meanwhile
- * (ahead.c), then waited for.  A timeout idles the queue, so that the
- * command buffer is no longer in use.
- */
+/* The caller's dispatch submitted, the uploads ahead made meanwhile
+ * (ahead.c), then waited for as hm_vk_cmd_run() waits. */
 static int run_with_ahead(struct hm_engine *e)
 {
-	struct hm_vk *vk = e->vk;
-	uint64_t timeout = e->p.timeout_ns ? e->p.timeout_ns : 10ull * 1000000000;  /* hm_vk_cmd_run()'s */
-	int err;
+	int err = hm_vk_cmd_submit(e->vk, &e->cmd_dispatch, NULL);
 
-	err = hm_vk_cmd_submit(vk, &e->cmd_dispatch, NULL);
 	if (err)
 		return err;
 	hm_engine_ahead(e);
-	err = hm_vk_cmd_wait(vk, &e->cmd_dispatch, timeout);
-	if (err == -EAGAIN) {
-		hm_vk_queue_lock(vk);
-		if (vkQueueWaitIdle(vk->queue) == VK_ERROR_DEVICE_LOST)
-			vk->lost = true;
-		hm_vk_queue_unlock(vk);
-		if (!vk->lost)
-			vkResetFences(vk->dev, 1, &e->cmd_dispatch.fence);
-		err = vk->lost ? -ENODEV : -ETIMEDOUT;
-	}
-	return err;
+	return hm_vk_cmd_finish(e->vk, &e->cmd_dispatch, e->p.timeout_ns);
 }
 
 static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, uint32_t gy,

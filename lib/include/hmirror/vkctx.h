@@ -257,6 +257,12 @@ struct hm_vk_sync {
 };
 int  hm_vk_cmd_submit(struct hm_vk *vk, struct hm_vk_cmd *c, const struct hm_vk_sync *sync);
 int  hm_vk_cmd_wait(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
+/*
+ * After hm_vk_cmd_submit(): what hm_vk_cmd_run() does after its
+ * submission: poll, wait (timeout_ns, 0 = 10 s), reset the fence; on a
+ * timeout the queue is idled first.  0, -ETIMEDOUT, -ENODEV once lost.
+ */
+int  hm_vk_cmd_finish(struct hm_vk *vk, struct hm_vk_cmd *c, uint64_t timeout_ns);
 
 /*
  * The queue lock: every submission of hmirror's to vk->queue (and its
