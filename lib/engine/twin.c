@@ -106,7 +106,7 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		uint32_t block_bytes, first;
 	} push = { 0, hm_pool_twin_offset(e), 0, 0 };
 	uint64_t unit = e->chunk, *d;
-	size_t nd = 0, cap = 0;
+	size_t nd = 0, nd_home = 0, cap = 0;
 	VkCommandBuffer cb;
 	int err;
 
@@ -146,6 +146,7 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 				src = old;      /* device to device */
 			} else {
 				hm_window_fresh(e, sp, idx, u);
+				nd_home += su / unit;
 			}
 			for (uint64_t o = 0; o < su; o += unit) {
 				d[2 * nd] = src + u * su + o;
@@ -154,7 +155,9 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 			}
 		}
 	}
-	*ret_bytes = nd * unit;
+	/* what crossed the bus: a pending chunk's units from its old
+	 * mirror are the device's own */
+	*ret_bytes = nd_home * unit;
 	if (!nd)
 		return 0;
 	push.descs = e->gather_descs.addr;

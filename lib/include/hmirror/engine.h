@@ -365,7 +365,8 @@ struct hm_engine_stats {
 	uint64_t mirror_bytes;          /* device-local bytes held now (mirror + twin) */
 	uint64_t mirror_budget;
 	uint64_t uploads;               /* chunks copied home -> mirror */
-	uint64_t upload_bytes;
+	uint64_t upload_bytes;          /* of them read from home (a refresh beside a dispatch
+					   takes its unwritten units from the old mirror) */
 	uint64_t upload_regions;        /* copy regions those took (merged where contiguous) */
 	uint64_t uploads_discarded;     /* generation moved during the copy */
 	uint64_t mirrors_dropped_by_guard;  /* all of them, early ones included */
