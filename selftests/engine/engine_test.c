@@ -2254,6 +2254,51 @@ TEST_F(rules, ahead_copy_raced_is_discarded)
 }
 
 /*
+ * The same with the GPU's upload form (HM_TWIN_GATHER) and page watch
+ * units: beside the walk only the written unit of the chunk comes from
+ * home; its other units reach the fresh slot from the old mirror after
+ * the dispatch.  The next dispatch reads both the CPU's byte and a byte of
+ * another unit as home holds them, through the table (the window keeps
+ * its own copy of units that did not change).
+ */
+TEST_F(rules, ahead_gathered_refresh_keeps_the_unwritten_units)
+{
+	uint32_t off = 3 * CHUNK + 100, other = 3 * CHUNK + CHUNK / 2 + 8, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+	const char *why;
+	int err;
+
+	self->ep.flags = HM_ENGINE_NO_WINDOW;   /* loads through the table: the slot */
+	self->ep.twin_mode = HM_TWIN_GATHER;
+	self->v.hooks.during_dispatch = hook_walk_write;
+	self->walk_off = off;
+	self->walk_val = 0x5a;
+	err = env_new_units(&self->v, first_backend(), &self->ep, 12, &why);
+	if (err && why)
+		SKIP(return, "%s (%d)", why, err);
+	ASSERT_EQ(0, err);
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK,
+				      HM_ADVICE_READ_MOSTLY));
+	for (uint32_t k = 0; k < CHUNK; k++)
+		self->v.mem[3 * CHUNK + k] = (uint8_t)(k * 7 + 1);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.ahead_uploads);
+
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x5a, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, one_lane(&self->v, other & ~3u, out + 12, 0, 0));
+	ASSERT_EQ(self->v.mem[other], byte_at(&self->v, out + 12, other));
+	ASSERT_EQ((uint8_t)((other - 3 * CHUNK) * 7 + 1), byte_at(&self->v, out + 12, other));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.ahead_uploads);                 /* not copied again */
+	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
+}
+
+/*
  * No slot is taken from another mirror beside a walk: with the budget
  * full, a mirror written during it is dropped at its end, and the next
  * dispatch uploads it again at its boundary.
