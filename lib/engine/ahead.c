@@ -84,14 +84,6 @@ static void resolve_pending(struct hm_engine *e, uint64_t r)
 	hm_engine_guard_hit(e, space, idx);
 }
 
-/* e->ready[i] is published (hm_engine_gather_pending()'s keep) */
-static bool ready_kept(const struct hm_engine *e, size_t i)
-{
-	const struct hm_ready *rd = &e->ready[i];
-
-	return !stored_into(e, &e->spaces[hm_ref_space(rd->ref)].ch[hm_ref_idx(rd->ref)]);
-}
-
 /*
  * After the dispatch and its copy-back (ok: both succeeded): the copies
  * made beside it published or discarded, the pending chunks resolved.
@@ -100,10 +92,6 @@ void hm_engine_ahead_finish(struct hm_engine *e, bool ok)
 {
 	uint64_t t0 = hm_now_ns();
 
-	/* the pending copies' units from their old mirrors, now that the
-	 * dispatch no longer reads them; a failure publishes none */
-	if (ok && hm_engine_gather_pending(e, ready_kept))
-		ok = false;
 	for (size_t i = 0; i < e->nr_ready; i++) {
 		const struct hm_ready *rd = &e->ready[i];
 		uint32_t space = hm_ref_space(rd->ref);
@@ -111,7 +99,7 @@ void hm_engine_ahead_finish(struct hm_engine *e, bool ok)
 		struct hm_chunk *c = &e->spaces[space].ch[idx];
 		bool pending = c->flags & HM_CH_PENDING;
 
-		if (ok && ready_kept(e, i) &&
+		if (ok && !stored_into(e, c) &&
 		    !hm_engine_publish(e, space, idx, rd->slot, e->ready_gen + rd->uoff)) {
 			e->st.ahead_uploads++;
 			continue;

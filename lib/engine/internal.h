@@ -434,9 +434,6 @@ void hm_engine_ahead_free(struct hm_engine *e);
 uint32_t hm_twin_mode(const struct hm_vk *vk, uint32_t mode);   /* HM_TWIN_AUTO resolved */
 int  hm_engine_twin_init(struct hm_engine *e);
 int  hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes);
-/* twin.c: a pending chunk's units its copy beside the dispatch left to
- * its end (HM_TWIN_GATHER), for each e->ready[i] keep(e, i) holds for */
-int  hm_engine_gather_pending(struct hm_engine *e, bool (*keep)(const struct hm_engine *, size_t));
 
 /* copyback.c */
 int  hm_engine_scan_marks(struct hm_engine *e, bool shared);

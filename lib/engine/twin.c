@@ -97,35 +97,70 @@ static int run_upload(struct hm_engine *e)
 	return err;
 }
 
-/* room for n descriptors of the gather (two device addresses each) */
-static int gather_descs_room(struct hm_engine *e, size_t n)
-{
-	size_t c = 256;
-	int err;
-
-	if (e->gather_descs.size >= n * 16)
-		return 0;
-	while (c < n)
-		c *= 2;
-	hm_vk_buffer_free(e->vk, &e->gather_descs);
-	err = hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &e->gather_descs);
-	return err;
-}
-
-/* gather.comp over the nd descriptors written, unit bytes each, then the
- * wait: on the side queue beside the caller's dispatch, else the queue */
-static int gather_run(struct hm_engine *e, size_t nd, uint64_t unit)
+/* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */
+static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 {
 	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
 	struct {
 		uint64_t descs, twin_off;
 		uint32_t block_bytes, first;
-	} push = { e->gather_descs.addr, hm_pool_twin_offset(e), 0, 0 };
+	} push = { 0, hm_pool_twin_offset(e), 0, 0 };
+	uint64_t unit = e->chunk, *d;
+	size_t nd = 0, nd_home = 0, cap = 0;
 	VkCommandBuffer cb;
 	int err;
 
+	for (size_t i = 0; i < n; i++) {
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+
+		cap += 1ull << sp->wshift;
+		if ((e->chunk >> sp->wshift) < unit)
+			unit = e->chunk >> sp->wshift;
+	}
+	if (e->gather_descs.size < cap * 16) {
+		size_t c = 256;
+
+		while (c < cap)
+			c *= 2;
+		hm_vk_buffer_free(e->vk, &e->gather_descs);
+		err = hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &e->gather_descs);
+		if (err)
+			return err;
+	}
+	/* one descriptor a unit of the finest space among the candidates */
+	d = e->gather_descs.map;
+	for (size_t i = 0; i < n; i++) {
+		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
+		uint64_t home = hm_espace_home_addr(e, sp, idx);
+		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
+		bool pending = sp->ch[idx].flags & HM_CH_PENDING;
+		uint64_t old = pending ? hm_pool_mirror_addr(e, sp->ch[idx].mirror) : 0;
+
+		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+			uint64_t src = home;
+
+			if (!unit_wanted(e, i, sp, idx, u)) {
+				if (!pending)
+					continue;
+				src = old;      /* device to device */
+			} else {
+				hm_window_fresh(e, sp, idx, u);
+				nd_home += su / unit;
+			}
+			for (uint64_t o = 0; o < su; o += unit) {
+				d[2 * nd] = src + u * su + o;
+				d[2 * nd + 1] = mirror + u * su + o;
+				nd++;
+			}
+		}
+	}
+	/* what crossed the bus: a pending chunk's units from its old
+	 * mirror are the device's own */
+	*ret_bytes = nd_home * unit;
 	if (!nd)
 		return 0;
+	push.descs = e->gather_descs.addr;
 	push.block_bytes = unit < HM_GATHER_BLOCK_MAX ? unit : HM_GATHER_BLOCK_MAX;
 	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
 	if (err)
@@ -138,110 +173,6 @@ static int gather_run(struct hm_engine *e, size_t nd, uint64_t unit)
 	}
 	hm_vk_cmd_barrier(cb);
 	return run_upload(e);
-}
-
-/*
- * HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader.
- * A pending chunk's other units (its fresh slot beside the dispatch) are
- * copied from its old mirror once the dispatch is over
- * (hm_engine_gather_pending()): during it, that copy's workgroups took
- * the walk's (H100: the walk 9.2 ms beside it, 7.6 without).
- */
-static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
-{
-	uint64_t unit = e->chunk, *d;
-	size_t nd = 0, cap = 0;
-	int err;
-
-	for (size_t i = 0; i < n; i++) {
-		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
-
-		if ((e->chunk >> sp->wshift) < unit)
-			unit = e->chunk >> sp->wshift;
-	}
-	/* one descriptor a unit of the finest space among the candidates:
-	 * chunk / unit of them a candidate at most */
-	cap = n * (e->chunk / unit);
-	err = gather_descs_room(e, cap);
-	if (err)
-		return err;
-	d = e->gather_descs.map;
-	for (size_t i = 0; i < n; i++) {
-		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
-		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
-		uint64_t home = hm_espace_home_addr(e, sp, idx);
-		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
-
-		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-			if (!unit_wanted(e, i, sp, idx, u))
-				continue;
-			hm_window_fresh(e, sp, idx, u);
-			for (uint64_t o = 0; o < su; o += unit) {
-				d[2 * nd] = home + u * su + o;
-				d[2 * nd + 1] = mirror + u * su + o;
-				nd++;
-			}
-		}
-	}
-	*ret_bytes = nd * unit;
-	return gather_run(e, nd, unit);
-}
-
-/*
- * After the dispatch: the units of each pending chunk's copy on ready
- * (those for which keep(e, i) holds) that were not copied from home, from
- * its old mirror, device to device.  Those units did not move since that
- * mirror was published (their generations on ready are the published
- * ones), and the dispatch did not store into it (keep), so the old mirror
- * holds what home does.
- */
-int hm_engine_gather_pending(struct hm_engine *e, bool (*keep)(const struct hm_engine *, size_t))
-{
-	uint64_t unit = e->chunk, *d, keep_ns = e->st.ns_upload_copy;
-	size_t nd = 0, cap = 0;
-	int err;
-
-	if (e->p.twin_mode != HM_TWIN_GATHER || !e->gather.pipe)
-		return 0;       /* the other forms copy whole chunks from home */
-	for (size_t i = 0; i < e->nr_ready; i++) {
-		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->ready[i].ref)];
-
-		if (!(sp->ch[hm_ref_idx(e->ready[i].ref)].flags & HM_CH_PENDING) || !keep(e, i))
-			continue;
-		cap++;
-		if ((e->chunk >> sp->wshift) < unit)
-			unit = e->chunk >> sp->wshift;
-	}
-	if (!cap)
-		return 0;
-	err = gather_descs_room(e, cap * (e->chunk / unit));
-	if (err)
-		return err;
-	d = e->gather_descs.map;
-	for (size_t i = 0; i < e->nr_ready; i++) {
-		const struct hm_ready *rd = &e->ready[i];
-		struct hm_espace *sp = &e->spaces[hm_ref_space(rd->ref)];
-		uint64_t idx = hm_ref_idx(rd->ref), su = e->chunk >> sp->wshift;
-		const struct hm_chunk *c = &sp->ch[idx];
-		uint64_t old, fresh;
-
-		if (!(c->flags & HM_CH_PENDING) || !keep(e, i))
-			continue;
-		old = hm_pool_mirror_addr(e, c->mirror);
-		fresh = hm_pool_mirror_addr(e, rd->slot);
-		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-			if (e->ready_gen[rd->uoff + u] != sp->ugen[(idx << sp->wshift) + u])
-				continue;       /* copied from home beside the dispatch */
-			for (uint64_t o = 0; o < su; o += unit) {
-				d[2 * nd] = old + u * su + o;
-				d[2 * nd + 1] = fresh + u * su + o;
-				nd++;
-			}
-		}
-	}
-	err = gather_run(e, nd, unit);
-	e->st.ns_upload_copy = keep_ns;         /* the dispatch's end, not an upload */
-	return err;
 }
 
 /* home -> mirror copies of candidates [i, end), regions merged where contiguous */

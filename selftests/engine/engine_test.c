@@ -2256,8 +2256,8 @@ TEST_F(rules, ahead_copy_raced_is_discarded)
 /*
  * The same with the GPU's upload form (HM_TWIN_GATHER) and page watch
  * units: beside the walk only the written unit of the chunk comes from
- * home; its other units reach the fresh slot from the old mirror after
- * the dispatch.  The next dispatch reads both the CPU's byte and a byte of
+ * home; its other units reach the fresh slot from the old mirror, device
+ * to device.  The next dispatch reads both the CPU's byte and a byte of
  * another unit as home holds them, through the table (the window keeps
  * its own copy of units that did not change).
  */
