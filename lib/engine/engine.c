@@ -55,7 +55,8 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 		return -EINVAL;
 	if (!p)
 		p = &defaults;
-	if (p->flags & ~(HM_ENGINE_FLAGS_ALL | HM_ENGINE_NO_WINDOW | HM_ENGINE_NO_AHEAD) ||
+	if (p->flags & ~(HM_ENGINE_FLAGS_ALL | HM_ENGINE_NO_WINDOW | HM_ENGINE_NO_AHEAD |
+			 HM_ENGINE_AHEAD_LATE) ||
 	    p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
 	    p->twin_mode > HM_TWIN_GATHER || p->reserved[0] || p->reserved[1] || p->reserved[2])
 		return -EINVAL;
@@ -383,11 +384,12 @@ static uint32_t push_words(struct hm_engine *e, bool shared, const uint32_t *pus
  * (ahead.c), then waited for as hm_vk_cmd_run() waits. */
 static int run_with_ahead(struct hm_engine *e)
 {
+	uint64_t t0 = hm_now_ns();
 	int err = hm_vk_cmd_submit(e->vk, &e->cmd_dispatch, NULL);
 
 	if (err)
 		return err;
-	hm_engine_ahead(e);
+	hm_engine_ahead(e, t0);
 	return hm_vk_cmd_finish(e->vk, &e->cmd_dispatch, e->p.timeout_ns);
 }
 
@@ -420,9 +422,11 @@ static int run_dispatch(struct hm_engine *e, struct hm_pipe *pp, uint32_t gx, ui
 				(1ull << e->vk->timestamp_valid_bits) - 1;
 
 		if (!vkGetQueryPoolResults(e->vk->dev, e->timestamps, 0, 2, sizeof(ts), ts, 8,
-					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT))
-			e->st.ns_dispatch_gpu += (uint64_t)((double)((ts[1] - ts[0]) & mask) *
-							    e->vk->timestamp_period_ns);
+					   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT)) {
+			e->walk_ns = (uint64_t)((double)((ts[1] - ts[0]) & mask) *
+						e->vk->timestamp_period_ns);
+			e->st.ns_dispatch_gpu += e->walk_ns;
+		}
 	}
 	return err;
 }

@@ -293,6 +293,8 @@ struct hm_engine {
 	 * generations at ready_gen[uoff..], for the dispatch's end */
 	bool in_walk;
 	bool pend_lost;
+	uint64_t walk_ns;               /* the last dispatch's device time (timestamps), 0 */
+	uint64_t ahead_pass_ns;         /* the last pass of uploads beside one */
 	uint64_t *pend;
 	size_t nr_pend, cap_pend;
 	struct hm_ready {
@@ -425,7 +427,7 @@ int  hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32
 
 /* ahead.c: uploads beside the caller's dispatch */
 bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared);
-void hm_engine_ahead(struct hm_engine *e);
+void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit);
 void hm_engine_ahead_finish(struct hm_engine *e, bool ok);
 void hm_engine_ahead_free(struct hm_engine *e);
 

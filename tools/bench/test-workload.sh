@@ -12,9 +12,9 @@ bin=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-test-workload.XXXXXX")
 dpid=
 trap '[ -n "$dpid" ] && kill $dpid 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
-modes="ideal zero-copy buffer-cache hmirror hmirror-boundary hmirror-daemon hmirror-helper"
+modes="ideal zero-copy buffer-cache hmirror hmirror-boundary hmirror-late hmirror-daemon hmirror-helper"
 echo "TAP version 13"
-echo "1..8"
+echo "1..9"
 HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} \
 	"$bin/hmirrord" --socket "$dir/sock" --no-netlink --isolate-all 2>"$dir/hmirrord.log" &
 dpid=$!
@@ -47,12 +47,12 @@ done
 summary=$(grep '"summary":true' "$dir/out")
 case "$summary" in
 *'"validation_messages":0,"all_verified":true'*)
-	[ $rc -eq 0 ] && echo "ok 8 workload.summary" ||
-		{ echo "not ok 8 workload.summary # exit $rc"; fail=1; } ;;
+	[ $rc -eq 0 ] && echo "ok 9 workload.summary" ||
+		{ echo "not ok 9 workload.summary # exit $rc"; fail=1; } ;;
 *)
 	echo "# $summary"
-	echo "not ok 8 workload.summary # exit $rc"
+	echo "not ok 9 workload.summary # exit $rc"
 	fail=1 ;;
 esac
-[ $fail -eq 0 ] && echo "# 8 passed, 0 failed" || echo "# some failed"
+[ $fail -eq 0 ] && echo "# 9 passed, 0 failed" || echo "# some failed"
 exit $fail
