@@ -76,7 +76,7 @@ void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
 	/* the upload step's own phase times stay the boundary's */
 	uint64_t keep[5] = { e->st.ns_upload_copy, e->st.ns_upload_select, e->st.ns_upload_gens,
 			     e->st.ns_upload_publish, e->st.ns_upload_check };
-	uint64_t t0 = hm_now_ns();
+	uint64_t t0;
 
 	if (e->test.during_dispatch)
 		e->test.during_dispatch(e->test.arg);
