@@ -160,6 +160,13 @@ static bool env_true(const char *name)
 	return v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on"));
 }
 
+static bool env_false(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off"));
+}
+
 static bool has_ext(const VkExtensionProperties *e, uint32_t n, const char *name)
 {
 	for (uint32_t i = 0; i < n; i++)
@@ -535,7 +542,9 @@ static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 	if (err)
 		goto out_free_ext;
 	qci.queueFamilyIndex = vk->queue_family;
-	qci.queueCount = family_queues(vk) >= 2 ? 2 : 1;   /* the side queue */
+	/* the side queue; HMIRROR_SIDE_QUEUE=0 leaves it out (a measurement:
+	 * the copies beside a dispatch then run after it) */
+	qci.queueCount = family_queues(vk) >= 2 && !env_false("HMIRROR_SIDE_QUEUE") ? 2 : 1;
 	dci.pNext = &f.f2;
 	dci.enabledExtensionCount = nw;
 	dci.ppEnabledExtensionNames = want;

@@ -44,22 +44,52 @@ bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared)
 }
 
 /*
- * HM_ENGINE_AHEAD_LATE (a test hook flag, measured beside the default by
- * hmirror-bench workload's hmirror-late mode): the pass starts as late as
- * the walk allows, so that the CPU's writes of the dispatch's own start (a
- * guest that writes as it submits) are harvested here rather than at the
- * next boundary, where the caller waits for them.  The start is the last
- * walk's device time less the last pass's time, a quarter of it and a
- * margin; with no side queue (the copy waits for the walk), no
- * timestamps, or a walk that ends first, at once.
+ * When the pass starts.  The guest writes while its dispatch runs (a CPU
+ * that goes on as it submits): what the pass harvests is copied beside the
+ * walk, what is written after its harvest waits for the next boundary,
+ * where the caller waits for it.  So the pass starts late: when the walk
+ * is expected to end in HM_AHEAD_LEAD percent of the last pass's time
+ * (the last walk's device time from the submission; HMIRROR_AHEAD_LEAD
+ * overrides it, 0 to 1000, a measurement).  Started at once, the pass met
+ * the guest's writes mid-way: a short boundary let it start early, so the
+ * next boundary took what it had missed, was long, and let the next pass
+ * start late -- dispatches alternated 13.5 / 19.7 ms on the lent H100;
+ * started late they took 15.4 ms each (Documentation/performance.rst).
+ * Less than the whole pass: one that ends a little after the walk takes
+ * more of the writes for the next boundary than the wait costs (100: 18.0
+ * ms median, the alternation back; 80: 15.4).  At once without a side
+ * queue (the copy waits for the walk), without timestamps, on the first
+ * dispatch, and with HM_ENGINE_AHEAD_EARLY (the control of the
+ * measurement above, hmirror-bench workload's hmirror-early).
  */
-#define HM_AHEAD_MARGIN_NS	500000ull
+#define HM_AHEAD_LEAD 80u
+
+static unsigned ahead_lead(void)
+{
+	static int lead = -1;
+	int v = __atomic_load_n(&lead, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *s = getenv("HMIRROR_AHEAD_LEAD");
+		char *end;
+		unsigned long n;
+
+		v = HM_AHEAD_LEAD;
+		if (s && *s) {
+			n = strtoul(s, &end, 10);
+			if (!*end && n <= 1000)
+				v = (int)n;
+		}
+		__atomic_store_n(&lead, v, __ATOMIC_RELAXED);
+	}
+	return (unsigned)v;
+}
 
 static void ahead_wait_start(struct hm_engine *e, uint64_t t_submit)
 {
-	uint64_t need = e->ahead_pass_ns + e->ahead_pass_ns / 4 + HM_AHEAD_MARGIN_NS, until;
+	uint64_t need = e->ahead_pass_ns * ahead_lead() / 100, until;
 
-	if (!(e->p.flags & HM_ENGINE_AHEAD_LATE) || !e->vk->side || !e->walk_ns ||
+	if ((e->p.flags & HM_ENGINE_AHEAD_EARLY) || !e->vk->side || !e->walk_ns ||
 	    !e->ahead_pass_ns || e->walk_ns <= need)
 		return;
 	until = t_submit + (e->walk_ns - need);

@@ -56,7 +56,7 @@ int hm_engine_new(struct hm_vk *vk, const struct hm_engine_params *p, struct hm_
 	if (!p)
 		p = &defaults;
 	if (p->flags & ~(HM_ENGINE_FLAGS_ALL | HM_ENGINE_NO_WINDOW | HM_ENGINE_NO_AHEAD |
-			 HM_ENGINE_AHEAD_LATE) ||
+			 HM_ENGINE_AHEAD_EARLY) ||
 	    p->max_chunks > HM_ENGINE_MAX_CHUNKS_LIMIT ||
 	    p->twin_mode > HM_TWIN_GATHER || p->reserved[0] || p->reserved[1] || p->reserved[2])
 		return -EINVAL;

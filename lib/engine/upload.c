@@ -568,6 +568,23 @@ out_unwind:
  */
 #define HM_UPLOAD_RETRIES 2
 
+/* HM_UPLOAD_RETRIES, or HMIRROR_UPLOAD_RETRIES (0 to 2: a measurement) */
+static unsigned upload_retries(void)
+{
+	static int nr = -1;
+	int n = __atomic_load_n(&nr, __ATOMIC_RELAXED);
+
+	if (n < 0) {
+		const char *v = getenv("HMIRROR_UPLOAD_RETRIES");
+
+		n = HM_UPLOAD_RETRIES;
+		if (v && v[0] >= '0' && v[0] <= '0' + HM_UPLOAD_RETRIES && !v[1])
+			n = v[0] - '0';
+		__atomic_store_n(&nr, n, __ATOMIC_RELAXED);
+	}
+	return (unsigned)n;
+}
+
 int hm_engine_upload_ahead(struct hm_engine *e)
 {
 	size_t discarded;
@@ -584,11 +601,10 @@ int hm_engine_upload(struct hm_engine *e)
 
 	if (!e->mirrors || !e->nr_queue)
 		return 0;
-	for (unsigned t = 0; t <= HM_UPLOAD_RETRIES; t++) {
-		err = upload_once(e, t == HM_UPLOAD_RETRIES, &discarded);
-		if (err || !discarded || !e->nr_queue)
+	for (unsigned t = 0, last = upload_retries();; t++) {
+		err = upload_once(e, t == last, &discarded);
+		if (err || !discarded || !e->nr_queue || t == last)
 			return err;
 		e->st.upload_retries++;
 	}
-	return 0;
 }

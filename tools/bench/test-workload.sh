@@ -12,7 +12,7 @@ bin=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/hmirror-test-workload.XXXXXX")
 dpid=
 trap '[ -n "$dpid" ] && kill $dpid 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
-modes="ideal zero-copy buffer-cache hmirror hmirror-boundary hmirror-late hmirror-daemon hmirror-helper"
+modes="ideal zero-copy buffer-cache hmirror hmirror-boundary hmirror-early hmirror-daemon hmirror-helper"
 echo "TAP version 13"
 echo "1..9"
 HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} \

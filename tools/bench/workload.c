@@ -78,11 +78,11 @@ pid_t bench_spawn_daemon(const char *sock);	/* dispatch.c */
 
 enum wl_mode {
 	M_IDEAL, M_ZERO_COPY, M_BUFFER_CACHE, M_HMIRROR, M_HMIRROR_DAEMON, M_HMIRROR_HELPER,
-	M_HMIRROR_BOUNDARY, M_HMIRROR_LATE, M_UVM, M_UVM_HMM, M_NR
+	M_HMIRROR_BOUNDARY, M_HMIRROR_EARLY, M_UVM, M_UVM_HMM, M_NR
 };
 static const char *const mode_name[M_NR] = {
 	"ideal", "zero-copy", "buffer-cache", "hmirror", "hmirror-daemon", "hmirror-helper",
-	"hmirror-boundary", "hmirror-late", "uvm", "uvm-hmm",
+	"hmirror-boundary", "hmirror-early", "uvm", "uvm-hmm",
 };
 
 /* per dispatch of an engine mode: the engine's counters' differences */
@@ -593,8 +593,8 @@ static int engine_setup(struct wl_run *r)
 		p.flags |= HM_ENGINE_NO_MIRRORS;
 	if (r->res->mode == M_HMIRROR_BOUNDARY)
 		p.flags |= HM_ENGINE_NO_AHEAD;
-	if (r->res->mode == M_HMIRROR_LATE)
-		p.flags |= HM_ENGINE_AHEAD_LATE;
+	if (r->res->mode == M_HMIRROR_EARLY)
+		p.flags |= HM_ENGINE_AHEAD_EARLY;
 	err = hm_engine_new(r->w->vk, &p, &r->e);
 	if (!err)
 		err = hm_engine_add_space(r->e, r->space, GUEST_BASE, NULL);
@@ -607,11 +607,11 @@ static int engine_setup(struct wl_run *r)
 					       (uint64_t)r->sc.nr_rays * sizeof(struct demo_hit),
 					       r->w->hits_advice);
 	}
-	/* hmirror, hmirror-boundary, hmirror-late: the hierarchy's loads at
+	/* hmirror, hmirror-boundary, hmirror-early: the hierarchy's loads at
 	 * the mirror window (two tiers); hmirror-helper and zero-copy: every
 	 * load through the helper */
 	if (!err && (r->res->mode == M_HMIRROR || r->res->mode == M_HMIRROR_BOUNDARY ||
-		     r->res->mode == M_HMIRROR_LATE))
+		     r->res->mode == M_HMIRROR_EARLY))
 		err = hm_engine_pipeline_new(r->e, hm_demo_traverse_spec_spv,
 					     sizeof(hm_demo_traverse_spec_spv) / 4, "main",
 					     DEMO_USER_PUSH, &r->pipe);
@@ -862,7 +862,7 @@ static const struct wl_mode_ops mode_ops[M_NR] = {
 	[M_HMIRROR_DAEMON] = { daemon_setup, daemon_dispatch, daemon_teardown },
 	[M_HMIRROR_HELPER] = { engine_setup, engine_dispatch, engine_teardown },
 	[M_HMIRROR_BOUNDARY] = { engine_setup, engine_dispatch, engine_teardown },
-	[M_HMIRROR_LATE] = { engine_setup, engine_dispatch, engine_teardown },
+	[M_HMIRROR_EARLY] = { engine_setup, engine_dispatch, engine_teardown },
 	[M_UVM] = { uvm_setup, uvm_dispatch, uvm_teardown },
 	[M_UVM_HMM] = { uvm_setup, uvm_dispatch, uvm_teardown },
 };
@@ -916,7 +916,7 @@ static int run_mode(struct wl *w, enum wl_mode m, unsigned round, struct wl_resu
 	res->t_ms = calloc(w->dispatches, sizeof(double));
 	res->gpu_ms = calloc(w->dispatches, sizeof(double));
 	if (m == M_ZERO_COPY || m == M_HMIRROR || m == M_HMIRROR_DAEMON || m == M_HMIRROR_HELPER ||
-	    m == M_HMIRROR_BOUNDARY || m == M_HMIRROR_LATE) {
+	    m == M_HMIRROR_BOUNDARY || m == M_HMIRROR_EARLY) {
 		res->tl = calloc(w->dispatches, sizeof(*res->tl));
 		if (w->prefetch_each && m != M_ZERO_COPY &&
 		    !(res->pf_ms = calloc(w->dispatches, sizeof(double))))
@@ -1122,6 +1122,9 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		TL("harvest_ms", ns_harvest, 1e-6); TL("upload_ms", ns_upload, 1e-6);
 		TL("gpu_ms", ns_gpu, 1e-6); TL("copy_back_ms", ns_copy_back, 1e-6);
 		TL("ahead_uploads", ahead_up, 1); TL("ahead_ms", ns_ahead, 1e-6);
+		TL("ahead_discarded", ahead_disc, 1); TL("retries", retries, 1);
+		TL("check_ms", ns_up_check, 1e-6); TL("win_sync_ms", ns_win_sync, 1e-6);
+		TL("up_copy_ms", ns_upload_copy, 1e-6);
 #undef TL
 	}
 	printf("}\n");
@@ -1312,12 +1315,12 @@ static void usage(FILE *f)
 		"       [--constant] [--backend NAME] [--socket PATH] [--threads N]\n"
 		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--no-prefetch] [--json]\n"
 		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper\n"
-		"       hmirror-boundary hmirror-late uvm uvm-hmm\n"
+		"       hmirror-boundary hmirror-early uvm uvm-hmm\n"
 		"  (hmirror, hmirror-daemon: loads at the mirror window, two tiers;\n"
 		"  hmirror-helper and zero-copy: every load through the helper;\n"
 		"  hmirror-boundary: hmirror with every upload at the dispatch boundary,\n"
-		"  none beside the dispatch; hmirror-late: hmirror with the uploads beside\n"
-		"  the dispatch started as late as the last walk allows)\n"
+		"  none beside the dispatch; hmirror-early: hmirror with the uploads beside\n"
+		"  the dispatch started at once, not as late as the last walk allows)\n"
 		"  (default all; the CUDA ones where hmirror-bench-uvm.so loads)\n"
 		"  --size MIB       hierarchy (default 1024 on a GPU, 16 on a CPU device)\n"
 		"  --rays N         a dispatch (default 1 Mi on a GPU, 8192 on a CPU device)\n"
@@ -1506,11 +1509,11 @@ int bench_workload(int argc, char **argv)
 				fprintf(stderr, " %s %.0f (q4/q2 %.2f)", mode_name[m], rs[m], dec[m]);
 		fprintf(stderr, "\nworkload: hmirror/ideal %.2f, hmirror/buffer-cache %.2f, "
 			"hmirror/uvm %.2f, hmirror-daemon/ideal %.2f, hmirror/hmirror-helper %.2f, "
-			"hmirror/hmirror-boundary %.2f, hmirror-late/hmirror %.2f\n",
+			"hmirror/hmirror-boundary %.2f, hmirror/hmirror-early %.2f\n",
 			RATIO(M_HMIRROR, M_IDEAL), RATIO(M_HMIRROR, M_BUFFER_CACHE),
 			RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL),
 			RATIO(M_HMIRROR, M_HMIRROR_HELPER), RATIO(M_HMIRROR, M_HMIRROR_BOUNDARY),
-			RATIO(M_HMIRROR_LATE, M_HMIRROR));
+			RATIO(M_HMIRROR, M_HMIRROR_EARLY));
 		if (w.vk->validation)
 			fprintf(stderr, "workload: %u validation messages%s%s\n",
 				hm_vk_validation_count(w.vk), hm_vk_validation_count(w.vk) ? ", last: " : "",
@@ -1534,12 +1537,12 @@ int bench_workload(int argc, char **argv)
 			printf("},\"hmirror_over_ideal\":%.3f,\"hmirror_over_buffer_cache\":%.3f,"
 			       "\"hmirror_over_uvm\":%.3f,\"daemon_over_ideal\":%.3f,"
 			       "\"hmirror_over_helper\":%.3f,\"hmirror_over_boundary\":%.3f,"
-			       "\"late_over_hmirror\":%.3f,"
+			       "\"hmirror_over_early\":%.3f,"
 			       "\"validation_messages\":%u,\"all_verified\":%s}\n",
 			       RATIO(M_HMIRROR, M_IDEAL), RATIO(M_HMIRROR, M_BUFFER_CACHE),
 			       RATIO(M_HMIRROR, M_UVM), RATIO(M_HMIRROR_DAEMON, M_IDEAL),
 			       RATIO(M_HMIRROR, M_HMIRROR_HELPER), RATIO(M_HMIRROR, M_HMIRROR_BOUNDARY),
-			       RATIO(M_HMIRROR_LATE, M_HMIRROR),
+			       RATIO(M_HMIRROR, M_HMIRROR_EARLY),
 			       hm_vk_validation_count(w.vk), bad ? "false" : "true");
 		}
 #undef RATIO
