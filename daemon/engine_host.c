@@ -112,21 +112,21 @@ unsigned hmd_engine_validation_count(void)
 
 static int client_engine(struct hmd_client *c, struct hm_engine **ret)
 {
-	/* no device timestamps: nothing of the daemon reads ns_dispatch_gpu,
-	 * and they doubled an empty dispatch on lavapipe (daemon.rst) */
 	struct hm_engine_params p = {
 		.timeout_ns = hmd.dispatch_timeout_ns,
 		.chunk_shift = __builtin_ctzll(HM_PROTO_MAP_ALIGN),
 		/* mapped chunks, aliases counted (the table costs ~150 B each) */
 		.max_chunks = HM_PROTO_MAX_MAPPED_BYTES / HM_PROTO_MAP_ALIGN,
-#ifdef HM_ENGINE_NO_TIMESTAMPS
-		.flags = HM_ENGINE_NO_TIMESTAMPS,
-#endif
 	};
 	int r;
 
 	if (!vk)
 		return -ENOSYS;
+	/* device timestamps time the walk, which the uploads beside it wait
+	 * on to start late (ahead.c); on a CPU device they doubled an empty
+	 * dispatch and there is no second queue to wait on (daemon.rst) */
+	if (vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU)
+		p.flags |= HM_ENGINE_NO_TIMESTAMPS;
 	if (!c->engine) {
 		struct hm_engine *e;
 
