@@ -423,48 +423,8 @@ static size_t keep_unmoved(struct hm_engine *e, size_t n)
 	return k;
 }
 
-/* MEASUREMENT: HMIRROR_CHECK_PEEK=1: every try's check read-only, the raced
- * candidates' writes taken after it (retake()) */
-static bool check_peek(void)
-{
-	static int on = -1;
-	int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
-
-	if (v < 0) {
-		const char *s = getenv("HMIRROR_CHECK_PEEK");
-
-		v = s && !strcmp(s, "1");
-		__atomic_store_n(&on, v, __ATOMIC_RELAXED);
-	}
-	return v;
-}
-
-/*
- * Before a retry whose check only looked (HM_GEN_PEEK): the writes found in
- * the raced candidates refs[0..n) (ascending) taken and their pages
- * protected again, so that the retry's generations start from them (the
- * other chunks' writes stay for the next harvest).  ug: room for their
- * units, overwritten.
- */
-static int retake(struct hm_engine *e, uint64_t *refs, size_t n, uint64_t *ug)
-{
-	for (size_t i = 0, j; i < n; i = j) {
-		uint32_t space = hm_ref_space(refs[i]);
-		int err;
-
-		for (j = i; j < n && hm_ref_space(refs[j]) == space; j++)
-			refs[j] = hm_ref_idx(refs[j]);
-		err = note_generations(e, &e->spaces[space], refs + i, j - i, 0, ug);
-		if (err)
-			return err;
-	}
-	return 0;
-}
-
 static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 {
-	bool peek = last || check_peek();
-	size_t nr_raced = 0;
 	size_t n = 0, units = 0, nf = 0;
 	uint64_t bytes = 0, t0;
 	int err;
@@ -549,7 +509,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 	 * pages; the last try only looks (HM_GEN_PEEK, a read-only scan that
 	 * flushes no TLB), and what it finds stays for the next harvest */
 	t0 = hm_now_ns();
-	err = arm_and_note(e, n, peek ? HM_GEN_PEEK : 0, e->ug1);
+	err = arm_and_note(e, n, last ? HM_GEN_PEEK : 0, e->ug1);
 	t0 = hm_now_ns() - t0;
 	e->st.ns_upload_gens += t0;
 	e->st.ns_upload_check += t0;
@@ -571,8 +531,6 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			if (rearm && (c->flags & HM_CH_ARMED)) {
 				c->flags &= ~HM_CH_ARMED;
 				sp->nr_armed--;
-			} else if (peek && !last && (c->flags & HM_CH_ARMED)) {
-				e->idxs[nr_raced++] = e->cand[i];     /* retake() */
 			}
 			if (e->in_walk) {
 				e->st.ahead_discarded++;
@@ -591,14 +549,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			cand_unwind(e, i);
 	}
 	e->st.ns_upload_publish += hm_now_ns() - t0;
-	if (nr_raced) {
-		t0 = hm_now_ns();
-		err = retake(e, e->idxs, nr_raced, e->ug0);
-		t0 = hm_now_ns() - t0;
-		e->st.ns_upload_gens += t0;
-		e->st.ns_upload_check += t0;
-	}
-	return err;
+	return 0;
 
 out_unwind:
 	/* nothing was published */
