@@ -1149,6 +1149,7 @@ TEST_F(rules, upload_raced_every_try_stays_home)
 	ASSERT_EQ(3, self->hook_calls);		/* the copy and two retries */
 	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
 	ASSERT_EQ(3, st.uploads_discarded);
+	ASSERT_EQ(2, st.upload_retries);	/* the tries after the first, no more */
 	ASSERT_EQ(0, st.uploads);
 	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
 	ASSERT_FALSE(m);
