@@ -57,10 +57,13 @@ bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared)
  * started late they took 15.4 ms each (Documentation/performance.rst).
  * Less than the whole pass: one that ends a little after the walk takes
  * more of the writes for the next boundary than the wait costs (100: 18.0
- * ms median, the alternation back; 80: 15.4).  At once without a side
- * queue (the copy waits for the walk), without timestamps, on the first
- * dispatch, and with HM_ENGINE_AHEAD_EARLY (the control of the
- * measurement above, hmirror-bench workload's hmirror-early).
+ * ms median, the alternation back; 80: 15.4).  A pass as long as the
+ * walk (a host with a slower CPU) starts almost at once, and the
+ * alternation may come back: the pass's own length is what is left.  At
+ * once without a side queue (the copy waits for the walk), without
+ * timestamps, on the first dispatch, and with HM_ENGINE_AHEAD_EARLY (the
+ * control of the measurement above, hmirror-bench workload's
+ * hmirror-early).  The wait ends with the walk, whatever the estimate.
  */
 #define HM_AHEAD_LEAD 80u
 
