@@ -452,6 +452,10 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_AHEAD_UPLOADS] = s.ahead_uploads;
 	v[HM_ESTAT_AHEAD_DISCARDED] = s.ahead_discarded;
 	v[HM_ESTAT_NS_AHEAD] = s.ns_ahead;
+	v[HM_ESTAT_NS_AHEAD_WAIT] = s.ns_ahead_wait;
+	v[HM_ESTAT_NS_AHEAD_HARVEST] = s.ns_ahead_harvest;
+	v[HM_ESTAT_NS_AHEAD_COPY] = s.ns_ahead_copy;
+	v[HM_ESTAT_NS_AHEAD_CHECK] = s.ns_ahead_check;
 	return HM_ESTAT_NR;
 }
 

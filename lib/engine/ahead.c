@@ -90,18 +90,21 @@ static unsigned ahead_lead(void)
 
 static void ahead_wait_start(struct hm_engine *e, uint64_t t_submit)
 {
-	uint64_t need = e->ahead_pass_ns * ahead_lead() / 100, until;
+	uint64_t need = e->ahead_pass_ns * ahead_lead() / 100, until, t0, now;
 
 	if ((e->p.flags & HM_ENGINE_AHEAD_EARLY) || !e->vk->side || !e->walk_ns ||
 	    !e->ahead_pass_ns || e->walk_ns <= need)
 		return;
 	until = t_submit + (e->walk_ns - need);
-	while (hm_now_ns() < until &&
-	       vkGetFenceStatus(e->vk->dev, e->cmd_dispatch.fence) == VK_NOT_READY) {
+	t0 = hm_now_ns();
+	for (now = t0; now < until &&
+	     vkGetFenceStatus(e->vk->dev, e->cmd_dispatch.fence) == VK_NOT_READY;
+	     now = hm_now_ns()) {
 		struct timespec ts = { 0, 100000 };
 
 		nanosleep(&ts, NULL);
 	}
+	e->st.ns_ahead_wait += now - t0;
 }
 
 void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
@@ -109,7 +112,8 @@ void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
 	/* the upload step's own phase times stay the boundary's */
 	uint64_t keep[5] = { e->st.ns_upload_copy, e->st.ns_upload_select, e->st.ns_upload_gens,
 			     e->st.ns_upload_publish, e->st.ns_upload_check };
-	uint64_t t0;
+	uint64_t t0, t1;
+	int err;
 
 	if (e->test.during_dispatch)
 		e->test.during_dispatch(e->test.arg);
@@ -118,8 +122,13 @@ void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
 	e->in_walk = true;
 	/* an error leaves what it reached listed, and the rest for the
 	 * boundary's harvest and upload, which report it */
-	if (!hm_engine_harvest(e))
+	err = hm_engine_harvest(e);
+	t1 = hm_now_ns();
+	if (!err)
 		hm_engine_upload_ahead(e);
+	e->st.ns_ahead_harvest += t1 - t0;
+	e->st.ns_ahead_copy += e->st.ns_upload_copy - keep[0];
+	e->st.ns_ahead_check += e->st.ns_upload_check - keep[4];
 	e->in_walk = false;
 	e->st.ns_upload_copy = keep[0];
 	e->st.ns_upload_select = keep[1];

@@ -2180,6 +2180,14 @@ TEST_F(rules, ahead_upload_refreshes_a_written_mirror)
 	ASSERT_EQ(1, st.ahead_uploads);
 	ASSERT_EQ(0, st.ahead_discarded);
 	ASSERT_EQ(2, st.uploads);
+	/* the pass's time in its parts: the second pass harvested, copied
+	 * and checked; the late start needs a second queue and timestamps */
+	ASSERT_GT(st.ns_ahead_harvest, 0);
+	ASSERT_GT(st.ns_ahead_copy, 0);
+	ASSERT_GT(st.ns_ahead_check, 0);
+	ASSERT_GE(st.ns_ahead, st.ns_ahead_harvest + st.ns_ahead_copy + st.ns_ahead_check);
+	if (!self->v.vk->side)
+		ASSERT_EQ(0, st.ns_ahead_wait);
 	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
 	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
 	ASSERT_TRUE(m);

@@ -92,7 +92,8 @@ struct wl_tl {
 	uint64_t ns_harvest, ns_upload, ns_upload_copy, ns_dispatch, ns_gpu, ns_marks,
 		 ns_up_select, ns_up_gens, ns_up_publish, ns_win_sync,
 		 ns_copy_back, ns_up_check, retries, win_binds, win_fills, win_copies,
-		 ahead_up, ahead_disc, ns_ahead;
+		 ahead_up, ahead_disc, ns_ahead, ns_ahead_wait, ns_ahead_harvest, ns_ahead_copy,
+		 ns_ahead_check;
 };
 
 struct wl_result {
@@ -668,6 +669,10 @@ static void tl_from_engine(struct wl_tl *t, const struct hm_engine_stats *a,
 	t->ahead_up = b->ahead_uploads - a->ahead_uploads;
 	t->ahead_disc = b->ahead_discarded - a->ahead_discarded;
 	t->ns_ahead = b->ns_ahead - a->ns_ahead;
+	t->ns_ahead_wait = b->ns_ahead_wait - a->ns_ahead_wait;
+	t->ns_ahead_harvest = b->ns_ahead_harvest - a->ns_ahead_harvest;
+	t->ns_ahead_copy = b->ns_ahead_copy - a->ns_ahead_copy;
+	t->ns_ahead_check = b->ns_ahead_check - a->ns_ahead_check;
 }
 
 static void tl_from_daemon(struct wl_tl *t, const uint64_t *a, const uint64_t *b)
@@ -680,6 +685,13 @@ static void tl_from_daemon(struct wl_tl *t, const uint64_t *a, const uint64_t *b
 	D(bytes_home, BYTES_COPIED_HOME); D(ns_harvest, NS_HARVEST); D(ns_upload, NS_UPLOAD);
 	D(ns_upload_copy, NS_UPLOAD_COPY); D(ns_dispatch, NS_DISPATCH);
 	D(ns_gpu, NS_DISPATCH_GPU); D(ns_marks, NS_MARKS); D(ns_copy_back, NS_COPY_BACK);
+	D(ns_up_select, NS_UPLOAD_SELECT); D(ns_up_gens, NS_UPLOAD_GENS);
+	D(ns_up_check, NS_UPLOAD_CHECK); D(ns_up_publish, NS_UPLOAD_PUBLISH);
+	D(ns_win_sync, NS_WINDOW_SYNC); D(retries, UPLOAD_RETRIES); D(win_binds, WINDOW_BINDS);
+	D(win_fills, WINDOW_FILLS); D(win_copies, WINDOW_COPIES); D(ahead_up, AHEAD_UPLOADS);
+	D(ahead_disc, AHEAD_DISCARDED); D(ns_ahead, NS_AHEAD); D(ns_ahead_wait, NS_AHEAD_WAIT);
+	D(ns_ahead_harvest, NS_AHEAD_HARVEST); D(ns_ahead_copy, NS_AHEAD_COPY);
+	D(ns_ahead_check, NS_AHEAD_CHECK);
 #undef D
 	t->mirrored = b[HM_ESTAT_CHUNKS_MIRRORED];
 }
@@ -895,7 +907,8 @@ static void summarize(struct wl *w, struct wl_result *res)
 		A(ns_harvest); A(ns_upload); A(ns_upload_copy); A(ns_dispatch); A(ns_gpu);
 		A(ns_marks); A(ns_copy_back); A(ns_up_select); A(ns_up_gens); A(ns_up_publish);
 		A(ns_win_sync); A(ns_up_check); A(retries); A(win_binds); A(win_fills);
-		A(win_copies); A(ahead_up); A(ahead_disc); A(ns_ahead);
+		A(win_copies); A(ahead_up); A(ahead_disc); A(ns_ahead); A(ns_ahead_wait);
+		A(ns_ahead_harvest); A(ns_ahead_copy); A(ns_ahead_check);
 #undef A
 		s->mirrored = t->mirrored;
 	}
@@ -1084,7 +1097,9 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       "\"upload\":%.3f,\"upload_copy\":%.3f,\"dispatch\":%.3f,\"dispatch_gpu\":%.3f,"
 		       "\"marks\":%.3f,\"copy_back\":%.3f,\"upload_select\":%.3f,"
 		       "\"upload_gens\":%.3f,\"upload_check\":%.3f,"
-		       "\"upload_publish\":%.3f,\"window_sync\":%.3f,\"ahead\":%.3f},"
+		       "\"upload_publish\":%.3f,\"window_sync\":%.3f,\"ahead\":%.3f,"
+		       "\"ahead_wait\":%.3f,\"ahead_harvest\":%.3f,\"ahead_copy\":%.3f,"
+		       "\"ahead_check\":%.3f},"
 		       "\"upload_retries\":%" PRIu64
 		       ",\"window_binds\":%" PRIu64 ",\"window_fills\":%" PRIu64
 		       ",\"window_copies\":%" PRIu64 ",\"ahead_uploads\":%" PRIu64
@@ -1096,7 +1111,9 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       s->ns_copy_back * 1e-6 / n, s->ns_up_select * 1e-6 / n,
 		       s->ns_up_gens * 1e-6 / n, s->ns_up_check * 1e-6 / n,
 		       s->ns_up_publish * 1e-6 / n,
-		       s->ns_win_sync * 1e-6 / n, s->ns_ahead * 1e-6 / n, s->retries, s->win_binds,
+		       s->ns_win_sync * 1e-6 / n, s->ns_ahead * 1e-6 / n, s->ns_ahead_wait * 1e-6 / n,
+		       s->ns_ahead_harvest * 1e-6 / n, s->ns_ahead_copy * 1e-6 / n,
+		       s->ns_ahead_check * 1e-6 / n, s->retries, s->win_binds,
 		       s->win_fills, s->win_copies, s->ahead_up, s->ahead_disc);
 	printf(",\"t_ms\":[");
 	for (uint32_t i = 0; i < res->done; i++)
@@ -1125,6 +1142,10 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		TL("ahead_discarded", ahead_disc, 1); TL("retries", retries, 1);
 		TL("check_ms", ns_up_check, 1e-6); TL("win_sync_ms", ns_win_sync, 1e-6);
 		TL("up_copy_ms", ns_upload_copy, 1e-6);
+		TL("ahead_wait_ms", ns_ahead_wait, 1e-6);
+		TL("ahead_harvest_ms", ns_ahead_harvest, 1e-6);
+		TL("ahead_copy_ms", ns_ahead_copy, 1e-6);
+		TL("ahead_check_ms", ns_ahead_check, 1e-6);
 #undef TL
 	}
 	printf("}\n");

@@ -428,6 +428,10 @@ struct hm_engine_stats {
 	uint64_t ahead_uploads;         /* mirrors they published (also in uploads) */
 	uint64_t ahead_discarded;       /* copies written meanwhile, by the CPU or the dispatch */
 	uint64_t ns_ahead;              /* their time (the part past the dispatch's end counts in ns_dispatch) */
+	uint64_t ns_ahead_wait;         /* waited before them for the late start (not in ns_ahead) */
+	uint64_t ns_ahead_harvest;      /* of ns_ahead: their harvests */
+	uint64_t ns_ahead_copy;         /* of ns_ahead: their copies (submit + wait) */
+	uint64_t ns_ahead_check;        /* of ns_ahead: their checks after the copies */
 };
 int  hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret);
 

@@ -392,6 +392,10 @@ enum hm_engine_stat {
 	HM_ESTAT_AHEAD_UPLOADS,		/* mirrors those published (also in UPLOADS) */
 	HM_ESTAT_AHEAD_DISCARDED,		/* their copies written meanwhile */
 	HM_ESTAT_NS_AHEAD,
+	HM_ESTAT_NS_AHEAD_WAIT,		/* the late start's waits, before the passes */
+	HM_ESTAT_NS_AHEAD_HARVEST,		/* of NS_AHEAD: the passes' harvests */
+	HM_ESTAT_NS_AHEAD_COPY,		/* of NS_AHEAD: their copies */
+	HM_ESTAT_NS_AHEAD_CHECK,		/* of NS_AHEAD: their checks after the copies */
 	HM_ESTAT_NR
 };
 
