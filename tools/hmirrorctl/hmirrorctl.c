@@ -162,10 +162,11 @@ static int cmd_top(double period, long count)
 	for (long line = 0; r == 0 && (count <= 0 || line < count); line++) {
 		if (line % 20 == 0) {
 			printf("# %8s %4s %8s %5s %7s %7s %7s %9s %9s %6s | per dispatch: %6s %5s "
-			       "%5s %5s %6s %6s %5s %5s %7s %7s %7s %7s %7s\n", "time",
+			       "%5s %5s %6s %6s %5s %5s %6s %7s %7s %7s %7s %7s %7s\n", "time",
 			       "cli", "disp/s", "infl", "mirr", "trips/s", "drops/s",
 			       "up MB/s", "home KB/s", "bad/s", "upl", "disc", "ahd", "ahdsc", "drop", "refr",
-			       "evict", "back", "harv_ms", "upl_ms", "disp_ms", "ahd_ms", "home_ms");
+			       "evict", "back", "marks", "harv_ms", "upl_ms", "disp_ms", "gpu_ms", "ahd_ms",
+			       "home_ms");
 		}
 		usleep((useconds_t)(period * 1e6));
 		r = hm_client_stats(c, &cur);
@@ -183,8 +184,8 @@ static int cmd_top(double period, long count)
 		uint64_t nd = cur.engine[HM_ESTAT_DISPATCHES] - prev.engine[HM_ESTAT_DISPATCHES];
 #define PER(k) (nd ? (double)(cur.engine[HM_ESTAT_##k] - prev.engine[HM_ESTAT_##k]) / nd : 0.0)
 		printf("  %8s %4" PRIu64 " %8.1f %5" PRIu64 " %7" PRIu64 " %7.1f %7.1f "
-		       "%9.2f %9.2f %6.1f | %19.0f %5.0f %5.0f %5.0f %6.0f %6.0f %5.0f %5.0f %7.2f %7.2f "
-		       "%7.2f %7.2f %7.2f\n", ts, cur.daemon[HM_DSTAT_CLIENTS] - 1,
+		       "%9.2f %9.2f %6.1f | %19.0f %5.0f %5.0f %5.0f %6.0f %6.0f %5.0f %5.0f %6.0f %7.2f "
+		       "%7.2f %7.2f %7.2f %7.2f %7.2f\n", ts, cur.daemon[HM_DSTAT_CLIENTS] - 1,
 		       RATE(daemon[HM_DSTAT_DISPATCHES]), cur.daemon[HM_DSTAT_INFLIGHT],
 		       cur.engine[HM_ESTAT_CHUNKS_MIRRORED],
 		       RATE(engine[HM_ESTAT_GUARD_TRIPS]),
@@ -193,8 +194,9 @@ static int cmd_top(double period, long count)
 		       RATE(engine[HM_ESTAT_BYTES_COPIED_HOME]) / 1e3,
 		       RATE(daemon[HM_DSTAT_BAD_MSGS]), PER(UPLOADS), PER(UPLOADS_DISCARDED),
 		       PER(AHEAD_UPLOADS), PER(AHEAD_DISCARDED), PER(MIRRORS_DROPPED), PER(REFRESHES), PER(MIRRORS_EVICTED),
-		       PER(THRASH_BACKOFFS), PER(NS_HARVEST) * 1e-6, PER(NS_UPLOAD) * 1e-6,
-		       PER(NS_DISPATCH) * 1e-6, PER(NS_AHEAD) * 1e-6, PER(NS_COPY_BACK) * 1e-6);
+		       PER(THRASH_BACKOFFS), PER(MARKS_SCANNED), PER(NS_HARVEST) * 1e-6,
+		       PER(NS_UPLOAD) * 1e-6, PER(NS_DISPATCH) * 1e-6, PER(NS_DISPATCH_GPU) * 1e-6,
+		       PER(NS_AHEAD) * 1e-6, PER(NS_COPY_BACK) * 1e-6);
 #undef PER
 #undef RATE
 		prev = cur;
