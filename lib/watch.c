@@ -657,12 +657,16 @@ out:
 	return err;
 }
 
-/* the 64 bits of b from bit i on (bit i + 63 inside b) */
-static uint64_t hm_bits64(const uint64_t *b, uint64_t i)
+/* the n bits (1 to 64) of b from bit i on, bit i lowest; reads no word
+   past bit i + n - 1 */
+static uint64_t hm_bits_n(const uint64_t *b, uint64_t i, unsigned n)
 {
 	unsigned sh = i & 63;
+	uint64_t x = b[i >> 6] >> sh;
 
-	return sh ? b[i >> 6] >> sh | b[(i >> 6) + 1] << (64 - sh) : b[i >> 6];
+	if (sh && sh + n > 64)
+		x |= b[(i >> 6) + 1] << (64 - sh);
+	return n == 64 ? x : x & ((1ull << n) - 1);
 }
 
 int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
@@ -711,26 +715,32 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 			goto out;
 		c = e;
 	}
-	for (uint64_t c = first; c < end; c++) {
-		uint64_t w = c >> 6;
+	for (uint64_t c = first; c < end;) {
+		uint64_t w = c >> 6, stop = (w + 1) * 64 < end ? (w + 1) * 64 : end;
+		unsigned n = (unsigned)(stop - c);
+		uint64_t m = (n == 64 ? ~0ull : (1ull << n) - 1) << (c & 63);
 
-		/* a whole word of armed chunks none of which was recorded (nor
-		   seen written): their generations as they are */
-		if (!(c & 63) && end - c >= 64 && !s->gdirty[w] && s->armed[w] == ~0ull &&
-		    (!seen || !hm_bits64(seen, c - first))) {
-			memcpy(ret_gens + (c - first), s->gen + c, 64 * sizeof(*ret_gens));
-			c += 63;
+		/* the chunks of one word, all armed, none recorded (nor seen
+		   written): their generations as they are (a 64 KiB chunk's
+		   page units are a quarter word) */
+		if (!(s->gdirty[w] & m) && (s->armed[w] & m) == m &&
+		    (!seen || !hm_bits_n(seen, c - first, n))) {
+			memcpy(ret_gens + (c - first), s->gen + c, n * sizeof(*ret_gens));
+			c = stop;
 			continue;
 		}
-		if (hm_test_bit(s->gdirty, c)) {
-			hm_clear_bit(s->gdirty, c);
-			s->gen[c] += 2;
+		for (; c < stop; c++) {
+			if (hm_test_bit(s->gdirty, c)) {
+				hm_clear_bit(s->gdirty, c);
+				s->gen[c] += 2;
+			}
+			ret_gens[c - first] = s->gen[c] | !hm_test_bit(s->armed, c);
+			/* seen written: what the refresh that records it will
+			   make the generation, not stored, as the write is not
+			   taken */
+			if (seen && hm_test_bit(seen, c - first))
+				ret_gens[c - first] += 2;
 		}
-		ret_gens[c - first] = s->gen[c] | !hm_test_bit(s->armed, c);
-		/* seen written: what the refresh that records it will make the
-		   generation, not stored, as the write is not taken */
-		if (seen && hm_test_bit(seen, c - first))
-			ret_gens[c - first] += 2;
 	}
 out:
 	hm_unlock(s);
