@@ -71,6 +71,71 @@ int hm_grow(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
+static int cmp_key(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Sort n records of stride words at a, ascending by their first word.
+ * The engine's lists are a few ascending runs (the window's dirty list:
+ * the harvest's drops, then each upload try's publishes; an upload's
+ * candidates: the harvest's order), so the runs are merged pairwise: one
+ * pass over a list of two runs, none over a sorted one, where qsort()
+ * took 150 us over 5,800 sorted candidates on the development machine
+ * (500 us shuffled) and the window sync's planning 1.0 of its 2.3 ms on
+ * the H200 host.  Any order is sorted (each pass halves the runs);
+ * qsort() where there is no memory for the merge.
+ */
+void hm_sort_runs(uint64_t *a, size_t n, size_t stride)
+{
+	size_t runs = 1, bytes = stride * sizeof(*a);
+	uint64_t *tmp, *src = a, *dst;
+
+	for (size_t i = 1; i < n; i++)
+		runs += a[i * stride] < a[(i - 1) * stride];
+	if (runs == 1)
+		return;
+	tmp = malloc(n * bytes);
+	if (!tmp) {
+		qsort(a, n, bytes, cmp_key);
+		return;
+	}
+	dst = tmp;
+	while (runs > 1) {
+		size_t i = 0, k = 0;
+		uint64_t *t;
+
+		runs = 0;
+		while (i < n) {
+			size_t m = i + 1, j;
+
+			while (m < n && src[m * stride] >= src[(m - 1) * stride])
+				m++;            /* [i, m): a run */
+			j = m;
+			while (j < n && (j == m || src[j * stride] >= src[(j - 1) * stride]))
+				j++;            /* [m, j): the next, maybe empty */
+			for (size_t x = i, y = m; x < m || y < j; k++) {
+				size_t f = y >= j || (x < m && src[x * stride] <= src[y * stride]) ?
+					   x++ : y++;
+
+				for (size_t w = 0; w < stride; w++)
+					dst[k * stride + w] = src[f * stride + w];
+			}
+			runs++;
+			i = j;
+		}
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != a)
+		memcpy(a, src, n * bytes);
+	free(tmp);
+}
+
 static void free_pieces(struct hm_engine *e, struct hm_espace *sp)
 {
 	for (unsigned i = 0; i < sp->nr_pieces; i++) {

@@ -58,4 +58,9 @@ int hm__engine_populate_view(void *view, uint64_t size);
  * another value. */
 int hm__engine_set_twin_mode(struct hm_engine *e, uint32_t mode);
 
+/* Sort n records of stride words at a ascending by their first word
+ * (space.c; the engine's candidate and window lists): any order, records
+ * kept whole, equal keys allowed. */
+void hm_sort_runs(uint64_t *a, size_t n, size_t stride);
+
 #endif /* HMIRROR_ENGINE_TEST_HOOKS_H */

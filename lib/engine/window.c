@@ -497,64 +497,6 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	return 0;
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/*
- * Sort a[0..n) ascending.  The dirty list is a few ascending runs (the
- * harvest's drops, then each upload try's publishes, each in chunk order),
- * so the runs are merged pairwise: about two passes over the workload's
- * 13,000 entries a dispatch (planning took 1.0 of the window sync's 2.3 ms
- * on the H200 host; on lavapipe the merge took a third off it).  Any
- * order is sorted (each pass halves the runs); qsort() where there is no
- * memory for the merge.
- */
-static void sort_u64(uint64_t *a, size_t n)
-{
-	uint64_t *tmp, *src = a, *dst;
-	size_t runs = 1;
-
-	for (size_t i = 1; i < n; i++)
-		runs += a[i] < a[i - 1];
-	if (runs == 1)
-		return;
-	tmp = malloc(n * sizeof(*tmp));
-	if (!tmp) {
-		qsort(a, n, sizeof(*a), cmp_u64);
-		return;
-	}
-	dst = tmp;
-	while (runs > 1) {
-		size_t i = 0, k = 0;
-		uint64_t *t;
-
-		runs = 0;
-		while (i < n) {
-			size_t m = i + 1, j;
-
-			while (m < n && src[m] >= src[m - 1])
-				m++;            /* [i, m): a run */
-			j = m;
-			while (j < n && (j == m || src[j] >= src[j - 1]))
-				j++;            /* [m, j): the next, maybe empty */
-			for (size_t x = i, y = m; x < m || y < j;)
-				dst[k++] = y >= j || (x < m && src[x] <= src[y]) ? src[x++] : src[y++];
-			runs++;
-			i = j;
-		}
-		t = src;
-		src = dst;
-		dst = t;
-	}
-	if (src != a)
-		memcpy(a, src, n * sizeof(*a));
-	free(tmp);
-}
-
 /* Copies first (by pool slot: one slab after another), then fills (by
  * window offset). */
 static int cmp_op(const void *a, const void *b)
@@ -789,7 +731,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 		 * noted twice: plan its final state once */
 		size_t k = 0;
 
-		sort_u64(w->dirty, w->nr_dirty);
+		hm_sort_runs(w->dirty, w->nr_dirty, 1);
 		for (size_t i = 0; i < w->nr_dirty; i++)
 			if (!k || w->dirty[k - 1] != w->dirty[i])
 				w->dirty[k++] = w->dirty[i];
