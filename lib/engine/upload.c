@@ -300,19 +300,20 @@ static int cmp_slot(const void *a, const void *b)
  */
 static void sort_slots(const struct hm_engine *e, uint64_t *s, size_t n)
 {
-	uint64_t nr = (uint64_t)e->pool.nr_slabs * e->pool.slots_per_slab, *bits;
+	uint64_t nr = (uint64_t)e->pool.nr_slabs * e->pool.slots_per_slab, words = (nr + 63) / 64;
+	uint64_t *bits;
 	size_t k = 0;
 
 	if (n < 2)
 		return;
-	bits = calloc((nr + 63) / 64, sizeof(*bits));
+	bits = calloc(words, sizeof(*bits));
 	if (!bits) {
 		qsort(s, n, sizeof(*s), cmp_slot);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
 		bits[s[i] / 64] |= 1ull << (s[i] % 64);
-	for (uint64_t w = 0; k < n; w++)
+	for (uint64_t w = 0; w < words && k < n; w++)
 		for (uint64_t x = bits[w]; x; x &= x - 1)
 			s[k++] = w * 64 + (uint64_t)__builtin_ctzll(x);
 	free(bits);
