@@ -89,12 +89,8 @@ static bool unit_wanted(const struct hm_engine *e, size_t i, const struct hm_esp
 /* the upload's submission: beside the caller's dispatch on the side queue */
 static int run_upload(struct hm_engine *e)
 {
-	uint64_t t0 = hm_now_ns();
-	int err = e->in_walk ? hm_vk_cmd_run_side(e->vk, &e->cmd_upload, e->p.timeout_ns) :
-		  hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
-
-	e->st.ns_upload_copy += hm_now_ns() - t0;
-	return err;
+	return e->in_walk ? hm_vk_cmd_run_side(e->vk, &e->cmd_upload, e->p.timeout_ns) :
+	       hm_vk_cmd_run(e->vk, &e->cmd_upload, e->p.timeout_ns);
 }
 
 /* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */

@@ -389,7 +389,7 @@ struct hm_engine_stats {
 	/* time per phase, nanoseconds, summed over dispatches */
 	uint64_t ns_harvest;
 	uint64_t ns_upload;             /* selection, generations, copy, publish */
-	uint64_t ns_upload_copy;        /* the submitted copy alone (submit + wait) */
+	uint64_t ns_upload_copy;        /* the copy: recorded, submitted, waited for */
 	uint64_t ns_upload_select;      /* of ns_upload: picking candidates off the want list */
 	uint64_t ns_upload_gens;        /* of ns_upload: arming, noting generations, the check after each copy */
 	uint64_t ns_upload_publish;     /* of ns_upload: checks, table repoint, window notes */
@@ -430,7 +430,7 @@ struct hm_engine_stats {
 	uint64_t ns_ahead;              /* their time (the part past the dispatch's end counts in ns_dispatch) */
 	uint64_t ns_ahead_wait;         /* waited before them for the late start (not in ns_ahead) */
 	uint64_t ns_ahead_harvest;      /* of ns_ahead: their harvests */
-	uint64_t ns_ahead_copy;         /* of ns_ahead: their copies (submit + wait) */
+	uint64_t ns_ahead_copy;         /* of ns_ahead: their copies (as ns_upload_copy) */
 	uint64_t ns_ahead_check;        /* of ns_ahead: their checks after the copies */
 };
 int  hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret);
