@@ -88,14 +88,41 @@ static unsigned ahead_lead(void)
 	return (unsigned)v;
 }
 
+/*
+ * The walk's and the pass's figures the start is taken from: the last
+ * ones, or with HMIRROR_AHEAD_AVERAGE=1 (a measurement, not yet the
+ * default) running averages in which the newest weighs a quarter.  The
+ * last ones make a loop: the pass's copy lengthens the walk it overlaps,
+ * so a walk lengthened by an early pass starts the next one late and
+ * the short walk after it starts the next one early (13.9 / 17.8 ms
+ * alternating on one H100 host, Documentation/decisions.rst); averages
+ * would damp it.
+ */
+static uint64_t ahead_figure(uint64_t avg, uint64_t x)
+{
+	static int on = -1;
+	int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+
+	if (v < 0) {
+		const char *s = getenv("HMIRROR_AHEAD_AVERAGE");
+
+		v = s && s[0] == '1' && !s[1];
+		__atomic_store_n(&on, v, __ATOMIC_RELAXED);
+	}
+	return v && avg ? (3 * avg + x) / 4 : x;
+}
+
 static void ahead_wait_start(struct hm_engine *e, uint64_t t_submit)
 {
-	uint64_t need = e->ahead_pass_ns * ahead_lead() / 100, until, t0, now;
+	uint64_t need, until, t0, now;
 
-	if ((e->p.flags & HM_ENGINE_AHEAD_EARLY) || !e->vk->side || !e->walk_ns ||
-	    !e->ahead_pass_ns || e->walk_ns <= need)
+	if (e->walk_ns)
+		e->walk_est_ns = ahead_figure(e->walk_est_ns, e->walk_ns);
+	need = e->pass_est_ns * ahead_lead() / 100;
+	if ((e->p.flags & HM_ENGINE_AHEAD_EARLY) || !e->vk->side || !e->walk_est_ns ||
+	    !e->pass_est_ns || e->walk_est_ns <= need)
 		return;
-	until = t_submit + (e->walk_ns - need);
+	until = t_submit + (e->walk_est_ns - need);
 	t0 = hm_now_ns();
 	for (now = t0; now < until &&
 	     vkGetFenceStatus(e->vk->dev, e->cmd_dispatch.fence) == VK_NOT_READY;
@@ -137,6 +164,7 @@ void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
 	e->st.ns_upload_check = keep[4];
 	e->st.ahead_passes++;
 	e->ahead_pass_ns = hm_now_ns() - t0;
+	e->pass_est_ns = ahead_figure(e->pass_est_ns, e->ahead_pass_ns);
 	e->st.ns_ahead += e->ahead_pass_ns;
 }
 

@@ -295,6 +295,7 @@ struct hm_engine {
 	bool pend_lost;
 	uint64_t walk_ns;               /* the last dispatch's device time (timestamps), 0 */
 	uint64_t ahead_pass_ns;         /* the last pass of uploads beside one */
+	uint64_t walk_est_ns, pass_est_ns;      /* what the late start takes of them (ahead.c) */
 	uint64_t *pend;
 	size_t nr_pend, cap_pend;
 	struct hm_ready {
