@@ -83,11 +83,11 @@ static int cmp_key(const void *a, const void *b)
  * The engine's lists are a few ascending runs (the window's dirty list:
  * the harvest's drops, then each upload try's publishes; an upload's
  * candidates: the harvest's order), so the runs are merged pairwise: one
- * pass over a list of two runs, none over a sorted one, where qsort()
- * took 150-180 us over 5,800 candidates in one or two runs on the
- * development machine (500 us shuffled) and the window sync's planning 1.0 of its 2.3 ms on
- * the H200 host.  Any order is sorted (each pass halves the runs);
- * qsort() where there is no memory for the merge.
+ * pass over a list of two runs, none over a sorted one.  qsort() took
+ * 150-180 us over 5,800 candidates in one or two runs on the development
+ * machine (500 us shuffled), and the window sync's planning 1.0 of its
+ * 2.3 ms on the H200 host.  Any order is sorted (each pass halves the
+ * runs); qsort() where there is no memory for the merge.
  */
 void hm_sort_runs(uint64_t *a, size_t n, size_t stride)
 {
