@@ -70,22 +70,8 @@ bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared)
 static unsigned ahead_lead(void)
 {
 	static int lead = -1;
-	int v = __atomic_load_n(&lead, __ATOMIC_RELAXED);
 
-	if (v < 0) {
-		const char *s = getenv("HMIRROR_AHEAD_LEAD");
-		char *end;
-		unsigned long n;
-
-		v = HM_AHEAD_LEAD;
-		if (s && *s) {
-			n = strtoul(s, &end, 10);
-			if (!*end && n <= 1000)
-				v = (int)n;
-		}
-		__atomic_store_n(&lead, v, __ATOMIC_RELAXED);
-	}
-	return (unsigned)v;
+	return hm_env_knob("HMIRROR_AHEAD_LEAD", HM_AHEAD_LEAD, 1000, &lead);
 }
 
 /*
@@ -101,15 +87,8 @@ static unsigned ahead_lead(void)
 static uint64_t ahead_figure(uint64_t avg, uint64_t x)
 {
 	static int on = -1;
-	int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
 
-	if (v < 0) {
-		const char *s = getenv("HMIRROR_AHEAD_AVERAGE");
-
-		v = s && s[0] == '1' && !s[1];
-		__atomic_store_n(&on, v, __ATOMIC_RELAXED);
-	}
-	return v && avg ? (3 * avg + x) / 4 : x;
+	return hm_env_knob("HMIRROR_AHEAD_AVERAGE", 0, 1, &on) && avg ? (3 * avg + x) / 4 : x;
 }
 
 static void ahead_wait_start(struct hm_engine *e, uint64_t t_submit)

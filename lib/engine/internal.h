@@ -356,6 +356,7 @@ int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, u
 			VkBuffer *ret_buf, uint64_t *ret_off);
 int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
 void hm_sort_runs(uint64_t *a, size_t n, size_t stride);
+unsigned hm_env_knob(const char *name, unsigned def, unsigned max, int *cache);
 
 /* gmap.c: the guest address space */
 const struct hm_emap *hm_engine_map_find(const struct hm_engine *e, uint64_t gchunk);

@@ -201,23 +201,9 @@ static int select_candidates(struct hm_engine *e, size_t *ret_n)
  * lent hosts' costs of a call and of a page were never measured apart) */
 static uint64_t gen_gap(void)
 {
-	static int64_t gap = -1;
-	int64_t g = __atomic_load_n(&gap, __ATOMIC_RELAXED);
+	static int gap = -1;
 
-	if (g < 0) {
-		const char *v = getenv("HMIRROR_GEN_GAP");
-		char *end;
-		unsigned long n;
-
-		g = HM_GEN_GAP;
-		if (v && *v) {
-			n = strtoul(v, &end, 10);
-			if (!*end && n <= 1024)
-				g = (int64_t)n;
-		}
-		__atomic_store_n(&gap, g, __ATOMIC_RELAXED);
-	}
-	return (uint64_t)g;
+	return hm_env_knob("HMIRROR_GEN_GAP", HM_GEN_GAP, 1024, &gap);
 }
 
 static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t next)
@@ -623,17 +609,8 @@ out_unwind:
 static unsigned upload_retries(void)
 {
 	static int nr = -1;
-	int n = __atomic_load_n(&nr, __ATOMIC_RELAXED);
 
-	if (n < 0) {
-		const char *v = getenv("HMIRROR_UPLOAD_RETRIES");
-
-		n = HM_UPLOAD_RETRIES;
-		if (v && v[0] >= '0' && v[0] <= '0' + HM_UPLOAD_RETRIES && !v[1])
-			n = v[0] - '0';
-		__atomic_store_n(&nr, n, __ATOMIC_RELAXED);
-	}
-	return (unsigned)n;
+	return hm_env_knob("HMIRROR_UPLOAD_RETRIES", HM_UPLOAD_RETRIES, HM_UPLOAD_RETRIES, &nr);
 }
 
 int hm_engine_upload_ahead(struct hm_engine *e)
