@@ -325,14 +325,7 @@ static int collect_kmod(struct hm_space *s)
 /* the next chunk at or after c set in bitmap b, or nr_chunks */
 static uint64_t next_set(const struct hm_space *s, const uint64_t *b, uint64_t c)
 {
-	while (c < s->nr_chunks) {
-		uint64_t w = b[c >> 6] >> (c & 63);
-
-		if (w)
-			return c + (uint64_t)__builtin_ctzll(w);
-		c = (c | 63) + 1;
-	}
-	return s->nr_chunks;
+	return hm_next_bit(b, c, s->nr_chunks, true);
 }
 
 /*

@@ -25,6 +25,8 @@
 
 #include <hmirror/watch.h>
 
+#include "bits.h"
+
 /* nothing below is part of the library's ABI */
 #pragma GCC visibility push(hidden)
 
@@ -179,22 +181,6 @@ struct hm_space {
 /* lock */
 void hm_lock(struct hm_space *s);
 void hm_unlock(struct hm_space *s);
-
-/* bitmaps */
-static inline bool hm_test_bit(const uint64_t *b, uint64_t i)
-{
-	return (b[i >> 6] >> (i & 63)) & 1;
-}
-
-static inline void hm_set_bit(uint64_t *b, uint64_t i)
-{
-	b[i >> 6] |= 1ull << (i & 63);
-}
-
-static inline void hm_clear_bit(uint64_t *b, uint64_t i)
-{
-	b[i >> 6] &= ~(1ull << (i & 63));
-}
 
 /* record chunk c written (lock held; async-signal-safe): pending + gen */
 void hm_notify(struct hm_space *s);

@@ -41,6 +41,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "../bits.h"
 
 #define HM_WINDOW_GUARD_ONLY_BYTES 4096
 
@@ -255,30 +256,6 @@ void hm_window_maps_changed(struct hm_engine *e)
  * workload's 6,100 copies a dispatch on the H100), 16 page units each.
  */
 
-/* the bits [from, end) that fall in word w */
-static uint64_t range_mask(uint64_t w, uint64_t from, uint64_t end)
-{
-	uint64_t m = ~0ull;
-
-	if (from > w * 64)
-		m &= ~0ull << (from - w * 64);
-	if (end < (w + 1) * 64)
-		m &= ~(~0ull << (end - w * 64));
-	return m;
-}
-
-/* the first bit in [from, end) of b that is set (set) or clear, or end */
-static uint64_t next_bit(const uint64_t *b, uint64_t from, uint64_t end, bool set)
-{
-	for (uint64_t w = from / 64; w * 64 < end; w++) {
-		uint64_t x = (set ? b[w] : ~b[w]) & range_mask(w, from, end);
-
-		if (x)
-			return w * 64 + (uint64_t)__builtin_ctzll(x);
-	}
-	return end;
-}
-
 /* Chunk idx's units copied into the window, or never to be: unflagged. */
 static void fresh_clear(struct hm_espace *sp, uint64_t idx)
 {
@@ -289,7 +266,7 @@ static void fresh_clear(struct hm_espace *sp, uint64_t idx)
 	from = idx << sp->wshift;
 	end = (idx + 1) << sp->wshift;
 	for (uint64_t w = from / 64; w * 64 < end; w++)
-		sp->wfresh[w] &= ~range_mask(w, from, end);
+		sp->wfresh[w] &= ~hm_range_mask(w, from, end);
 }
 
 /* how many of chunk idx's units are flagged */
@@ -298,7 +275,7 @@ static uint64_t fresh_count(const struct hm_espace *sp, uint64_t idx)
 	uint64_t from = idx << sp->wshift, end = (idx + 1) << sp->wshift, n = 0;
 
 	for (uint64_t w = from / 64; w * 64 < end; w++)
-		n += (uint64_t)__builtin_popcountll(sp->wfresh[w] & range_mask(w, from, end));
+		n += (uint64_t)__builtin_popcountll(sp->wfresh[w] & hm_range_mask(w, from, end));
 	return n;
 }
 
@@ -325,10 +302,10 @@ static bool op_run(const struct hm_engine *e, const struct hm_window_op *op, uin
 	base = op->idx << sp->wshift;
 	end = base + (1ull << sp->wshift);
 	ub = e->chunk >> sp->wshift;
-	u = next_bit(sp->wfresh, base + *from, end, true);
+	u = hm_next_bit(sp->wfresh, base + *from, end, true);
 	if (u == end)
 		return false;
-	v = next_bit(sp->wfresh, u, end, false);
+	v = hm_next_bit(sp->wfresh, u, end, false);
 	*ret_off = (u - base) * ub;
 	*ret_len = (v - u) * ub;
 	*from = v - base;
