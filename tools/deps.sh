@@ -289,7 +289,7 @@ for r in $(echo "$table" | awk '$3 != "host" {print $3}' | sort -u); do
 	apt_ "$r" update >/dev/null
 	fetch_sparse "$r"
 done
-echo "$table" | while read -r s suite w _; do
+echo "$table" | while read -r s suite w; do
 	fetch_kernel "$s" "$suite" "$w"
 done
 
