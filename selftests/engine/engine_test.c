@@ -101,6 +101,15 @@ static uint64_t rnd(uint64_t *s)
 	return *s = x;
 }
 
+/* the 32-bit word at byte off of p (any alignment) */
+static uint32_t u32_at(const void *p, size_t off)
+{
+	uint32_t x;
+
+	memcpy(&x, (const char *)p + off, sizeof(x));
+	return x;
+}
+
 static __attribute__((unused)) uint64_t now_ns(void)
 {
 	struct timespec ts;
@@ -1555,13 +1564,7 @@ TEST_F(rules, hot_chunks_are_mirrored)
 	/* the third store went to the mirror; the bytes it changed came home */
 	ASSERT_EQ(1, st.chunks_copied_home);
 	ASSERT_EQ(diff, st.bytes_copied_home);
-	{
-		uint32_t a, b;
-
-		memcpy(&a, self->v.mem + 4, 4);
-		memcpy(&b, self->v.mem + 6 * CHUNK + 8, 4);
-		ASSERT_EQ(a ^ 5, b);
-	}
+	ASSERT_EQ(u32_at(self->v.mem, 4) ^ 5, u32_at(self->v.mem, 6 * CHUNK + 8));
 }
 
 TEST_F(rules, import_refused)
@@ -2848,14 +2851,7 @@ TEST_F(gmap, alias_sees_device_and_cpu_writes)
 	pl[0] = (struct plan_entry){ .roff = 0, .woff = 30 * CHUNK + 8, .op = OP_STORE32,
 				     .x = 0xabcd1234u };
 	ASSERT_EQ(0, hm_engine_dispatch(self->v.e, self->v.pipe, 1, 1, 1, push, RW_USER_WORDS, 0));
-	{
-		uint32_t want = 0xabcd1234u, got, first;
-
-		memcpy(&first, self->v.mem, 4);
-		want ^= first;
-		memcpy(&got, self->v.mem + 10 * CHUNK + 8, 4);
-		ASSERT_EQ(want, got);
-	}
+	ASSERT_EQ(0xabcd1234u ^ u32_at(self->v.mem, 0), u32_at(self->v.mem, 10 * CHUNK + 8));
 	pl[0] = (struct plan_entry){ .roff = 10 * CHUNK + 8, .woff = 12 * CHUNK, .op = OP_STORE32,
 				     .x = 0 };
 	ASSERT_EQ(0, hm_engine_dispatch(self->v.e, self->v.pipe, 1, 1, 1, push, RW_USER_WORDS, 0));
