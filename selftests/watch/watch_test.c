@@ -393,6 +393,52 @@ TEST_F(watch, generation_rule3)
 	}
 }
 
+/*
+ * HM_GEN_PEEK over a range whose armed chunks lie apart, unarmed ones
+ * between (a caller's span of far-apart candidates): the
+ * armed chunks written are seen at either end and between, the unarmed
+ * ones answer unarmed whether written or not and stay unarmed, and the
+ * peek takes nothing: the harvest after it reports exactly the armed
+ * chunks written.
+ */
+TEST_F(watch, peek_across_unarmed_chunks)
+{
+	static const uint64_t armed[] = { 10, 30, 31, 50 };
+	uint64_t g[41], p[41], r[41], gu;
+
+	NEED_SPACE();
+	for (size_t i = 0; i < sizeof(armed) / sizeof(armed[0]); i++)
+		ASSERT_EQ(0, hm_space_arm(self->s, armed[i], 1));
+	harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 10, 41, 0, g));
+	AT(10, 9) = 1;          /* armed, the range's first */
+	AT(20, 0) = 2;          /* unarmed */
+	AT(31, 100) = 3;        /* armed, between */
+	AT(50, 4095) = 4;       /* armed, the range's last */
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 10, 41, HM_GEN_PEEK, p));
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 10, 41, HM_GEN_PEEK, r));
+	for (uint64_t c = 10; c <= 50; c++) {
+		bool is_armed = c == 10 || c == 30 || c == 31 || c == 50;
+
+		EXPECT_EQ(p[c - 10], r[c - 10]) TH_LOG("chunk %lu", (unsigned long)c);
+		if (!is_armed) {
+			EXPECT_FALSE(HM_GEN_CLEAN(p[c - 10])) TH_LOG("chunk %lu", (unsigned long)c);
+		} else if (c == 30) {
+			EXPECT_EQ(g[c - 10], p[c - 10]);
+		} else {
+			EXPECT_NE(g[c - 10], p[c - 10]) TH_LOG("chunk %lu", (unsigned long)c);
+		}
+	}
+	ASSERT_EQ(3, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(10, self->out[0]);
+	EXPECT_EQ(31, self->out[1]);
+	EXPECT_EQ(50, self->out[2]);
+	ASSERT_EQ(0, hm_space_generation(self->s, 20, &gu));
+	EXPECT_FALSE(HM_GEN_CLEAN(gu));         /* still unarmed */
+	AT(20, 8) = 5;
+	EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+}
+
 /* ---- concurrent writers ---------------------------------------------------- */
 
 #define NR_WRITERS 2
