@@ -700,7 +700,11 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 		}
 		defer = true;
 	}
-	/* one refresh (uffd-async: one PAGEMAP_SCAN) a run of armed chunks */
+	/* one refresh or peek (uffd-async: one PAGEMAP_SCAN) a run of armed
+	   chunks, or where the backend scans across unarmed ones, one from
+	   the first armed chunk to the last: a caller that asks for a long,
+	   sparsely armed range (the engine's check over a whole space) pays
+	   one scan, not one a run */
 	for (uint64_t c = first; c < end && (!defer || seen);) {
 		uint64_t e = c + 1;
 
@@ -708,8 +712,14 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 			c++;
 			continue;
 		}
-		while (e < end && hm_test_bit(s->armed, e))
-			e++;
+		if (s->ops->scan_across) {
+			e = end;
+			while (e > c + 1 && !hm_test_bit(s->armed, e - 1))
+				e--;
+		} else {
+			while (e < end && hm_test_bit(s->armed, e))
+				e++;
+		}
 		err = seen ? s->ops->peek(s, c, e - c, seen, first) : s->ops->refresh(s, c, e - c);
 		if (err)
 			goto out;

@@ -104,6 +104,10 @@ struct hm_backend_ops {
 	   stays visible to the next one (uffd-async: the page stays written
 	   in the page table until a scan reports it) */
 	bool defer_refresh;
+	/* refresh and peek may be given unarmed chunks, and report only the
+	   armed ones: a range is scanned in one call, not an armed run at a
+	   time (uffd-async: one PAGEMAP_SCAN, as a harvest's) */
+	bool scan_across;
 	/* mapping of the pages (aliases, importer's CPU mapping); NULL =
 	   hm_memfd_map() over s->memfd at offset 0 */
 };

@@ -639,6 +639,7 @@ const struct hm_backend_ops hm_uffd_async_ops = {
 	.unwatch_map = hm_uffd_async_unwatch_map,
 	.protect = hm_uffd_async_protect,
 	.refresh = hm_uffd_async_refresh,
+	.scan_across = true,
 	.peek = hm_uffd_async_peek,
 	.disarm = hm_uffd_async_disarm,
 	.defer_refresh = true,

@@ -273,6 +273,10 @@ struct hm_engine {
 	struct hm_vk_buffer gather_descs; /* (home, mirror) of an upload's candidates */
 	uint64_t *span_gen;             /* generations asked over spans with gaps */
 	size_t cap_span_gen;
+	/* a check after a copy, span by span or over the whole space: what a
+	 * span's call and a unit of a whole scan last cost (running averages,
+	 * 0 until measured; upload.c) */
+	double check_span_ns, check_unit_ns;
 	VkQueryPool timestamps;         /* 2 queries around the caller's dispatch */
 	/* submitters created once (a command buffer + fence each, reset for
 	 * every submission): the caller's dispatch, uploads, copy-back */

@@ -1140,6 +1140,60 @@ TEST_F(rules, raced_upload_is_never_published)
 	ASSERT_EQ(0, memcmp(self->v.mem + out, self->v.mem + out + 4, 4));
 }
 
+/* after_upload_copy: at the first call, the CPU writes the candidate's byte
+ * (hook_off) and a byte of another mirrored chunk (walk_off) */
+static void hook_two_writes(void *arg)
+{
+	FIXTURE_DATA(rules) *self = arg;
+
+	if (++self->hook_calls == 1) {
+		self->v.mem[self->hook_off] = self->hook_val;
+		self->v.mem[self->walk_off] = self->walk_val;
+	}
+}
+
+/*
+ * HMIRROR_CHECK_WHOLE=1: the check after a copy scans the whole space in
+ * one call (uffd-async; elsewhere span by span, and the same must hold).
+ * The raced candidate is discarded and its retry publishes the CPU's byte;
+ * the write the whole scan found on another mirrored chunk, not a
+ * candidate, is kept for the next harvest: the dispatch after the next
+ * reads it, not the mirror's old byte.
+ */
+TEST_F(rules, whole_space_check_keeps_what_it_finds)
+{
+	uint32_t off = 3 * CHUNK + 100, far = 9 * CHUNK + 200, out = 5 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	ASSERT_EQ(0, setenv("HMIRROR_CHECK_WHOLE", "1", 1));    /* this test's process */
+	RULES_ENV(self);
+	self->v.mem[far] = 0x21;
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 9 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, far & ~3u, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + far, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0x21, self->v.mem[out + (far & 3)]);
+	/* the next upload copies chunk 3; the CPU writes it and chunk 9 */
+	self->v.hooks.after_upload_copy = hook_two_writes;
+	hm__test_engine_hooks(self->v.e, &self->v.hooks);
+	self->hook_off = off;
+	self->hook_val = 0x5a;
+	self->walk_off = far;
+	self->walk_val = 0x77;
+	self->v.mem[off] = 0x11;
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(2, self->hook_calls);         /* the raced copy and its retry */
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads_discarded);
+	ASSERT_EQ(0x5a, self->v.mem[out + 4 + (off & 3)]);
+	/* the next harvest reports chunk 9: its mirror goes, and the
+	 * dispatch reads the CPU's byte */
+	ASSERT_EQ(0, one_lane(&self->v, far & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x77, self->v.mem[out + 8 + (far & 3)]);
+}
+
 /* A chunk raced at every try stays home for the dispatch and reads home. */
 TEST_F(rules, upload_raced_every_try_stays_home)
 {
