@@ -217,26 +217,23 @@ static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t nex
 }
 
 /*
- * A scan's generations (a check after a copy, a refresh before one) span by
- * span as above, or in one call over the whole space, whichever costs less
- * by what each last cost here: a span's call against a unit of the whole
- * space's scan.  Spread-out candidates split into many spans (the
+ * A scan's generations (the check after a copy, or a refresh) are asked
+ * span by span as above, or with HMIRROR_CHECK_WHOLE in one call over the
+ * whole space.  Spread-out candidates split into many spans (the
  * workload's boundary: 1,650 candidates over 1.5 GiB, 60% of it armed,
- * about a call each), and where a call costs what 16 pages of a scan
- * would many times over, the whole space's single scan -- as long as the
- * harvest's, which the kernel runs on several CPUs -- is the cheaper.
- * Only uffd-async goes whole: the other backends' refresh splits at
- * unarmed chunks anyway (scan_across, lib/watch_internal.h).  Either way
- * is measured when taken: by cost, the first check of HM_WHOLE_MIN_SPANS
- * spans or more goes whole once, the next one span by span once, and the
- * figures decide from then on.  Scanning the whole space keeps every write it finds for the next
- * harvest (watch.h), as a span's gap does.  Not the default yet:
- * HMIRROR_CHECK_WHOLE=2 chooses by cost, 1 goes whole always, 0 (the
- * default) span by span -- measurements for the lent hosts, where the
- * boundary's check cost 1.72 ms and the whole space's harvest 1.10 ms a
- * dispatch (H100, Documentation/decisions.rst); on this project's 2-core
- * machine the whole space's check costs 2.0 ms against 0.4 span by span,
- * and by cost keeps to spans.
+ * about a call each: 1.72 ms a dispatch on the fourth H100 host), where
+ * the whole space's one scan costs what a harvest's does (1.10 ms there,
+ * the kernel's walk on several CPUs).  Only uffd-async goes whole: the
+ * watch layer takes its range across unarmed chunks in one PAGEMAP_SCAN
+ * (scan_across, lib/watch_internal.h), the other backends split it.
+ * Scanning the whole space keeps every write it finds for the next harvest
+ * (watch.h), as a span's gap does.  HMIRROR_CHECK_WHOLE=1 goes whole
+ * always; =2 chooses by what each last cost, a span's call against a unit
+ * of the whole scan (the first check of HM_WHOLE_MIN_SPANS spans or more
+ * goes whole once, the next one span by span once, the figures decide
+ * from then on); 0, the default, span by span, until a lent host measures
+ * it: on this project's 2-core machine the whole space's check costs 2.0
+ * ms against 0.4 span by span (Documentation/decisions.rst).
  */
 #define HM_WHOLE_MIN_SPANS 64
 
@@ -257,8 +254,7 @@ static size_t count_spans(const struct hm_espace *sp, const uint64_t *idxs, size
 	return spans;
 }
 
-static bool check_whole(const struct hm_engine *e, const struct hm_espace *sp, size_t spans,
-			uint64_t units)
+static bool check_whole(const struct hm_engine *e, size_t spans, uint64_t units)
 {
 	if (check_whole_knob() == 1)
 		return true;
@@ -307,7 +303,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 		uint64_t units = hm_space_nr_chunks(sp->s);
 
 		spans = count_spans(sp, idxs, k);
-		if (check_whole(e, sp, spans, units))
+		if (check_whole(e, spans, units))
 			return note_whole(e, sp, idxs, k, flags, ug, units);
 		t0 = hm_now_ns();
 	}
