@@ -701,10 +701,10 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 		defer = true;
 	}
 	/* one refresh or peek (uffd-async: one PAGEMAP_SCAN) a run of armed
-	   chunks, or where the backend scans across unarmed ones, one from
-	   the first armed chunk to the last: a caller that asks for a long,
-	   sparsely armed range (the engine's check over a whole space) pays
-	   one scan, not one a run */
+	   chunks, or where the backend scans across unarmed ones
+	   (HM_CAP_RANGE_SCAN), one from the first armed chunk to the last:
+	   a caller that asks for a long, sparsely armed range (the engine's
+	   check over a whole space) pays one scan, not one a run */
 	for (uint64_t c = first; c < end && (!defer || seen);) {
 		uint64_t e = c + 1;
 
@@ -712,7 +712,7 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 			c++;
 			continue;
 		}
-		if (s->ops->scan_across) {
+		if (s->caps & HM_CAP_RANGE_SCAN) {
 			e = end;
 			while (e > c + 1 && !hm_test_bit(s->armed, e - 1))
 				e--;

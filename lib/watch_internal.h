@@ -55,7 +55,9 @@ struct hm_backend_ops {
 	int  (*protect)(struct hm_space *s, uint64_t first, uint64_t count);
 	/* bring what the kernel knows about writes to armed chunks in
 	   [first, first+count) into pending (+gen) and make those chunks trip
-	   again on the next write (lock held) */
+	   again on the next write (lock held).  With HM_CAP_RANGE_SCAN in
+	   the backend's caps, refresh and peek may be given unarmed chunks
+	   and report only the armed ones (uffd-async: one PAGEMAP_SCAN) */
 	int  (*refresh)(struct hm_space *s, uint64_t first, uint64_t count);
 	/* optional (HM_GEN_PEEK): set bit (c - base) of bits for each armed
 	   chunk c of [first, first+count) written since its last refresh,
@@ -104,10 +106,6 @@ struct hm_backend_ops {
 	   stays visible to the next one (uffd-async: the page stays written
 	   in the page table until a scan reports it) */
 	bool defer_refresh;
-	/* refresh and peek may be given unarmed chunks, and report only the
-	   armed ones: a range is scanned in one call, not an armed run at a
-	   time (uffd-async: one PAGEMAP_SCAN, as a harvest's) */
-	bool scan_across;
 	/* mapping of the pages (aliases, importer's CPU mapping); NULL =
 	   hm_memfd_map() over s->memfd at offset 0 */
 };

@@ -223,9 +223,9 @@ static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t nex
  * workload's boundary: 1,650 candidates over 1.5 GiB, 60% of it armed,
  * about a call each: 1.72 ms a dispatch on the fourth H100 host), where
  * the whole space's one scan costs what a harvest's does (1.10 ms there,
- * the kernel's walk on several CPUs).  Only uffd-async goes whole: the
- * watch layer takes its range across unarmed chunks in one PAGEMAP_SCAN
- * (scan_across, lib/watch_internal.h), the other backends split it.
+ * the kernel's walk on several CPUs).  Only a backend with
+ * HM_CAP_RANGE_SCAN goes whole (uffd-async: the watch layer takes its
+ * range across unarmed chunks in one PAGEMAP_SCAN); the others split it.
  * Scanning the whole space keeps every write it finds for the next harvest
  * (watch.h), as a span's gap does.  HMIRROR_CHECK_WHOLE=1 goes whole
  * always; =2 chooses by what each last cost, a span's call against a unit
@@ -296,10 +296,10 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	size_t spans = 0;
 	int err;
 
-	/* uffd-async: the watch layer scans a range in one PAGEMAP_SCAN
-	 * (scan_across); the other backends split it */
+	/* HM_CAP_RANGE_SCAN: the watch layer scans a range in one call
+	 * (uffd-async: one PAGEMAP_SCAN); the other backends split it */
 	if (!(flags & HM_GEN_DEFER) && k && check_whole_knob() &&
-	    hm_space_backend(sp->s) == HM_BACKEND_UFFD_ASYNC) {
+	    (hm_space_caps(sp->s) & HM_CAP_RANGE_SCAN)) {
 		uint64_t units = hm_space_nr_chunks(sp->s);
 
 		spans = count_spans(sp, idxs, k);

@@ -120,6 +120,9 @@ int  hm_backend_probe(enum hm_backend b, const char **ret_reason);
 #define HM_CAP_MREMAP		(1u << 8) /* mremap() of a whole watched mapping is followed
 					     (hm_space_addr() answers the new address) */
 #define HM_CAP_MADVISE		(1u << 9) /* madvise(MADV_DONTNEED) keeps the guards */
+#define HM_CAP_RANGE_SCAN	(1u << 10) /* hm_space_generations_range() refreshes or peeks
+					      a range in one kernel call, however sparsely
+					      armed (else one call a run of armed chunks) */
 unsigned hm_space_caps(const struct hm_space *s);
 /* mprotect() of [addr, addr+len) inside a watched mapping, keeping armed
    chunks guarded (the mprotect backend re-protects them; elsewhere the
