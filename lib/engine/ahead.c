@@ -88,7 +88,8 @@ static uint64_t ahead_figure(uint64_t avg, uint64_t x)
 {
 	static int on = -1;
 
-	return hm_env_knob("HMIRROR_AHEAD_AVERAGE", 0, 1, &on) && avg ? (3 * avg + x) / 4 : x;
+	return hm_env_knob("HMIRROR_AHEAD_AVERAGE", 0, 1, &on) ?
+		(uint64_t)hm_cost_average((double)avg, (double)x) : x;
 }
 
 static void ahead_wait_start(struct hm_engine *e, uint64_t t_submit)

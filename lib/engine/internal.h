@@ -362,6 +362,13 @@ int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
 void hm_sort_runs(uint64_t *a, size_t n, size_t stride);
 unsigned hm_env_knob(const char *name, unsigned def, unsigned max, int *cache);
 
+/* a cost's running average, the newest figure weighing a quarter; the
+ * first figure (avg 0) is taken as it is */
+static inline double hm_cost_average(double avg, double x)
+{
+	return avg ? (3 * avg + x) / 4 : x;
+}
+
 /* gmap.c: the guest address space */
 const struct hm_emap *hm_engine_map_find(const struct hm_engine *e, uint64_t gchunk);
 /* the space and chunk a guest chunk is mapped to, NULL if none */

@@ -267,11 +267,6 @@ static bool check_whole(const struct hm_engine *e, size_t spans, uint64_t units)
 	return (double)units * e->check_unit_ns < (double)spans * e->check_span_ns;
 }
 
-static double cost_average(double avg, double x)
-{
-	return avg ? (3 * avg + x) / 4 : x;
-}
-
 static int note_whole(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs, size_t k,
 		      unsigned flags, uint64_t *ug, uint64_t units)
 {
@@ -285,7 +280,7 @@ static int note_whole(struct hm_engine *e, struct hm_espace *sp, const uint64_t 
 		return err;
 	for (size_t t = 0; t < k; t++)
 		memcpy(ug + t * per, e->span_gen + idxs[t] * per, per * sizeof(*ug));
-	e->check_unit_ns = cost_average(e->check_unit_ns, (double)(hm_now_ns() - t0) / (double)units);
+	e->check_unit_ns = hm_cost_average(e->check_unit_ns, (double)(hm_now_ns() - t0) / (double)units);
 	return 0;
 }
 
@@ -331,7 +326,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 			memcpy(ug + t * per, e->span_gen + (idxs[t] - from) * per, per * sizeof(*ug));
 	}
 	if (t0 && spans)
-		e->check_span_ns = cost_average(e->check_span_ns,
+		e->check_span_ns = hm_cost_average(e->check_span_ns,
 						(double)(hm_now_ns() - t0) / (double)spans);
 	return 0;
 }
