@@ -269,6 +269,7 @@ TEST_F(watch, generation_rule3)
 {
 	uint64_t g0, g1, g2, g3, gu;
 	uint64_t cs[3] = { 4, 5, 9 }, gs[3];
+	uint64_t rg[NR_CHUNKS], one[NR_CHUNKS], all[NR_CHUNKS];
 
 	NEED_SPACE();
 	ASSERT_EQ(0, hm_space_generation(self->s, 4, &gu));
@@ -311,48 +312,44 @@ TEST_F(watch, generation_rule3)
 
 	/* over a range: what the per-chunk call answers, in one pass; a write
 	   moves exactly its chunk's, and stays recorded for the harvest */
-	{
-		uint64_t rg[NR_CHUNKS], one[NR_CHUNKS], all[NR_CHUNKS];
-
-		for (uint64_t c = 0; c < NR_CHUNKS; c++)
-			all[c] = c;
-		ASSERT_EQ(0, hm_space_generations(self->s, all, NR_CHUNKS, one));
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, rg));
-		for (uint64_t c = 0; c < NR_CHUNKS; c++)
-			EXPECT_EQ(one[c], rg[c]);
-		harvest_all(self->s, self->out, MAX_OUT);
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, one));
-		AT(6, 17) = 3;
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 3, 5, 0, rg));
-		for (uint64_t c = 3; c < 8; c++) {
-			if (c == 6) {
-				EXPECT_NE(one[c], rg[c - 3]);
-			} else {
-				EXPECT_EQ(one[c], rg[c - 3]);
-			}
+	for (uint64_t c = 0; c < NR_CHUNKS; c++)
+		all[c] = c;
+	ASSERT_EQ(0, hm_space_generations(self->s, all, NR_CHUNKS, one));
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, rg));
+	for (uint64_t c = 0; c < NR_CHUNKS; c++)
+		EXPECT_EQ(one[c], rg[c]);
+	harvest_all(self->s, self->out, MAX_OUT);
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, one));
+	AT(6, 17) = 3;
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 3, 5, 0, rg));
+	for (uint64_t c = 3; c < 8; c++) {
+		if (c == 6) {
+			EXPECT_NE(one[c], rg[c - 3]);
+		} else {
+			EXPECT_EQ(one[c], rg[c - 3]);
 		}
-		ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
-		EXPECT_EQ(6, self->out[0]);
-
-		/* HM_GEN_DEFER, as rule 3 uses it: g0 noted deferred, a write
-		   before it and one after it (the same page: no new fault on
-		   uffd-async); the call without the flag must not answer g0
-		   clean */
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, one));
-		AT(7, 1) = 1;
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 7, 1, HM_GEN_DEFER, &g0));
-		AT(7, 2) = 1;
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 7, 1, 0, &g1));
-		EXPECT_TRUE(g1 != g0 || !HM_GEN_CLEAN(g1));
-		EXPECT_NE(one[7], g1);
-		/* a write only after the deferred g0 */
-		ASSERT_EQ(0, hm_space_arm(self->s, 8, 1));
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 8, 1, HM_GEN_DEFER, &g0));
-		AT(8, 3) = 1;
-		ASSERT_EQ(0, hm_space_generations_range(self->s, 8, 1, 0, &g1));
-		EXPECT_TRUE(g1 != g0 || !HM_GEN_CLEAN(g1));
-		harvest_all(self->s, self->out, MAX_OUT);
 	}
+	ASSERT_EQ(1, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(6, self->out[0]);
+
+	/* HM_GEN_DEFER, as rule 3 uses it: g0 noted deferred, a write
+	   before it and one after it (the same page: no new fault on
+	   uffd-async); the call without the flag must not answer g0
+	   clean */
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, one));
+	AT(7, 1) = 1;
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 7, 1, HM_GEN_DEFER, &g0));
+	AT(7, 2) = 1;
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 7, 1, 0, &g1));
+	EXPECT_TRUE(g1 != g0 || !HM_GEN_CLEAN(g1));
+	EXPECT_NE(one[7], g1);
+	/* a write only after the deferred g0 */
+	ASSERT_EQ(0, hm_space_arm(self->s, 8, 1));
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 8, 1, HM_GEN_DEFER, &g0));
+	AT(8, 3) = 1;
+	ASSERT_EQ(0, hm_space_generations_range(self->s, 8, 1, 0, &g1));
+	EXPECT_TRUE(g1 != g0 || !HM_GEN_CLEAN(g1));
+	harvest_all(self->s, self->out, MAX_OUT);
 
 	/* HM_GEN_PEEK, as rule 3's check after the copy: it sees a write
 	   since g0 (over a range that starts off a word of chunks, the write
