@@ -9,7 +9,9 @@
 // scattered chunk (Documentation/performance.rst).
 //
 // Grid: x = block of the chunk (block_bytes each), y = listed chunk;
-// descs[first + y] = (home, mirror) device addresses.
+// descs[first + y] = (home, mirror) device addresses.  A grid of fewer
+// rows than count chunks (an upload beside a walk, HMIRROR_SIDE_GATHER_GROUPS)
+// has each row take every gl_NumWorkGroups.y-th chunk after its own.
 #version 460
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
@@ -24,19 +26,23 @@ layout(push_constant) uniform Push {
 	uint64_t twin_off;
 	uint block_bytes;       // multiple of 16
 	uint first;
+	uint count;             // chunks listed from first
 } pc;
 
 void main()
 {
-	u64vec2 d = Descs(pc.descs).d[pc.first + gl_WorkGroupID.y];
 	uint64_t off = uint64_t(gl_WorkGroupID.x) * pc.block_bytes;
-	V4 src = V4(d.x + off), m = V4(d.y + off), t = V4(d.y + pc.twin_off + off);
 	uint units = pc.block_bytes / 16u;
 
-	for (uint u = gl_LocalInvocationIndex; u < units; u += gl_WorkGroupSize.x) {
-		uvec4 v = src.v[u];
+	for (uint y = gl_WorkGroupID.y; y < pc.count; y += gl_NumWorkGroups.y) {
+		u64vec2 d = Descs(pc.descs).d[pc.first + y];
+		V4 src = V4(d.x + off), m = V4(d.y + off), t = V4(d.y + pc.twin_off + off);
 
-		m.v[u] = v;
-		t.v[u] = v;
+		for (uint u = gl_LocalInvocationIndex; u < units; u += gl_WorkGroupSize.x) {
+			uvec4 v = src.v[u];
+
+			m.v[u] = v;
+			t.v[u] = v;
+		}
 	}
 }

@@ -495,11 +495,6 @@ static int cmp_op(const void *a, const void *b)
 static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, bool filled)
 {
 	struct hm_window *w = &e->win;
-	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
-	struct {
-		uint64_t descs, twin_off;
-		uint32_t block_bytes, first;
-	} push = { 0, 0, 0, 0 };
 	uint64_t piece = e->chunk, nd = 0, k = 0, *d, from, ro, rl;
 
 	if (e->p.twin_mode != HM_TWIN_GATHER || !n)
@@ -542,14 +537,7 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 		return true;    /* held, and nothing written since */
 	if (filled)
 		hm_vk_cmd_barrier(cb);  /* the whole fill before the copies */
-	push.descs = w->descs.addr;
-	push.block_bytes = piece < (4u << 10) ? (uint32_t)piece : 4u << 10;
-	for (uint64_t first = 0; first < nd; first += max_y) {
-		push.first = (uint32_t)first;
-		hm_vk_cmd_dispatch(cb, &e->gather, &push, sizeof(push),
-				   (uint32_t)(piece / push.block_bytes),
-				   (uint32_t)(nd - first < max_y ? nd - first : max_y), 1);
-	}
+	hm_gather_record(e, cb, w->descs.addr, 0, piece, nd, 0);
 	return true;
 }
 

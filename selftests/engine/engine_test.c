@@ -2327,7 +2327,7 @@ TEST_F(rules, ahead_copy_raced_is_discarded)
  * another unit as home holds them, through the table (the window keeps
  * its own copy of units that did not change).
  */
-TEST_F(rules, ahead_gathered_refresh_keeps_the_unwritten_units)
+static void gathered_refresh(struct __test_metadata *_metadata, FIXTURE_DATA(rules) *self)
 {
 	uint32_t off = 3 * CHUNK + 100, other = 3 * CHUNK + CHUNK / 2 + 8, out = 9 * CHUNK;
 	struct hm_engine_stats st;
@@ -2362,6 +2362,19 @@ TEST_F(rules, ahead_gathered_refresh_keeps_the_unwritten_units)
 	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
 	ASSERT_EQ(1, st.ahead_uploads);                 /* not copied again */
 	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
+}
+
+TEST_F(rules, ahead_gathered_refresh_keeps_the_unwritten_units)
+{
+	gathered_refresh(_metadata, self);
+}
+
+/* The same with the pass's gather in one row of workgroups
+ * (HMIRROR_SIDE_GATHER_GROUPS=1): the row takes all 16 units in turn. */
+TEST_F(rules, ahead_gather_in_one_row_copies_every_unit)
+{
+	ASSERT_EQ(0, setenv("HMIRROR_SIDE_GATHER_GROUPS", "1", 1));     /* this test's process */
+	gathered_refresh(_metadata, self);
 }
 
 /*
