@@ -3,8 +3,9 @@
 // Upload in one pass (HM_TWIN_GATHER): each listed chunk is read from home
 // (host memory, through its import's device address) once, in coalesced
 // 16-byte loads, and written to its mirror and to its twin (mirror +
-// twin_off).  A shader reading the bus streams as fast as the copy engine
-// (H200: 51 GB/s, cuda_anchors) and costs nothing per region, where a
+// twin_off; 0, the window's copies, writes no twin).  A shader reading
+// the bus streams as fast as the copy engine (H200: 51 GB/s,
+// cuda_anchors) and costs nothing per region, where a
 // vkCmdCopyBuffer region each cost the copy engine a setup for every
 // scattered chunk (Documentation/performance.rst).
 //
@@ -42,7 +43,8 @@ void main()
 			uvec4 v = src.v[u];
 
 			m.v[u] = v;
-			t.v[u] = v;
+			if (pc.twin_off != 0)   // the window's copies: no twin
+				t.v[u] = v;
 		}
 	}
 }
