@@ -449,8 +449,8 @@ void hm_engine_ahead_free(struct hm_engine *e);
  * e->cand_slot [0, n)), *ret_bytes the bytes copied */
 uint32_t hm_twin_mode(const struct hm_vk *vk, uint32_t mode);   /* HM_TWIN_AUTO resolved */
 int  hm_engine_twin_init(struct hm_engine *e);
-unsigned hm_gather_record(struct hm_engine *e, VkCommandBuffer cb, uint64_t descs, uint64_t twin_off,
-			  uint64_t piece, uint64_t nd, uint32_t rows);
+unsigned hm_gather_record(struct hm_engine *e, VkCommandBuffer cb, uint64_t descs,
+			  uint64_t twin_off, uint64_t piece, uint64_t nd, uint32_t rows);
 int  hm_engine_copy_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes);
 
 /* copyback.c */

@@ -117,8 +117,8 @@ static int run_upload(struct hm_engine *e)
  * of workgroups, each looping over the pieces; 0, a row a piece.  Returns
  * the dispatches recorded.
  */
-unsigned hm_gather_record(struct hm_engine *e, VkCommandBuffer cb, uint64_t descs, uint64_t twin_off,
-			  uint64_t piece, uint64_t nd, uint32_t rows)
+unsigned hm_gather_record(struct hm_engine *e, VkCommandBuffer cb, uint64_t descs,
+			  uint64_t twin_off, uint64_t piece, uint64_t nd, uint32_t rows)
 {
 	uint32_t max_y = e->vk->props.limits.maxComputeWorkGroupCount[1];
 	struct {
@@ -202,8 +202,9 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 	if (err)
 		return err;
 	/* one gather dispatch a region */
-	e->st.upload_regions += hm_gather_record(e, cb, e->gather_descs.addr, hm_pool_twin_offset(e),
-						 unit, nd, e->in_walk ? side_gather_rows() : 0);
+	e->st.upload_regions += hm_gather_record(e, cb, e->gather_descs.addr,
+						 hm_pool_twin_offset(e), unit, nd,
+						 e->in_walk ? side_gather_rows() : 0);
 	hm_vk_cmd_barrier(cb);
 	return run_upload(e);
 }

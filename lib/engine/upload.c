@@ -280,7 +280,8 @@ static int note_whole(struct hm_engine *e, struct hm_espace *sp, const uint64_t 
 		return err;
 	for (size_t t = 0; t < k; t++)
 		memcpy(ug + t * per, e->span_gen + idxs[t] * per, per * sizeof(*ug));
-	e->check_unit_ns = hm_cost_average(e->check_unit_ns, (double)(hm_now_ns() - t0) / (double)units);
+	e->check_unit_ns = hm_cost_average(e->check_unit_ns,
+					   (double)(hm_now_ns() - t0) / (double)units);
 	return 0;
 }
 
@@ -327,7 +328,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	}
 	if (t0 && spans)
 		e->check_span_ns = hm_cost_average(e->check_span_ns,
-						(double)(hm_now_ns() - t0) / (double)spans);
+						   (double)(hm_now_ns() - t0) / (double)spans);
 	return 0;
 }
 
