@@ -244,13 +244,22 @@ static unsigned check_whole_knob(void)
 	return hm_env_knob("HMIRROR_CHECK_WHOLE", 0, 2, &v);
 }
 
+/* the end of the span that starts at candidate i of idxs[0, k) */
+static size_t span_end(const struct hm_espace *sp, const uint64_t *idxs, size_t i, size_t k)
+{
+	size_t j = i + 1;
+
+	while (j < k && gen_joinable(sp, idxs[j - 1], idxs[j]))
+		j++;
+	return j;
+}
+
 static size_t count_spans(const struct hm_espace *sp, const uint64_t *idxs, size_t k)
 {
 	size_t spans = 0;
 
-	for (size_t i = 0, j; i < k; i = j, spans++)
-		for (j = i + 1; j < k && gen_joinable(sp, idxs[j - 1], idxs[j]); j++)
-			;
+	for (size_t i = 0; i < k; i = span_end(sp, idxs, i, k))
+		spans++;
 	return spans;
 }
 
@@ -306,8 +315,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	for (size_t i = 0, j; i < k; i = j) {
 		uint64_t from = idxs[i], len;
 
-		for (j = i + 1; j < k && gen_joinable(sp, idxs[j - 1], idxs[j]); j++)
-			;
+		j = span_end(sp, idxs, i, k);
 		len = idxs[j - 1] - from + 1;
 		if (len == j - i) {	/* no gap: straight into ug */
 			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
