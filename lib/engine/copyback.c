@@ -144,6 +144,11 @@ static void record_diff(struct hm_engine *e, VkCommandBuffer cb, size_t n)
 	}
 }
 
+/*
+ * The diff of the marked mirrors (e->back), then, behind a barrier, the
+ * twins of the copies made in place beside the dispatch brought level
+ * (ahead.c): one submission, waited for.
+ */
 int hm_engine_copy_back(struct hm_engine *e)
 {
 	uint32_t block = e->chunk < HM_DIFF_BLOCK_MAX ? e->chunk : HM_DIFF_BLOCK_MAX;
@@ -153,29 +158,35 @@ int hm_engine_copy_back(struct hm_engine *e)
 	VkCommandBuffer cb;
 	int err;
 
-	if (!n)
+	if (!n && !e->nr_twin_catch)
 		return 0;
-	err = ensure_descs(e, n, blocks);
-	if (err)
-		return err;
-	d = e->descs.map;
-	memset(d, 0, n * HM_DIFF_DESC_BYTES);
-	for (size_t i = 0; i < n; i++) {
-		struct hm_espace *sp = &e->spaces[hm_ref_space(e->back[i])];
-		uint64_t idx = hm_ref_idx(e->back[i]);
-		uint32_t m = sp->ch[idx].mirror;
+	if (n) {
+		err = ensure_descs(e, n, blocks);
+		if (err)
+			return err;
+		d = e->descs.map;
+		memset(d, 0, n * HM_DIFF_DESC_BYTES);
+		for (size_t i = 0; i < n; i++) {
+			struct hm_espace *sp = &e->spaces[hm_ref_space(e->back[i])];
+			uint64_t idx = hm_ref_idx(e->back[i]);
+			uint32_t m = sp->ch[idx].mirror;
 
-		d[HM_DIFF_DESC_WORDS * i + 0] = hm_pool_mirror_addr(e, m);
-		d[HM_DIFF_DESC_WORDS * i + 1] = hm_pool_twin_addr(e, m);
-		d[HM_DIFF_DESC_WORDS * i + 2] = hm_espace_home_addr(e, sp, idx);
+			d[HM_DIFF_DESC_WORDS * i + 0] = hm_pool_mirror_addr(e, m);
+			d[HM_DIFF_DESC_WORDS * i + 1] = hm_pool_twin_addr(e, m);
+			d[HM_DIFF_DESC_WORDS * i + 2] = hm_espace_home_addr(e, sp, idx);
+		}
 	}
 	err = hm_vk_cmd_start(e->vk, &e->cmd_back, &cb);
 	if (err)
 		return err;
-	record_diff(e, cb, n);
-	hm_vk_cmd_barrier(cb);
+	if (n) {
+		record_diff(e, cb, n);
+		hm_vk_cmd_barrier(cb);
+	}
+	if (hm_engine_ahead_twin_record(e, cb))
+		hm_vk_cmd_barrier(cb);
 	err = hm_vk_cmd_run(e->vk, &e->cmd_back, e->p.timeout_ns);
-	if (err)
+	if (err || !n)
 		return err;
 	e->st.chunks_copied_home += n;
 	e->st.bytes_copied_home += hm_engine_copied_bytes(e, n);

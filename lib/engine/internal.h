@@ -28,8 +28,9 @@
  * mirrored, so that every alias reads and writes the one copy, home */
 #define HM_CH_HOME_ONLY		(1u << 4)
 /* published, and written by the CPU while a dispatch that reads it runs
- * (ahead.c): copied again into a fresh slot beside the dispatch, or at its
- * end dropped or made stale as a harvest would; never set outside it */
+ * (ahead.c): copied again beside the dispatch (into its own slot where the
+ * dispatch reads the dense window, else into a fresh one), or at its end
+ * dropped or made stale as a harvest would; never set outside it */
 #define HM_CH_PENDING		(1u << 5)
 
 /* Mirror priority classes (eviction takes the lowest first). */
@@ -310,6 +311,12 @@ struct hm_engine {
 	size_t nr_ready, cap_ready;
 	uint64_t *ready_gen;
 	size_t nr_ready_gen, cap_ready_gen;
+	/* the ready copies made in place (a pending chunk's own slot, which
+	 * the dispatch never reads: it reads the dense window): the units
+	 * they copied, (mirror, twin) device addresses a HM_TWIN_CATCH_PIECE,
+	 * for gather.comp to bring the twins level after the copy-back */
+	struct hm_vk_buffer twin_catch;
+	size_t nr_twin_catch;
 
 	struct hm_engine_stats st;
 };
@@ -441,6 +448,22 @@ int  hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32
 
 /* ahead.c: uploads beside the caller's dispatch */
 bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared);
+/* may pending chunk c (space sp, idx) be copied again in its own slot? */
+bool hm_engine_ahead_in_place(const struct hm_engine *e, const struct hm_espace *sp,
+			      uint64_t idx);
+/* a pending chunk's candidate i copied in its own slot */
+static inline bool hm_cand_in_place(const struct hm_engine *e, size_t i)
+{
+	const struct hm_chunk *c = &e->spaces[hm_ref_space(e->cand[i])].ch[hm_ref_idx(e->cand[i])];
+
+	return (c->flags & HM_CH_PENDING) && e->cand_slot[i] == c->mirror;
+}
+#define HM_TWIN_CATCH_PIECE 4096u
+/* candidate i, copied in place and ready: its copied units' twins listed */
+int  hm_engine_ahead_twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp);
+/* record the listed twins' catch-up into cb (after the copy-back's diff):
+ * whether anything was recorded */
+bool hm_engine_ahead_twin_record(struct hm_engine *e, VkCommandBuffer cb);
 void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit);
 void hm_engine_ahead_finish(struct hm_engine *e, bool ok);
 void hm_engine_ahead_free(struct hm_engine *e);
@@ -470,6 +493,7 @@ void hm_window_maps_changed(struct hm_engine *e);
 int  hm_window_sync(struct hm_engine *e, bool shared);
 void hm_window_push(const struct hm_engine *e, bool shared, uint32_t *words);
 int  hm_window_after_dispatch(struct hm_engine *e, bool shared);
+bool hm_window_holds(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx);
 
 /* tier.c: the two tiers and their compile thread */
 int  hm_tiers_init(struct hm_engine *e);

@@ -140,21 +140,61 @@ unsigned hm_gather_record(struct hm_engine *e, VkCommandBuffer cb, uint64_t desc
 	return calls;
 }
 
-/* HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one shader */
+/*
+ * Candidate i's descriptors for gather.comp at d + 2 * *nd, a piece of
+ * unit bytes each; *nd_home counts those read from home.  A pending
+ * chunk copied into a fresh slot takes its unwritten units from its old
+ * mirror; one copied in place (ahead.c) keeps them where they are.
+ */
+static void gather_list(struct hm_engine *e, size_t i, uint64_t unit, uint64_t *d, size_t *nd,
+			size_t *nd_home)
+{
+	struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
+	uint64_t home = hm_espace_home_addr(e, sp, idx);
+	uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
+	bool from_old = (sp->ch[idx].flags & HM_CH_PENDING) && !hm_cand_in_place(e, i);
+	uint64_t old = from_old ? hm_pool_mirror_addr(e, sp->ch[idx].mirror) : 0;
+
+	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+		uint64_t src = home;
+
+		if (!unit_wanted(e, i, sp, idx, u)) {
+			if (!from_old)
+				continue;
+			src = old;      /* device to device */
+		} else {
+			hm_window_fresh(e, sp, idx, u);
+			*nd_home += su / unit;
+		}
+		for (uint64_t o = 0; o < su; o += unit) {
+			d[2 * *nd] = src + u * su + o;
+			d[2 * *nd + 1] = mirror + u * su + o;
+			(*nd)++;
+		}
+	}
+}
+
+/*
+ * HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one
+ * shader; the copies made in place beside a walk (ahead.c) by a second
+ * dispatch of it that writes no twin.
+ */
 static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 {
 	uint64_t unit = e->chunk, *d;
-	size_t nd = 0, nd_home = 0, cap = 0;
+	size_t nd = 0, nd_twin, nd_home = 0, cap;
+	uint32_t rows = e->in_walk ? side_gather_rows() : 0;
 	VkCommandBuffer cb;
 	int err;
 
 	for (size_t i = 0; i < n; i++) {
 		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
 
-		cap += 1ull << sp->wshift;
 		if ((e->chunk >> sp->wshift) < unit)
 			unit = e->chunk >> sp->wshift;
 	}
+	cap = n * (e->chunk / unit);    /* at most a whole chunk each */
 	if (e->gather_descs.size < cap * 16) {
 		size_t c = 256;
 
@@ -165,34 +205,16 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		if (err)
 			return err;
 	}
-	/* one descriptor a unit of the finest space among the candidates */
+	/* one descriptor a unit of the finest space among the candidates:
+	 * those with a twin first, then those copied in place */
 	d = e->gather_descs.map;
-	for (size_t i = 0; i < n; i++) {
-		struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
-		uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
-		uint64_t home = hm_espace_home_addr(e, sp, idx);
-		uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
-		bool pending = sp->ch[idx].flags & HM_CH_PENDING;
-		uint64_t old = pending ? hm_pool_mirror_addr(e, sp->ch[idx].mirror) : 0;
-
-		for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-			uint64_t src = home;
-
-			if (!unit_wanted(e, i, sp, idx, u)) {
-				if (!pending)
-					continue;
-				src = old;      /* device to device */
-			} else {
-				hm_window_fresh(e, sp, idx, u);
-				nd_home += su / unit;
-			}
-			for (uint64_t o = 0; o < su; o += unit) {
-				d[2 * nd] = src + u * su + o;
-				d[2 * nd + 1] = mirror + u * su + o;
-				nd++;
-			}
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		if (!hm_cand_in_place(e, i))
+			gather_list(e, i, unit, d, &nd, &nd_home);
+	nd_twin = nd;
+	for (size_t i = 0; i < n; i++)
+		if (hm_cand_in_place(e, i))
+			gather_list(e, i, unit, d, &nd, &nd_home);
 	/* what crossed the bus: a pending chunk's units from its old
 	 * mirror are the device's own */
 	*ret_bytes = nd_home * unit;
@@ -202,9 +224,14 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 	if (err)
 		return err;
 	/* one gather dispatch a region */
-	e->st.upload_regions += hm_gather_record(e, cb, e->gather_descs.addr,
-						 hm_pool_twin_offset(e), unit, nd,
-						 e->in_walk ? side_gather_rows() : 0);
+	if (nd_twin)
+		e->st.upload_regions += hm_gather_record(e, cb, e->gather_descs.addr,
+							 hm_pool_twin_offset(e), unit, nd_twin,
+							 rows);
+	if (nd > nd_twin)
+		e->st.upload_regions += hm_gather_record(e, cb, e->gather_descs.addr +
+							 16 * nd_twin, 0, unit, nd - nd_twin,
+							 rows);
 	hm_vk_cmd_barrier(cb);
 	return run_upload(e);
 }

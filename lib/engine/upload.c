@@ -59,9 +59,10 @@ static int ensure_cand(struct hm_engine *e, size_t n)
 
 /*
  * Beside the caller's dispatch (e->in_walk) the written published chunks
- * come first, each into a fresh slot (the dispatch reads its mirror), and
- * no slot is taken by eviction: the mirror evicted may be the one the
- * dispatch reads.
+ * come first, each into its own slot where the dispatch reads the dense
+ * window (ahead.c), else into a fresh slot (the dispatch reads its
+ * mirror), and no slot is taken by eviction: the mirror evicted may be
+ * the one the dispatch reads.
  */
 static size_t select_pending(struct hm_engine *e, uint64_t *bytes)
 {
@@ -69,14 +70,16 @@ static size_t select_pending(struct hm_engine *e, uint64_t *bytes)
 
 	for (size_t p = 0; p < e->nr_pend; p++) {
 		uint64_t r = e->pend[p];
-		struct hm_chunk *c = &e->spaces[hm_ref_space(r)].ch[hm_ref_idx(r)];
-		uint32_t slot;
+		struct hm_espace *sp = &e->spaces[hm_ref_space(r)];
+		struct hm_chunk *c = &sp->ch[hm_ref_idx(r)];
+		uint32_t slot = c->mirror;
 
 		if (hm_chunk_prio(e, c) == HM_PRIO_NONE ||
 		    (int32_t)(c->backoff_until - e->seq) > 0)
 			continue;       /* dropped or made stale at the end */
 		if ((e->p.max_upload_bytes && *bytes + e->chunk > e->p.max_upload_bytes) ||
-		    ensure_cand(e, n + 1) || hm_pool_alloc(e, &slot))
+		    ensure_cand(e, n + 1) ||
+		    (!hm_engine_ahead_in_place(e, sp, hm_ref_idx(r)) && hm_pool_alloc(e, &slot)))
 			break;
 		e->cand[n] = r;
 		e->cand_slot[n] = slot;
@@ -447,7 +450,8 @@ static bool cand_clean(const struct hm_engine *e, size_t i, const struct hm_espa
 
 /* A candidate that is not published: a new one's slot goes back, a stale
  * one keeps its slot and is wanted again; a pending one's fresh slot goes
- * back, and the dispatch's end decides the rest (ahead.c). */
+ * back (one copied in place keeps its own), and the dispatch's end
+ * decides the rest (ahead.c). */
 static void cand_unwind(struct hm_engine *e, size_t i)
 {
 	uint32_t space = hm_ref_space(e->cand[i]);
@@ -455,7 +459,8 @@ static void cand_unwind(struct hm_engine *e, size_t i)
 	struct hm_chunk *c = &e->spaces[space].ch[idx];
 
 	if (c->flags & HM_CH_PENDING) {
-		hm_pool_free_slot(e, e->cand_slot[i]);
+		if (!hm_cand_in_place(e, i))
+			hm_pool_free_slot(e, e->cand_slot[i]);
 		return;
 	}
 	if (!(c->flags & HM_CH_STALE)) {
@@ -481,6 +486,8 @@ int hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32_
 		/* a pending chunk's copy beside the dispatch: its old mirror goes */
 		hm_pool_lru_del(e, c->mirror);
 		hm_pool_free_slot(e, c->mirror);
+	} else if ((c->flags & HM_CH_PENDING) && c->mirror == slot) {
+		hm_pool_lru_del(e, slot);       /* copied in place: listed again below */
 	}
 	c->mirror = slot;
 	/* what every unit of the mirror now holds */
@@ -494,13 +501,16 @@ int hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32_
 	return 0;
 }
 
-/* Beside a dispatch: candidate i's clean copy waits for the dispatch's end. */
+/* Beside a dispatch: candidate i's clean copy waits for the dispatch's end
+ * (one made in place, its twins' catch-up listed too). */
 static int ready_add(struct hm_engine *e, size_t i, const struct hm_espace *sp)
 {
 	size_t units = 1ull << sp->wshift;
 	int err;
 
 	err = hm_grow((void **)&e->ready, &e->cap_ready, e->nr_ready + 1, sizeof(*e->ready));
+	if (!err && hm_cand_in_place(e, i))
+		err = hm_engine_ahead_twin_list(e, i, sp);
 	if (!err)
 		err = hm_grow((void **)&e->ready_gen, &e->cap_ready_gen, e->nr_ready_gen + units,
 			      sizeof(*e->ready_gen));
@@ -532,8 +542,9 @@ static size_t keep_unmoved(struct hm_engine *e, size_t n)
 		if ((c->flags & HM_CH_PENDING) &&
 		    !memcmp(e->ug0 + e->uoff[i], sp->ugen + (idx << sp->wshift),
 			    per * sizeof(*e->ug0))) {
+			if (!hm_cand_in_place(e, i))
+				hm_pool_free_slot(e, e->cand_slot[i]);
 			c->flags &= ~HM_CH_PENDING;
-			hm_pool_free_slot(e, e->cand_slot[i]);
 			continue;
 		}
 		memmove(e->ug0 + units, e->ug0 + e->uoff[i], per * sizeof(*e->ug0));
@@ -580,7 +591,8 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			e->cand_slot[i] = pairs[2 * i + 1];
 			e->uoff[i] = units;
 			units += 1ull << sp->wshift;
-			if (!(sp->ch[hm_ref_idx(e->cand[i])].flags & HM_CH_STALE))
+			if (!(sp->ch[hm_ref_idx(e->cand[i])].flags & HM_CH_STALE) &&
+			    !hm_cand_in_place(e, i))
 				fresh[nf++] = e->cand_slot[i];
 		}
 		/* the new mirrors' slots, ascending: consecutive chunks land in
@@ -592,7 +604,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 			struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
 			struct hm_chunk *c = &sp->ch[hm_ref_idx(e->cand[i])];
 
-			if (c->flags & HM_CH_STALE)
+			if ((c->flags & HM_CH_STALE) || hm_cand_in_place(e, i))
 				continue;
 			e->cand_slot[i] = fresh[f++];
 			if (!e->in_walk)

@@ -256,6 +256,24 @@ void hm_window_maps_changed(struct hm_engine *e)
  * workload's 6,100 copies a dispatch on the H100), 16 page units each.
  */
 
+/*
+ * Does the dispatch read and write chunk idx of sp in the dense window,
+ * never at its pool slot?  True where the window holds the chunk's
+ * published mirror (held: the table names its window bytes), until the
+ * next sync.
+ */
+bool hm_window_holds(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+{
+	const struct hm_window *w = &e->win;
+	uint64_t guest = hm_espace_gchunk(sp, idx) << e->shift, k;
+
+	if (!w->enabled || !w->buf.buf || w->sparse || guest < w->guest_lo ||
+	    guest - w->guest_lo >= w->covered)
+		return false;
+	k = (guest - w->guest_lo) >> e->shift;
+	return k < w->nr_held && w->held[k];
+}
+
 /* Chunk idx's units copied into the window, or never to be: unflagged. */
 static void fresh_clear(struct hm_espace *sp, uint64_t idx)
 {

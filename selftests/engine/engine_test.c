@@ -2378,6 +2378,147 @@ TEST_F(rules, ahead_gather_in_one_row_copies_every_unit)
 }
 
 /*
+ * Where the dispatch reads and writes the dense mirror window (lavapipe's
+ * form), the copy beside the walk is made in the written chunk's own pool
+ * slot, its written units alone, its twin left for after the copy-back
+ * (ahead.c).  The environment: the GPU's upload form, page watch units,
+ * chunk 3 advised read-mostly and filled with a pattern.
+ */
+static int in_place_env(struct __test_metadata *_metadata, FIXTURE_DATA(rules) *self,
+			uint32_t off, uint8_t val)
+{
+	const char *why;
+	int err;
+
+	self->ep.flags = 0;
+	self->ep.twin_mode = HM_TWIN_GATHER;
+	self->v.hooks.during_dispatch = hook_walk_write;
+	self->v.hooks.after_upload_copy = hook_walk_race;
+	self->walk_off = off;
+	self->walk_val = val;
+	err = env_new_units(&self->v, first_backend(), &self->ep, 12, &why);
+	if (err && why)
+		return 1;
+	if (err)
+		return -1;
+	if (hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY))
+		return -1;
+	for (uint32_t k = 0; k < CHUNK; k++)
+		self->v.mem[3 * CHUNK + k] = (uint8_t)(k * 7 + 1);
+	return 0;
+}
+
+#define IN_PLACE_ENV(self, off, val) do { \
+	int r_ = in_place_env(_metadata, self, off, val); \
+	if (r_ > 0) \
+		SKIP(return, "no Vulkan device or backend"); \
+	ASSERT_EQ(0, r_); \
+} while (0)
+
+/*
+ * Refreshed in place, a written chunk needs no second slot: with the
+ * budget holding one mirror, the copy beside the walk is published at
+ * the dispatch's end (a fresh slot would be refused, and the mirror
+ * dropped, as in ahead_never_evicts), and the next dispatch reads the
+ * CPU's byte and another unit's byte as home holds them, with no upload.
+ */
+TEST_F(rules, ahead_refresh_in_place_needs_no_second_slot)
+{
+	uint32_t off = 3 * CHUNK + 100, other = 3 * CHUNK + CHUNK / 2 + 8, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	self->ep.mirror_budget = 2 * CHUNK;
+	IN_PLACE_ENV(self, off, 0x5a);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads);
+	ASSERT_GT(st.window_copies, 0);                 /* the dense window serves it */
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	ASSERT_EQ((uint8_t)((off - 3 * CHUNK) * 7 + 1), byte_at(&self->v, out + 4, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.ahead_uploads);
+	ASSERT_EQ(0, st.ahead_discarded);
+	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
+	ASSERT_LE(st.mirror_bytes, st.mirror_budget);
+
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x5a, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, one_lane(&self->v, other & ~3u, out + 12, 0, 0));
+	ASSERT_EQ((uint8_t)((other - 3 * CHUNK) * 7 + 1), byte_at(&self->v, out + 12, other));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(2, st.uploads);                       /* the first, and the one beside */
+	ASSERT_EQ(0, st.uploads_discarded);
+	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);
+}
+
+/*
+ * The twin of a unit copied in place takes the copy's bytes before the
+ * next dispatch.  Dispatch 2 refreshes the CPU's byte (0x5a) in place;
+ * dispatch 3 stores into another unit of the chunk while the CPU writes
+ * the byte again (0x6b).  Its copy-back diffs the chunk against its twin:
+ * a twin still holding the byte as first uploaded would differ from the
+ * mirror's 0x5a, and 0x5a would be written home over the CPU's 0x6b.
+ */
+TEST_F(rules, ahead_in_place_twin_is_brought_level)
+{
+	uint32_t off = 3 * CHUNK + 100, b = 3 * CHUNK + CHUNK / 2 + 8, out = 9 * CHUNK;
+	uint32_t x = 0x5eed1234, got;
+	struct hm_engine_stats st;
+
+	IN_PLACE_ENV(self, off, 0x5a);
+	memset(self->v.mem + b, 0, 4);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.ahead_uploads);
+
+	self->walk_val = 0x6b;
+	self->walk_armed = true;
+	/* word b = word b ^ x = x, into the mirror, while the CPU writes off */
+	ASSERT_EQ(0, one_lane(&self->v, b, b, x, 0));
+	ASSERT_EQ(2, self->walk_calls);
+	ASSERT_EQ(0x6b, self->v.mem[off]);              /* the CPU's last byte */
+	memcpy(&got, self->v.mem + b, 4);
+	ASSERT_EQ(x, got);                              /* and the device's word */
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.ahead_uploads);
+	ASSERT_EQ(1, st.ahead_discarded);               /* dispatch 3 stored into it */
+
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x6b, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, one_lane(&self->v, b, out + 12, 0, 0));
+	memcpy(&got, self->v.mem + out + 12, 4);
+	ASSERT_EQ(x, got);
+}
+
+/* Rule 3 in place: a CPU write during the copy discards it (its slot
+ * stays the chunk's), and the next dispatch reads the CPU's last byte. */
+TEST_F(rules, ahead_in_place_raced_is_discarded)
+{
+	uint32_t off = 3 * CHUNK + 100, other = 3 * CHUNK + CHUNK / 2 + 8, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+
+	IN_PLACE_ENV(self, off, 0x50);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = self->race_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_FALSE(self->race_armed);                 /* the copy was made */
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.ahead_uploads);
+	ASSERT_EQ(1, st.ahead_discarded);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x51, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, one_lane(&self->v, other & ~3u, out + 12, 0, 0));
+	ASSERT_EQ((uint8_t)((other - 3 * CHUNK) * 7 + 1), byte_at(&self->v, out + 12, other));
+}
+
+/*
  * No slot is taken from another mirror beside a walk: with the budget
  * full, a mirror written during it is dropped at its end, and the next
  * dispatch uploads it again at its boundary.

@@ -41,7 +41,7 @@
  *   hmirror-bench workload [--modes LIST] [--rounds R] [--size MIB]
  *       [--rays N] [--dispatches N] [--mods N] [--write-every K]
  *       [--scratch-max N] [--constant] [--backend NAME] [--socket PATH]
- *       [--threads N] [--plot FILE.png] [--timeline] [--json]
+ *       [--threads N] [--plot FILE.png] [--timeline] [--twin-mode M] [--json]
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -122,6 +122,7 @@ struct wl {
 	uint32_t watch_shift;		/* the guest space's watch unit (default: pages) */
 	bool constant, json, timeline;
 	bool no_prefetch;		/* engine modes: the first dispatch uploads */
+	uint32_t twin_mode;		/* in-process engines' hm_engine_params.twin_mode */
 	bool prefetch_each;		/* engine modes: a prefetch after each dispatch, timed apart */
 	const char *socket, *plot, *backend;
 	bool modes[M_NR];
@@ -583,7 +584,8 @@ static int space_setup(struct wl_run *r)
 
 static int engine_setup(struct wl_run *r)
 {
-	struct hm_engine_params p = { .chunk_shift = r->w->chunk_shift };
+	struct hm_engine_params p = { .chunk_shift = r->w->chunk_shift,
+				      .twin_mode = r->w->twin_mode };
 	bool zc = r->res->mode == M_ZERO_COPY;
 	int err;
 
@@ -1339,7 +1341,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: hmirror-bench workload [--modes LIST|all] [--rounds R] [--size MIB]\n"
 		"       [--rays N] [--dispatches N] [--mods N] [--write-every K] [--scratch-max N]\n"
 		"       [--constant] [--backend NAME] [--socket PATH] [--threads N]\n"
-		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--no-prefetch] [--json]\n"
+		"       [--plot FILE.png] [--timeline] [--chunk-shift S] [--twin-mode M]\n"
+		"       [--no-prefetch] [--json]\n"
 		"modes: ideal zero-copy buffer-cache hmirror hmirror-daemon hmirror-helper\n"
 		"       hmirror-boundary hmirror-early uvm uvm-hmm\n"
 		"  (hmirror, hmirror-daemon: loads at the mirror window, two tiers;\n"
@@ -1358,6 +1361,8 @@ static void usage(FILE *f)
 		"  --chunk-shift S  the in-process engines' chunk (default the engine's)\n"
 		"  --hits-advice A  the hit records' advice (0, none: the engine decides)\n"
 		"  --watch-shift S  the guest space's watch unit (12, pages; 16 = the chunk)\n"
+		"  --twin-mode M    the in-process engines' upload form: auto, shader, copy,\n"
+		"                   gather (default auto: gather on a GPU, copy on a CPU device)\n"
 		"  --no-prefetch    the engine modes' first dispatch uploads the hierarchy\n"
 		"                   (default: hm_engine_prefetch() / hm_client_prefetch() first,\n"
 		"                   as the other modes fill device memory before theirs)\n"
@@ -1366,6 +1371,9 @@ static void usage(FILE *f)
 		"                   an upload during the walk would leave the next dispatch\n"
 		"Exit status 1 when any mode that ran mismatched, lost a write or failed.\n");
 }
+
+/* enum hm_twin_mode's values, by name */
+static const char *const twin_mode_name[4] = { "auto", "shader", "copy", "gather" };
 
 int bench_workload(int argc, char **argv)
 {
@@ -1387,6 +1395,7 @@ int bench_workload(int argc, char **argv)
 		{ "chunk-shift", required_argument, NULL, 'C' },
 		{ "hits-advice", required_argument, NULL, 'H' },
 		{ "watch-shift", required_argument, NULL, 'W' },
+		{ "twin-mode", required_argument, NULL, 'G' },
 		{ "no-prefetch", no_argument, NULL, 'P' },
 		{ "prefetch-each", no_argument, NULL, 'E' },
 		{ "json", no_argument, NULL, 'j' },
@@ -1422,6 +1431,15 @@ int bench_workload(int argc, char **argv)
 		case 'C': w.chunk_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'H': w.hits_advice = (uint32_t)strtoul(optarg, NULL, 0); break;
 		case 'W': w.watch_shift = (uint32_t)strtoul(optarg, NULL, 0); break;
+		case 'G':
+			for (w.twin_mode = 0; w.twin_mode < 4; w.twin_mode++)
+				if (!strcmp(optarg, twin_mode_name[w.twin_mode]))
+					break;
+			if (w.twin_mode == 4) {
+				usage(stderr);
+				return 2;
+			}
+			break;
 		case 'P': w.no_prefetch = true; break;
 		case 'E': w.prefetch_each = true; break;
 		case 'j': w.json = true; break;
