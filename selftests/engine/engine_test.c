@@ -2298,6 +2298,18 @@ TEST_F(rules, ahead_copy_of_a_chunk_the_dispatch_stores_into_is_discarded)
  * written mirror is dropped at the dispatch's end, and the next dispatch
  * reads the last byte the CPU wrote.
  */
+static void raced_copy(struct __test_metadata *_metadata, FIXTURE_DATA(rules) *self,
+		       uint32_t off, uint32_t out, struct hm_engine_stats *st)
+{
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = self->race_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_FALSE(self->race_armed);                 /* the copy was made */
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, st));
+	ASSERT_EQ(0, st->ahead_uploads);
+	ASSERT_EQ(1, st->ahead_discarded);
+}
+
 TEST_F(rules, ahead_copy_raced_is_discarded)
 {
 	uint32_t off = 3 * CHUNK + 100, out = 9 * CHUNK;
@@ -2305,13 +2317,7 @@ TEST_F(rules, ahead_copy_raced_is_discarded)
 	bool m;
 
 	RULES_AHEAD_ENV(self, off, 0x50);
-	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
-	self->walk_armed = self->race_armed = true;
-	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
-	ASSERT_FALSE(self->race_armed);                 /* the copy was made */
-	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
-	ASSERT_EQ(0, st.ahead_uploads);
-	ASSERT_EQ(1, st.ahead_discarded);
+	raced_copy(_metadata, self, off, out, &st);
 	ASSERT_EQ(1, st.mirrors_dropped_by_guard);
 	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
 	ASSERT_FALSE(m);
@@ -2505,13 +2511,7 @@ TEST_F(rules, ahead_in_place_raced_is_discarded)
 	struct hm_engine_stats st;
 
 	IN_PLACE_ENV(self, off, 0x50);
-	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
-	self->walk_armed = self->race_armed = true;
-	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
-	ASSERT_FALSE(self->race_armed);                 /* the copy was made */
-	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
-	ASSERT_EQ(0, st.ahead_uploads);
-	ASSERT_EQ(1, st.ahead_discarded);
+	raced_copy(_metadata, self, off, out, &st);
 	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
 	ASSERT_EQ(0x51, byte_at(&self->v, out + 8, off));
 	ASSERT_EQ(0, one_lane(&self->v, other & ~3u, out + 12, 0, 0));
