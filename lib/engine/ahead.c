@@ -18,7 +18,7 @@
  *    twin is left as it was, so that the copy-back of a dispatch that
  *    stores into the chunk still diffs against the bytes the dispatch
  *    started with.  After that copy-back the twins of the copied units
- *    are brought level (hm_engine_ahead_twin_record()).  Elsewhere (no
+ *    are brought level (copyback.c, record_twin_catch()).  Elsewhere (no
  *    dense window, or a chunk past it: the dispatch reads the slot) it
  *    is copied into a fresh slot, its written units from home, the
  *    others from its mirror;
@@ -155,81 +155,6 @@ void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
 	e->ahead_pass_ns = hm_now_ns() - t0;
 	e->pass_est_ns = ahead_figure(e->pass_est_ns, e->ahead_pass_ns);
 	e->st.ns_ahead += e->ahead_pass_ns;
-}
-
-/*
- * In place, a copy beside the walk moves a page from home for each page
- * the CPU wrote; into a fresh slot it moves the whole chunk, and its twin,
- * again (the workload's pass: 5,900 chunks of 16 pages, 80,000 gather
- * workgroups beside the walk, where in place they are about 6,000).
- * HMIRROR_AHEAD_IN_PLACE=0 turns it off: a measurement's control.
- */
-static unsigned in_place_knob(void)
-{
-	static int on = -1;
-
-	return hm_env_knob("HMIRROR_AHEAD_IN_PLACE", 1, 1, &on);
-}
-
-bool hm_engine_ahead_in_place(const struct hm_engine *e, const struct hm_espace *sp,
-			      uint64_t idx)
-{
-	return e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe && in_place_knob() &&
-	       hm_window_holds(e, sp, idx);
-}
-
-int hm_engine_ahead_twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp)
-{
-	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
-	uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
-	uint64_t twin = hm_pool_twin_addr(e, e->cand_slot[i]), need = e->nr_twin_catch;
-	uint64_t *d;
-
-	for (uint64_t u = 0; u < (1ull << sp->wshift); u++)
-		if (e->ug0[e->uoff[i] + u] != sp->ugen[(idx << sp->wshift) + u])
-			need += su / HM_TWIN_CATCH_PIECE;
-	if (e->twin_catch.size < need * 16) {
-		struct hm_vk_buffer nb;
-		size_t cap = 256;
-		int err;
-
-		while (cap < need)
-			cap *= 2;
-		err = hm_vk_buffer_new(e->vk, cap * 16, HM_VK_MEM_HOST, &nb);
-		if (err)
-			return err;
-		if (e->nr_twin_catch)
-			memcpy(nb.map, e->twin_catch.map, e->nr_twin_catch * 16);
-		hm_vk_buffer_free(e->vk, &e->twin_catch);
-		e->twin_catch = nb;
-	}
-	d = e->twin_catch.map;
-	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-		if (e->ug0[e->uoff[i] + u] == sp->ugen[(idx << sp->wshift) + u])
-			continue;       /* not copied: mirror and twin agree */
-		for (uint64_t o = u * su; o < (u + 1) * su; o += HM_TWIN_CATCH_PIECE) {
-			d[2 * e->nr_twin_catch] = mirror + o;
-			d[2 * e->nr_twin_catch + 1] = twin + o;
-			e->nr_twin_catch++;
-		}
-	}
-	return 0;
-}
-
-/*
- * After the copy-back's diff (in its command buffer, behind a barrier):
- * the twins of the units copied in place take their mirror's bytes.  A
- * copy that is published then has mirror and twin equal, as an upload
- * leaves them.  One the dispatch stored into was overwritten from the
- * window before the diff, which made its twin equal to it: the copy
- * changes nothing there.
- */
-bool hm_engine_ahead_twin_record(struct hm_engine *e, VkCommandBuffer cb)
-{
-	if (!e->nr_twin_catch)
-		return false;
-	hm_gather_record(e, cb, e->twin_catch.addr, 0, HM_TWIN_CATCH_PIECE, e->nr_twin_catch, 0);
-	return true;
 }
 
 /* chunk c was stored into by this dispatch (copyback.c's marks) */

@@ -145,9 +145,25 @@ static void record_diff(struct hm_engine *e, VkCommandBuffer cb, size_t n)
 }
 
 /*
+ * After the copy-back's diff (in its command buffer, behind a barrier):
+ * the twins of the units copied in place take their mirror's bytes.  A
+ * copy that is published then has mirror and twin equal, as an upload
+ * leaves them.  One the dispatch stored into was overwritten from the
+ * window before the diff, which made its twin equal to it: the copy
+ * changes nothing there.
+ */
+static bool record_twin_catch(struct hm_engine *e, VkCommandBuffer cb)
+{
+	if (!e->nr_twin_catch)
+		return false;
+	hm_gather_record(e, cb, e->twin_catch.addr, 0, HM_TWIN_CATCH_PIECE, e->nr_twin_catch, 0);
+	return true;
+}
+
+/*
  * The diff of the marked mirrors (e->back), then, behind a barrier, the
  * twins of the copies made in place beside the dispatch brought level
- * (ahead.c): one submission, waited for.
+ * (ahead.c, record_twin_catch()): one submission, waited for.
  */
 int hm_engine_copy_back(struct hm_engine *e)
 {
@@ -183,7 +199,7 @@ int hm_engine_copy_back(struct hm_engine *e)
 		record_diff(e, cb, n);
 		hm_vk_cmd_barrier(cb);
 	}
-	if (hm_engine_ahead_twin_record(e, cb))
+	if (record_twin_catch(e, cb))
 		hm_vk_cmd_barrier(cb);
 	err = hm_vk_cmd_run(e->vk, &e->cmd_back, e->p.timeout_ns);
 	if (err || !n)

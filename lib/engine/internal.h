@@ -448,9 +448,6 @@ int  hm_engine_publish(struct hm_engine *e, uint32_t space, uint64_t idx, uint32
 
 /* ahead.c: uploads beside the caller's dispatch */
 bool hm_engine_ahead_enabled(const struct hm_engine *e, bool shared);
-/* may pending chunk c (space sp, idx) be copied again in its own slot? */
-bool hm_engine_ahead_in_place(const struct hm_engine *e, const struct hm_espace *sp,
-			      uint64_t idx);
 /* a pending chunk's candidate i copied in its own slot */
 static inline bool hm_cand_in_place(const struct hm_engine *e, size_t i)
 {
@@ -459,11 +456,6 @@ static inline bool hm_cand_in_place(const struct hm_engine *e, size_t i)
 	return (c->flags & HM_CH_PENDING) && e->cand_slot[i] == c->mirror;
 }
 #define HM_TWIN_CATCH_PIECE 4096u
-/* candidate i, copied in place and ready: its copied units' twins listed */
-int  hm_engine_ahead_twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp);
-/* record the listed twins' catch-up into cb (after the copy-back's diff):
- * whether anything was recorded */
-bool hm_engine_ahead_twin_record(struct hm_engine *e, VkCommandBuffer cb);
 void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit);
 void hm_engine_ahead_finish(struct hm_engine *e, bool ok);
 void hm_engine_ahead_free(struct hm_engine *e);

@@ -58,6 +58,67 @@ static int ensure_cand(struct hm_engine *e, size_t n)
 }
 
 /*
+ * In place, a copy beside the walk moves a page from home for each page
+ * the CPU wrote; into a fresh slot it moves the whole chunk, and its twin,
+ * again (the workload's pass: 5,900 chunks of 16 pages, 80,000 gather
+ * workgroups beside the walk, where in place they are about 6,000).
+ * HMIRROR_AHEAD_IN_PLACE=0 turns it off: a measurement's control.
+ */
+static unsigned in_place_knob(void)
+{
+	static int on = -1;
+
+	return hm_env_knob("HMIRROR_AHEAD_IN_PLACE", 1, 1, &on);
+}
+
+/* may pending chunk idx of sp be copied again in its own slot (ahead.c)? */
+static bool in_place_ok(const struct hm_engine *e, const struct hm_espace *sp, uint64_t idx)
+{
+	return e->p.twin_mode == HM_TWIN_GATHER && e->gather.pipe && in_place_knob() &&
+	       hm_window_holds(e, sp, idx);
+}
+
+/* candidate i, copied in place and ready: its copied units' twins listed
+ * for the catch-up after the copy-back (e->twin_catch, ahead.c) */
+static int twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp)
+{
+	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
+	uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
+	uint64_t twin = hm_pool_twin_addr(e, e->cand_slot[i]), need = e->nr_twin_catch;
+	uint64_t *d;
+
+	for (uint64_t u = 0; u < (1ull << sp->wshift); u++)
+		if (e->ug0[e->uoff[i] + u] != sp->ugen[(idx << sp->wshift) + u])
+			need += su / HM_TWIN_CATCH_PIECE;
+	if (e->twin_catch.size < need * 16) {
+		struct hm_vk_buffer nb;
+		size_t cap = 256;
+		int err;
+
+		while (cap < need)
+			cap *= 2;
+		err = hm_vk_buffer_new(e->vk, cap * 16, HM_VK_MEM_HOST, &nb);
+		if (err)
+			return err;
+		if (e->nr_twin_catch)
+			memcpy(nb.map, e->twin_catch.map, e->nr_twin_catch * 16);
+		hm_vk_buffer_free(e->vk, &e->twin_catch);
+		e->twin_catch = nb;
+	}
+	d = e->twin_catch.map;
+	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+		if (e->ug0[e->uoff[i] + u] == sp->ugen[(idx << sp->wshift) + u])
+			continue;       /* not copied: mirror and twin agree */
+		for (uint64_t o = u * su; o < (u + 1) * su; o += HM_TWIN_CATCH_PIECE) {
+			d[2 * e->nr_twin_catch] = mirror + o;
+			d[2 * e->nr_twin_catch + 1] = twin + o;
+			e->nr_twin_catch++;
+		}
+	}
+	return 0;
+}
+
+/*
  * Beside the caller's dispatch (e->in_walk) the written published chunks
  * come first, each into its own slot where the dispatch reads the dense
  * window (ahead.c), else into a fresh slot (the dispatch reads its
@@ -79,7 +140,7 @@ static size_t select_pending(struct hm_engine *e, uint64_t *bytes)
 			continue;       /* dropped or made stale at the end */
 		if ((e->p.max_upload_bytes && *bytes + e->chunk > e->p.max_upload_bytes) ||
 		    ensure_cand(e, n + 1) ||
-		    (!hm_engine_ahead_in_place(e, sp, hm_ref_idx(r)) && hm_pool_alloc(e, &slot)))
+		    (!in_place_ok(e, sp, hm_ref_idx(r)) && hm_pool_alloc(e, &slot)))
 			break;
 		e->cand[n] = r;
 		e->cand_slot[n] = slot;
@@ -509,11 +570,11 @@ static int ready_add(struct hm_engine *e, size_t i, const struct hm_espace *sp)
 	int err;
 
 	err = hm_grow((void **)&e->ready, &e->cap_ready, e->nr_ready + 1, sizeof(*e->ready));
-	if (!err && hm_cand_in_place(e, i))
-		err = hm_engine_ahead_twin_list(e, i, sp);
 	if (!err)
 		err = hm_grow((void **)&e->ready_gen, &e->cap_ready_gen, e->nr_ready_gen + units,
 			      sizeof(*e->ready_gen));
+	if (!err && hm_cand_in_place(e, i))
+		err = twin_list(e, i, sp);      /* last: listed only if ready */
 	if (err)
 		return err;
 	memcpy(e->ready_gen + e->nr_ready_gen, e->ug1 + e->uoff[i], units * sizeof(*e->ready_gen));
