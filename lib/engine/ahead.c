@@ -84,20 +84,20 @@ static unsigned ahead_lead(void)
 }
 
 /*
- * The walk's and the pass's figures the start is taken from: the last
- * ones, or with HMIRROR_AHEAD_AVERAGE=1 (a measurement, not yet the
- * default) running averages in which the newest weighs a quarter.  The
- * last ones make a loop: the pass's copy lengthens the walk it overlaps,
- * so a walk lengthened by an early pass starts the next one late and
- * the short walk after it starts the next one early (13.9 / 17.8 ms
- * alternating on one H100 host, Documentation/decisions.rst); averages
- * would damp it.
+ * The walk's and the pass's figures the start is taken from: running
+ * averages in which the newest weighs a quarter (HMIRROR_AHEAD_AVERAGE=0,
+ * a measurement's control: the last ones).  The last ones make a loop:
+ * the pass lengthens the walk it overlaps, so a walk lengthened by an
+ * early pass starts the next one late and the short walk after it starts
+ * the next one early (13.9 / 17.8 ms alternating on one H100 host); the
+ * averages damp it: 0.78x ideal against 0.72x in one device call on
+ * another (Documentation/decisions.rst).
  */
 static uint64_t ahead_figure(uint64_t avg, uint64_t x)
 {
 	static int on = -1;
 
-	return hm_env_knob("HMIRROR_AHEAD_AVERAGE", 0, 1, &on) ?
+	return hm_env_knob("HMIRROR_AHEAD_AVERAGE", 1, 1, &on) ?
 		(uint64_t)hm_cost_average((double)avg, (double)x) : x;
 }
 
