@@ -482,6 +482,18 @@ static int side_init(struct hm_vk *vk)
 	return err;
 }
 
+static float side_priority(void)
+{
+	const char *v = getenv("HMIRROR_SIDE_PRIORITY");
+	char *end;
+	unsigned long n;
+
+	if (!v || !*v)
+		return 1.0f;
+	n = strtoul(v, &end, 10);
+	return *end || n > 100 ? 1.0f : (float)n / 100.0f;
+}
+
 static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 {
 	VkExtensionProperties *ext = NULL;
@@ -543,8 +555,11 @@ static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)
 		goto out_free_ext;
 	qci.queueFamilyIndex = vk->queue_family;
 	/* the side queue; HMIRROR_SIDE_QUEUE=0 leaves it out (a measurement:
-	 * the copies beside a dispatch then run after it) */
+	 * the copies beside a dispatch then run after it), and
+	 * HMIRROR_SIDE_PRIORITY=P (0-100, a measurement) gives it priority
+	 * P / 100 beside the main queue's 1 */
 	qci.queueCount = family_queues(vk) >= 2 && !env_false("HMIRROR_SIDE_QUEUE") ? 2 : 1;
+	prio[1] = side_priority();
 	dci.pNext = &f.f2;
 	dci.enabledExtensionCount = nw;
 	dci.ppEnabledExtensionNames = want;
