@@ -163,7 +163,7 @@ static bool record_twin_catch(struct hm_engine *e, VkCommandBuffer cb)
 /*
  * The diff of the marked mirrors (e->back), then, behind a barrier, the
  * twins of the copies made in place beside the dispatch brought level
- * (ahead.c, record_twin_catch()): one submission, waited for.
+ * (record_twin_catch(); ahead.c says why): one submission, waited for.
  */
 int hm_engine_copy_back(struct hm_engine *e)
 {

@@ -79,7 +79,8 @@ static bool in_place_ok(const struct hm_engine *e, const struct hm_espace *sp, u
 }
 
 /* candidate i, copied in place and ready: its copied units' twins listed
- * for the catch-up after the copy-back (e->twin_catch, ahead.c) */
+ * (e->twin_catch, a HM_TWIN_CATCH_PIECE each: a watch unit is a page or
+ * more) for the catch-up that copyback.c records behind its diff */
 static int twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp)
 {
 	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
