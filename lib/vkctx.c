@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "hmirror/vkctx.h"
+#include "env.h"
 
 #define HM_VK_MAX_PHYS 16
 #define HM_VK_DEFAULT_TIMEOUT_NS (10ull * 1000 * 1000 * 1000)
@@ -47,32 +48,26 @@ int hm_vk_errno(VkResult r)
 
 /*
  * hm_vk_submit_wait() polls its fence for up to HMIRROR_FENCE_SPIN_US
- * (default 200 us, 0 on a CPU device; 0: never) before it blocks in
- * vkWaitForFences(): a blocking wait pays a wake-up (an interrupt, a
- * futex) on top of the device's time, which can be most of a short
- * submission's cost (Documentation/daemon.rst, "Benchmark: what the
- * daemon adds").
+ * (0 to 1,000,000 us; default 200 us, 0 on a CPU device; 0: never)
+ * before it blocks in vkWaitForFences(): a blocking wait pays a
+ * wake-up (an interrupt, a futex) on top of the device's time, which
+ * can be most of a short submission's cost (Documentation/daemon.rst,
+ * "Benchmark: what the daemon adds").
  */
+#define HM_FENCE_SPIN_UNSET 1000001u  /* past the knob's 1 s: unset */
+
 static uint64_t fence_spin_ns(const struct hm_vk *vk)
 {
-	static int64_t v = -1;
-	int64_t x = __atomic_load_n(&v, __ATOMIC_RELAXED);
+	static int knob = -1;
+	unsigned us = hm_env_knob("HMIRROR_FENCE_SPIN_US", HM_FENCE_SPIN_UNSET,
+				  HM_FENCE_SPIN_UNSET - 1, &knob);
 
-	/* never on a CPU device: the spinner takes a core from the very
-	 * threads that run the submission (lavapipe, 2 cores: an empty
-	 * dispatch went from 93 to 330 us) */
-	if (vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU && x < 0 &&
-	    !getenv("HMIRROR_FENCE_SPIN_US"))
-		return 0;
-	if (x < 0) {
-		const char *s = getenv("HMIRROR_FENCE_SPIN_US");
-
-		x = s && *s ? strtoll(s, NULL, 0) * 1000 : 200000;
-		if (x < 0)
-			x = 0;
-		__atomic_store_n(&v, x, __ATOMIC_RELAXED);
-	}
-	return (uint64_t)x;
+	if (us != HM_FENCE_SPIN_UNSET)
+		return (uint64_t)us * 1000;
+	/* never on a CPU device, unless asked: the spinner takes a core from
+	 * the very threads that run the submission (lavapipe, 2 cores: an
+	 * empty dispatch went from 93 to 330 us) */
+	return vk->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 200000;
 }
 
 static uint64_t spin_now_ns(void)
@@ -484,14 +479,9 @@ static int side_init(struct hm_vk *vk)
 
 static float side_priority(void)
 {
-	const char *v = getenv("HMIRROR_SIDE_PRIORITY");
-	char *end;
-	unsigned long n;
+	static int knob = -1;
 
-	if (!v || !*v)
-		return 1.0f;
-	n = strtoul(v, &end, 10);
-	return *end || n > 100 ? 1.0f : (float)n / 100.0f;
+	return (float)hm_env_knob("HMIRROR_SIDE_PRIORITY", 100, 100, &knob) / 100.0f;
 }
 
 static int create_device(struct hm_vk *vk, const struct hm_vk_params *p)

@@ -35,6 +35,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 
+#include "env.h"
 #include "uffd_compat.h"
 #include "watch_internal.h"
 
@@ -279,20 +280,16 @@ static void *hm_scan_part_main(void *arg)
 static unsigned hm_scan_threads(void)
 {
 	static unsigned nr;
+	static int knob = -1;
 	unsigned n = __atomic_load_n(&nr, __ATOMIC_RELAXED);
 
 	if (!n) {
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
-		const char *v = getenv("HMIRROR_SCAN_THREADS");
-		char *end;
-		unsigned long want;
+		unsigned want = hm_env_knob("HMIRROR_SCAN_THREADS", 0, HM_SCAN_THREADS, &knob);
 
 		n = c < 1 ? 1 : c > HM_SCAN_THREADS ? HM_SCAN_THREADS : (unsigned)c;
-		if (v && *v) {
-			want = strtoul(v, &end, 10);
-			if (!*end && want >= 1 && want < n)
-				n = (unsigned)want;
-		}
+		if (want >= 1 && want < n)
+			n = want;
 		__atomic_store_n(&nr, n, __ATOMIC_RELAXED);
 	}
 	return n;

@@ -13,6 +13,7 @@
 #include "hmirror/table.h"
 #include "hmirror/lookup.h"
 #include "test_hooks.h"
+#include "../env.h"         /* hm_env_knob() */
 
 #define HM_NO_MIRROR		UINT32_MAX
 
@@ -367,7 +368,6 @@ int  hm_espace_home_loc(const struct hm_engine *e, const struct hm_espace *sp, u
 			VkBuffer *ret_buf, uint64_t *ret_off);
 int  hm_grow(void **arr, size_t *cap, size_t need, size_t elem);
 void hm_sort_runs(uint64_t *a, size_t n, size_t stride);
-unsigned hm_env_knob(const char *name, unsigned def, unsigned max, int *cache);
 
 /* a cost's running average, the newest figure weighing a quarter; the
  * first figure (avg 0) is taken as it is */

@@ -71,31 +71,6 @@ int hm_grow(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-/*
- * A measurement knob of the engine: the environment variable name read
- * once a process (*cache, -1 until then), a decimal 0..max; def when it
- * is unset or anything else.
- */
-unsigned hm_env_knob(const char *name, unsigned def, unsigned max, int *cache)
-{
-	int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
-
-	if (v < 0) {
-		const char *s = getenv(name);
-		char *end;
-		unsigned long n;
-
-		v = (int)def;
-		if (s && *s) {
-			n = strtoul(s, &end, 10);
-			if (!*end && n <= max)
-				v = (int)n;
-		}
-		__atomic_store_n(cache, v, __ATOMIC_RELAXED);
-	}
-	return (unsigned)v;
-}
-
 static int cmp_key(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
