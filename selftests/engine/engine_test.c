@@ -2262,6 +2262,40 @@ TEST_F(rules, ahead_upload_refreshes_a_written_mirror)
 }
 
 /*
+ * HMIRROR_AHEAD_COPY=0 (a measurement knob): the pass harvests and copies
+ * nothing; the written mirror is resolved at the dispatch's end as the
+ * harvest would have, and the next dispatch's boundary uploads it.
+ */
+TEST_F(rules, ahead_harvest_only_leaves_the_copy_to_the_boundary)
+{
+	uint32_t off = 3 * CHUNK + 100, out = 9 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	ASSERT_EQ(0, setenv("HMIRROR_AHEAD_COPY", "0", 1));     /* this test's process */
+	RULES_AHEAD_ENV(self, off, 0x6d);
+	self->v.mem[off] = 0x11;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	ASSERT_EQ(0x11, byte_at(&self->v, out + 4, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(2, st.ahead_passes);
+	ASSERT_EQ(0, st.ahead_uploads);
+	ASSERT_EQ(0, st.ahead_discarded);
+	ASSERT_EQ(1, st.mirrors_dropped_by_guard);      /* at the dispatch's end */
+	ASSERT_EQ(1, st.uploads);
+
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x6d, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(0, st.ahead_uploads);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
+	ASSERT_TRUE(m);                                 /* uploaded at the boundary */
+}
+
+/*
  * A copy made beside a dispatch that stores into the same chunk lacks the
  * device's bytes: it is discarded, and the next dispatch reads both the
  * device's word and the CPU's byte.
