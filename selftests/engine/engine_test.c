@@ -2205,6 +2205,19 @@ static uint8_t byte_at(const struct env *v, uint32_t word_off, uint32_t byte_off
 				      HM_ADVICE_READ_MOSTLY)); \
 } while (0)
 
+/* The second dispatch: the CPU writes off (0x11 before) while it walks;
+ * it reads the mirror it started with, its result at out; two passes. */
+static void walk_with_cpu_write(struct __test_metadata *_metadata, FIXTURE_DATA(rules) *self,
+				uint32_t off, uint32_t out, struct hm_engine_stats *st)
+{
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	ASSERT_EQ(0x11, byte_at(&self->v, out, off));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, st));
+	ASSERT_EQ(2, st->ahead_passes);
+}
+
 /*
  * Uploads ahead (ahead.c): a mirror the CPU writes while a dispatch walks
  * stays the dispatch's; a fresh copy made beside the walk replaces it at
@@ -2227,13 +2240,7 @@ TEST_F(rules, ahead_upload_refreshes_a_written_mirror)
 	ASSERT_EQ(1, st.ahead_passes);
 	ASSERT_EQ(0, st.ahead_uploads);
 
-	self->walk_armed = true;
-	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
-	ASSERT_EQ(1, self->walk_calls);
-	/* the dispatch read the mirror it started with */
-	ASSERT_EQ(0x11, byte_at(&self->v, out + 4, off));
-	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
-	ASSERT_EQ(2, st.ahead_passes);
+	walk_with_cpu_write(_metadata, self, off, out + 4, &st);
 	ASSERT_EQ(1, st.ahead_uploads);
 	ASSERT_EQ(0, st.ahead_discarded);
 	ASSERT_EQ(2, st.uploads);
@@ -2276,12 +2283,7 @@ TEST_F(rules, ahead_harvest_only_leaves_the_copy_to_the_boundary)
 	RULES_AHEAD_ENV(self, off, 0x6d);
 	self->v.mem[off] = 0x11;
 	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
-	self->walk_armed = true;
-	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
-	ASSERT_EQ(1, self->walk_calls);
-	ASSERT_EQ(0x11, byte_at(&self->v, out + 4, off));
-	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
-	ASSERT_EQ(2, st.ahead_passes);
+	walk_with_cpu_write(_metadata, self, off, out + 4, &st);
 	ASSERT_EQ(0, st.ahead_uploads);
 	ASSERT_EQ(0, st.ahead_discarded);
 	ASSERT_EQ(1, st.mirrors_dropped_by_guard);      /* at the dispatch's end */
