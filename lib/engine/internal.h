@@ -456,6 +456,28 @@ static inline bool hm_cand_in_place(const struct hm_engine *e, size_t i)
 	return (c->flags & HM_CH_PENDING) && e->cand_slot[i] == c->mirror;
 }
 #define HM_TWIN_CATCH_PIECE 4096u
+
+/*
+ * The watch units of candidate i to copy from home: all of a new mirror's;
+ * of a stale one's, those whose generation moved since it was published
+ * (the others still hold, in mirror and twin, what home holds: no CPU
+ * write reached them, or their generation would have moved).  A pending
+ * one's (ahead.c) likewise; into a fresh slot its others are copied from
+ * its published mirror, which holds what home holds but for what the
+ * running dispatch stores (a chunk it stores into is never published
+ * from this copy); copied in place they stay where they are.  twin.c's
+ * gather and the in-place copies' twin list (upload.c) both ask this.
+ */
+static inline bool hm_unit_wanted(const struct hm_engine *e, size_t i,
+				  const struct hm_espace *sp, uint64_t idx, uint64_t u)
+{
+	uint64_t unit = (idx << sp->wshift) + u;
+
+	if (!(sp->ch[idx].flags & (HM_CH_STALE | HM_CH_PENDING)))
+		return true;
+	return e->ug0[e->uoff[i] + u] != sp->ugen[unit];
+}
+
 void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit);
 void hm_engine_ahead_finish(struct hm_engine *e, bool ok);
 void hm_engine_ahead_free(struct hm_engine *e);

@@ -84,25 +84,6 @@ static uint32_t side_gather_rows(void)
 	return hm_env_knob("HMIRROR_SIDE_GATHER_GROUPS", 0, 1u << 16, &rows);
 }
 
-/*
- * The watch units of candidate i to copy from home: all of a new mirror's;
- * of a stale one's, those whose generation moved since it was published
- * (the others still hold, in mirror and twin, what home holds: no CPU
- * write reached them, or their generation would have moved).  A pending
- * one's (ahead.c) likewise; its others are copied from its published
- * mirror, which holds what home holds but for what the running dispatch
- * stores (a chunk it stores into is never published from this copy).
- */
-static bool unit_wanted(const struct hm_engine *e, size_t i, const struct hm_espace *sp,
-			uint64_t idx, uint64_t u)
-{
-	uint64_t unit = (idx << sp->wshift) + u;
-
-	if (!(sp->ch[idx].flags & (HM_CH_STALE | HM_CH_PENDING)))
-		return true;
-	return e->ug0[e->uoff[i] + u] != sp->ugen[unit];
-}
-
 /* the upload's submission: beside the caller's dispatch on the side queue */
 static int run_upload(struct hm_engine *e)
 {
@@ -159,7 +140,7 @@ static void gather_list(struct hm_engine *e, size_t i, uint64_t unit, uint64_t *
 	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
 		uint64_t src = home;
 
-		if (!unit_wanted(e, i, sp, idx, u)) {
+		if (!hm_unit_wanted(e, i, sp, idx, u)) {
 			if (!from_old)
 				continue;
 			src = old;      /* device to device */

@@ -85,12 +85,10 @@ static int twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp)
 {
 	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
 	uint64_t mirror = hm_pool_mirror_addr(e, e->cand_slot[i]);
-	uint64_t twin = hm_pool_twin_addr(e, e->cand_slot[i]), need = e->nr_twin_catch;
+	uint64_t twin = hm_pool_twin_addr(e, e->cand_slot[i]);
+	uint64_t need = e->nr_twin_catch + e->chunk / HM_TWIN_CATCH_PIECE;      /* at most */
 	uint64_t *d;
 
-	for (uint64_t u = 0; u < (1ull << sp->wshift); u++)
-		if (e->ug0[e->uoff[i] + u] != sp->ugen[(idx << sp->wshift) + u])
-			need += su / HM_TWIN_CATCH_PIECE;
 	if (e->twin_catch.size < need * 16) {
 		struct hm_vk_buffer nb;
 		size_t cap = 256;
@@ -108,7 +106,7 @@ static int twin_list(struct hm_engine *e, size_t i, const struct hm_espace *sp)
 	}
 	d = e->twin_catch.map;
 	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-		if (e->ug0[e->uoff[i] + u] == sp->ugen[(idx << sp->wshift) + u])
+		if (!hm_unit_wanted(e, i, sp, idx, u))
 			continue;       /* not copied: mirror and twin agree */
 		for (uint64_t o = u * su; o < (u + 1) * su; o += HM_TWIN_CATCH_PIECE) {
 			d[2 * e->nr_twin_catch] = mirror + o;
