@@ -61,15 +61,21 @@ HMIRROR_VALIDATION=${HMIRROR_VALIDATION:-1} "$bin/hmirror-bench" workload \
 	--rounds 1 --json ${HMIRROR_WORKLOAD_ARGS:-} >"$dir/gather" 2>"$dir/gather.err"
 rc=$?
 line=$(grep '"mode":"hmirror"' "$dir/gather")
+# every dispatch read and wrote right, and the pass beside the walk ran
+# (its time is never 0.000 ms); how many of its copies were published
+# depends on the timing (none in 3 of 8 runs here), so it is not asked
+ok=no
 case "$line" in
-*'"ran":true'*'"done":4,'*'"mismatches":0,"lost_writes":0'*'"ahead_uploads":'[1-9]*)
-	[ $rc -eq 0 ] && echo "ok 10 workload.hmirror_gather" ||
-		{ echo "not ok 10 workload.hmirror_gather # exit $rc"; fail=1; } ;;
-*)
+*'"ran":true'*'"done":4,'*'"mismatches":0,"lost_writes":0'*) ok=yes ;;
+esac
+case "$line" in *'"ahead":0.000,'*) ok=no ;; esac
+if [ $ok = yes ] && [ $rc -eq 0 ]; then
+	echo "ok 10 workload.hmirror_gather"
+else
 	sed 's/^/# /' "$dir/gather.err" | tail -n 12
 	echo "# $line" | cut -c1-400
-	echo "not ok 10 workload.hmirror_gather"
-	fail=1 ;;
-esac
+	echo "not ok 10 workload.hmirror_gather # exit $rc"
+	fail=1
+fi
 [ $fail -eq 0 ] && echo "# 10 passed, 0 failed" || echo "# some failed"
 exit $fail
