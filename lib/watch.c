@@ -669,44 +669,21 @@ static uint64_t hm_bits_n(const uint64_t *b, uint64_t i, unsigned n)
 	return n == 64 ? x : x & ((1ull << n) - 1);
 }
 
-int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
-			       unsigned flags, uint64_t *ret_gens)
+/* the scans that [first, first+count)'s generations need (lock held): a
+   refresh, or, with seen, a peek into bits (c - base) of seen.  One
+   refresh or peek (uffd-async: one PAGEMAP_SCAN) a run of armed chunks,
+   or where the backend scans across unarmed ones (HM_CAP_RANGE_SCAN), one
+   from the first armed chunk to the last: a caller that asks for a long,
+   sparsely armed range (the engine's check over a whole space) pays one
+   scan, not one a run */
+static int hm_gens_scan(struct hm_space *s, uint64_t first, uint64_t count, uint64_t *seen,
+			uint64_t base)
 {
-	uint64_t end = first + count, *seen = NULL;
-	bool defer = (flags & HM_GEN_DEFER) && s && s->ops->defer_refresh;
-	int err;
+	uint64_t end = first + count;
 
-	if (!s || !ret_gens || (flags & ~(HM_GEN_DEFER | HM_GEN_PEEK)) ||
-	    (flags & HM_GEN_DEFER && flags & HM_GEN_PEEK))
-		return -EINVAL;
-	err = hm_check_range(s, first, count);
-	if (err)
-		return err;
-	hm_lock(s);
-	if (s->exported) {
-		err = -EBUSY;
-		goto out;
-	}
-	if (s->ops->generations_range) {
-		err = s->ops->generations_range(s, first, count, ret_gens);
-		goto out;
-	}
-	/* a peek: which armed chunks the kernel saw written, left as they are */
-	if ((flags & HM_GEN_PEEK) && s->ops->peek) {
-		seen = calloc((count + 63) / 64, sizeof(*seen));
-		if (!seen) {
-			err = -ENOMEM;
-			goto out;
-		}
-		defer = true;
-	}
-	/* one refresh or peek (uffd-async: one PAGEMAP_SCAN) a run of armed
-	   chunks, or where the backend scans across unarmed ones
-	   (HM_CAP_RANGE_SCAN), one from the first armed chunk to the last:
-	   a caller that asks for a long, sparsely armed range (the engine's
-	   check over a whole space) pays one scan, not one a run */
-	for (uint64_t c = first; c < end && (!defer || seen);) {
+	for (uint64_t c = first; c < end;) {
 		uint64_t e = c + 1;
+		int err;
 
 		if (!hm_test_bit(s->armed, c)) {
 			c++;
@@ -720,11 +697,21 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 			while (e < end && hm_test_bit(s->armed, e))
 				e++;
 		}
-		err = seen ? s->ops->peek(s, c, e - c, seen, first) : s->ops->refresh(s, c, e - c);
+		err = seen ? s->ops->peek(s, c, e - c, seen, base) : s->ops->refresh(s, c, e - c);
 		if (err)
-			goto out;
+			return err;
 		c = e;
 	}
+	return 0;
+}
+
+/* the generations of [first, first+count) into ret_gens once its scans are
+   done (lock held); seen: what a peek found, bits (c - base) */
+static void hm_gens_fill(struct hm_space *s, uint64_t first, uint64_t count,
+			 const uint64_t *seen, uint64_t base, uint64_t *ret_gens)
+{
+	uint64_t end = first + count;
+
 	for (uint64_t c = first; c < end;) {
 		uint64_t w = c >> 6, stop = (w + 1) * 64 < end ? (w + 1) * 64 : end;
 		unsigned n = (unsigned)(stop - c);
@@ -734,7 +721,7 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 		   written): their generations as they are (a 64 KiB chunk's
 		   page units are a quarter word) */
 		if (!(s->gdirty[w] & m) && (s->armed[w] & m) == m &&
-		    (!seen || !hm_bits_n(seen, c - first, n))) {
+		    (!seen || !hm_bits_n(seen, c - base, n))) {
 			memcpy(ret_gens + (c - first), s->gen + c, n * sizeof(*ret_gens));
 			c = stop;
 			continue;
@@ -748,12 +735,151 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 			/* seen written: what the refresh that records it will
 			   make the generation, not stored, as the write is not
 			   taken */
-			if (seen && hm_test_bit(seen, c - first))
+			if (seen && hm_test_bit(seen, c - base))
 				ret_gens[c - first] += 2;
 		}
 	}
+}
+
+/* what a generations call with flags does (lock held): scan and refresh
+   (HM_GEN_SCAN_TAKE), scan and only look (HM_GEN_SCAN_PEEK: the backend
+   peeks), or answer from what the space knows (HM_GEN_SCAN_NONE) */
+enum { HM_GEN_SCAN_NONE, HM_GEN_SCAN_TAKE, HM_GEN_SCAN_PEEK };
+
+static int hm_gens_how(const struct hm_space *s, unsigned flags)
+{
+	if ((flags & HM_GEN_PEEK) && s->ops->peek)
+		return HM_GEN_SCAN_PEEK;
+	if ((flags & HM_GEN_DEFER) && s->ops->defer_refresh)
+		return HM_GEN_SCAN_NONE;
+	return HM_GEN_SCAN_TAKE;
+}
+
+static int hm_gens_flags_ok(unsigned flags)
+{
+	return !(flags & ~(HM_GEN_DEFER | HM_GEN_PEEK)) &&
+	       !(flags & HM_GEN_DEFER && flags & HM_GEN_PEEK);
+}
+
+/* one range's generations (lock held) */
+static int hm_gens_range_locked(struct hm_space *s, uint64_t first, uint64_t count,
+				unsigned flags, uint64_t *ret_gens)
+{
+	int how = hm_gens_how(s, flags), err = 0;
+	uint64_t *seen = NULL;
+
+	if (s->ops->generations_range)
+		return s->ops->generations_range(s, first, count, ret_gens);
+	/* a peek: which armed chunks the kernel saw written, left as they are */
+	if (how == HM_GEN_SCAN_PEEK) {
+		seen = calloc((count + 63) / 64, sizeof(*seen));
+		if (!seen)
+			return -ENOMEM;
+	}
+	if (how != HM_GEN_SCAN_NONE)
+		err = hm_gens_scan(s, first, count, seen, first);
+	if (!err)
+		hm_gens_fill(s, first, count, seen, first, ret_gens);
+	free(seen);
+	return err;
+}
+
+int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
+			       unsigned flags, uint64_t *ret_gens)
+{
+	int err;
+
+	if (!s || !ret_gens || !hm_gens_flags_ok(flags))
+		return -EINVAL;
+	err = hm_check_range(s, first, count);
+	if (err)
+		return err;
+	hm_lock(s);
+	err = s->exported ? -EBUSY : hm_gens_range_locked(s, first, count, flags, ret_gens);
+	hm_unlock(s);
+	return err;
+}
+
+/*
+ * Many ranges' generations in one call.  Where the backend scans spans on
+ * several CPUs (scan_spans: uffd-async, HMIRROR_SCAN_THREADS), every
+ * span's scan is first made, spread over them, and the generations filled
+ * after; elsewhere, or for few spans, each span is hm_space_generations_range()
+ * under the one lock.  Each span's peek bits start at a word of their own.
+ */
+#define HM_SPANS_PAR_MIN	32
+
+int hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spans, size_t n,
+			       unsigned flags)
+{
+	struct hm_scan_span *scan = NULL;
+	uint64_t *seen = NULL, words = 0;
+	size_t nscan = 0;
+	int err = 0, how;
+
+	if (!s || (n && !spans) || !hm_gens_flags_ok(flags))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!spans[i].gens)
+			return -EINVAL;
+		err = hm_check_range(s, spans[i].first, spans[i].count);
+		if (err)
+			return err;
+	}
+	hm_lock(s);
+	if (s->exported) {
+		err = -EBUSY;
+		goto out;
+	}
+	how = hm_gens_how(s, flags);
+	if (how == HM_GEN_SCAN_NONE || s->ops->generations_range || !s->ops->scan_spans ||
+	    !(s->caps & HM_CAP_RANGE_SCAN) || n < HM_SPANS_PAR_MIN)
+		goto one_by_one;
+	scan = malloc(n * sizeof(*scan));
+	if (!scan) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* each span's scan from its first armed chunk to its last (the
+	   backend scans across unarmed ones), its peek bits at words of
+	   their own from words * 64 on */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = spans[i].first, e = c + spans[i].count;
+
+		while (c < e && !hm_test_bit(s->armed, c))
+			c++;
+		while (e > c && !hm_test_bit(s->armed, e - 1))
+			e--;
+		if (c < e)
+			scan[nscan++] = (struct hm_scan_span){
+				.first = c, .count = e - c,
+				.base = spans[i].first - words * 64,
+			};
+		words += (spans[i].count + 63) / 64;
+	}
+	if (how == HM_GEN_SCAN_PEEK && !(seen = calloc(words ? words : 1, sizeof(*seen)))) {
+		err = -ENOMEM;
+		goto out;
+	}
+	err = nscan ? s->ops->scan_spans(s, scan, nscan, seen) : 0;
+	if (err == -EAGAIN)
+		goto one_by_one;
+	if (err)
+		goto out;
+	words = 0;
+	for (size_t i = 0; i < n; i++) {
+		hm_gens_fill(s, spans[i].first, spans[i].count, seen,
+			     spans[i].first - words * 64, spans[i].gens);
+		words += (spans[i].count + 63) / 64;
+	}
+	goto out;
+one_by_one:
+	for (size_t i = 0; i < n && !err; i++)
+		err = hm_gens_range_locked(s, spans[i].first, spans[i].count, flags,
+					   spans[i].gens);
 out:
 	hm_unlock(s);
+	free(scan);
 	free(seen);
 	return err;
 }

@@ -201,6 +201,7 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_pipeline_free(e->vk, &e->gather);
 	hm_vk_buffer_free(e->vk, &e->gather_descs);
 	free(e->span_gen);
+	free(e->gen_spans);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
 	if (e->work_done)

@@ -275,6 +275,8 @@ struct hm_engine {
 	struct hm_vk_buffer gather_descs; /* (home, mirror) of an upload's candidates */
 	uint64_t *span_gen;             /* generations asked over spans with gaps */
 	size_t cap_span_gen;
+	struct hm_gen_span *gen_spans;  /* one generations call's spans */
+	size_t cap_gen_spans;
 	/* a check after a copy, span by span or over the whole space: what a
 	 * span's call and a unit of a whole scan last cost (running averages,
 	 * 0 until measured; upload.c) */

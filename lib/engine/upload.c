@@ -360,8 +360,8 @@ static int note_whole(struct hm_engine *e, struct hm_espace *sp, const uint64_t 
 static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uint64_t *idxs,
 			    size_t k, unsigned flags, uint64_t *ug)
 {
-	uint64_t per = 1ull << sp->wshift, t0 = 0;
-	size_t spans = 0;
+	uint64_t per = 1ull << sp->wshift, t0 = 0, gap_units;
+	size_t spans = 0, nspan;
 	int err;
 
 	/* HM_CAP_RANGE_SCAN: the watch layer scans a range in one call
@@ -375,27 +375,49 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 			return note_whole(e, sp, idxs, k, flags, ug, units);
 		t0 = hm_now_ns();
 	}
+	/* every span in one call (the watch layer spreads their scans over
+	 * several CPUs where it can): a span without gaps straight into ug,
+	 * one with gaps into span_gen, its candidates' units copied out after */
+	nspan = 0;
+	gap_units = 0;
+	for (size_t i = 0, j; i < k; i = j) {
+		j = span_end(sp, idxs, i, k);
+		if (idxs[j - 1] - idxs[i] + 1 != j - i)
+			gap_units += (idxs[j - 1] - idxs[i] + 1) * per;
+		nspan++;
+	}
+	err = hm_grow((void **)&e->gen_spans, &e->cap_gen_spans, nspan, sizeof(*e->gen_spans));
+	if (!err && gap_units)
+		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, gap_units,
+			      sizeof(*e->span_gen));
+	if (err)
+		return err;
+	nspan = 0;
+	gap_units = 0;
 	for (size_t i = 0, j; i < k; i = j) {
 		uint64_t from = idxs[i], len;
 
 		j = span_end(sp, idxs, i, k);
 		len = idxs[j - 1] - from + 1;
-		if (len == j - i) {	/* no gap: straight into ug */
-			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
-							 ug + i * per);
-			if (err)
-				return err;
+		e->gen_spans[nspan++] = (struct hm_gen_span){
+			.first = from * per, .count = len * per,
+			.gens = len == j - i ? ug + i * per : e->span_gen + gap_units,
+		};
+		if (len != j - i)
+			gap_units += len * per;
+	}
+	err = hm_space_generations_spans(sp->s, e->gen_spans, nspan, flags);
+	if (err)
+		return err;
+	nspan = 0;
+	for (size_t i = 0, j; i < k; i = j) {
+		const uint64_t *g = e->gen_spans[nspan++].gens;
+
+		j = span_end(sp, idxs, i, k);
+		if (g == ug + i * per)
 			continue;
-		}
-		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, len * per,
-			      sizeof(*e->span_gen));
-		if (!err)
-			err = hm_space_generations_range(sp->s, from * per, len * per, flags,
-							 e->span_gen);
-		if (err)
-			return err;
 		for (size_t t = i; t < j; t++)
-			memcpy(ug + t * per, e->span_gen + (idxs[t] - from) * per, per * sizeof(*ug));
+			memcpy(ug + t * per, g + (idxs[t] - idxs[i]) * per, per * sizeof(*ug));
 	}
 	if (t0 && spans)
 		e->check_span_ns = hm_cost_average(e->check_span_ns,

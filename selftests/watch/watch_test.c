@@ -436,6 +436,100 @@ TEST_F(watch, peek_across_unarmed_chunks)
 	EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
 }
 
+/*
+ * hm_space_generations_spans(): many spans in one call answer what
+ * hm_space_generations_range() answers for each (41 spans, more than the
+ * 32 below which the library scans them one by one: uffd-async scans them
+ * on several threads here), with spans that overlap, one whose ends are
+ * unarmed and one of a single chunk.  A peek sees the armed chunks written
+ * in every span and takes nothing; without the flag the writes are taken
+ * and the next harvest reports each once.  A bad span changes nothing.
+ */
+#define NR_SPANS 41
+
+static void span_list(struct hm_gen_span *sp, uint64_t (*g)[8])
+{
+	for (int i = 0; i < 39; i++)	/* [3i, 3i+2): chunks 0..115 */
+		sp[i] = (struct hm_gen_span){ 3 * i, 2, g[i] };
+	sp[39] = (struct hm_gen_span){ 112, 8, g[39] };	/* 112..119, 116..119 unarmed */
+	sp[40] = (struct hm_gen_span){ 1, 1, g[40] };	/* inside span 0 */
+}
+
+TEST_F(watch, generations_spans_match_each_range)
+{
+	static const uint64_t written[] = { 1, 60, 112, 117 };	/* 117: unarmed */
+	struct hm_gen_span sp[NR_SPANS], bad;
+	uint64_t g0[NR_SPANS][8], g[NR_SPANS][8], want[8], b[8];
+
+	NEED_SPACE();
+	ASSERT_EQ(0, hm_space_arm(self->s, 0, 116));
+	harvest_all(self->s, self->out, MAX_OUT);
+	span_list(sp, g0);
+	ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, NR_SPANS, 0));
+	for (size_t w = 0; w < sizeof(written) / sizeof(written[0]); w++)
+		AT(written[w], 100 + w) = (uint8_t)(w + 1);
+
+	/* a peek, twice: each span as its own range peeks, the written armed
+	   chunks moved from g0, the rest not */
+	for (int round = 0; round < 2; round++) {
+		span_list(sp, g);
+		ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, NR_SPANS, HM_GEN_PEEK));
+		for (int i = 0; i < NR_SPANS; i++) {
+			ASSERT_EQ(0, hm_space_generations_range(self->s, sp[i].first, sp[i].count,
+								HM_GEN_PEEK, want));
+			for (uint64_t u = 0; u < sp[i].count; u++) {
+				uint64_t c = sp[i].first + u;
+				bool hit = c == 1 || c == 60 || c == 112;
+
+				EXPECT_EQ(want[u], g[i][u]) TH_LOG("span %d chunk %lu", i,
+								   (unsigned long)c);
+				if (c >= 116) {
+					EXPECT_FALSE(HM_GEN_CLEAN(g[i][u]));
+				} else if (hit) {
+					EXPECT_NE(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+				} else {
+					EXPECT_EQ(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+				}
+			}
+		}
+	}
+
+	/* a span past the space, or without gens: refused, nothing taken */
+	bad = (struct hm_gen_span){ NR_CHUNKS - 1, 2, b };
+	span_list(sp, g);
+	sp[20] = bad;
+	EXPECT_EQ(-ERANGE, hm_space_generations_spans(self->s, sp, NR_SPANS, 0));
+	span_list(sp, g);
+	sp[33].gens = NULL;
+	EXPECT_EQ(-EINVAL, hm_space_generations_spans(self->s, sp, NR_SPANS, 0));
+	EXPECT_EQ(-EINVAL, hm_space_generations_spans(self->s, sp, NR_SPANS,
+						      HM_GEN_PEEK | HM_GEN_DEFER));
+
+	/* taken: the answers are what the peek said, and the harvest reports
+	   the armed chunks written, each once */
+	span_list(sp, g);
+	ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, NR_SPANS, 0));
+	for (int i = 0; i < NR_SPANS; i++) {
+		for (uint64_t u = 0; u < sp[i].count; u++) {
+			uint64_t c = sp[i].first + u;
+			bool hit = c == 1 || c == 60 || c == 112;
+
+			if (c < 116 && hit) {
+				EXPECT_NE(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+			} else if (c < 116) {
+				EXPECT_EQ(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+			}
+		}
+	}
+	ASSERT_EQ(3, harvest_all(self->s, self->out, MAX_OUT));
+	EXPECT_EQ(1, self->out[0]);
+	EXPECT_EQ(60, self->out[1]);
+	EXPECT_EQ(112, self->out[2]);
+	EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
+	for (size_t w = 0; w < sizeof(written) / sizeof(written[0]); w++)
+		EXPECT_EQ(w + 1, AT(written[w], 100 + w));
+}
+
 /* ---- concurrent writers ---------------------------------------------------- */
 
 #define NR_WRITERS 2

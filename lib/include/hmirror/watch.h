@@ -171,6 +171,19 @@ int  hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
    the space. */
 int  hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
 				unsigned flags, uint64_t *ret_gens);
+/* the generations of several ranges in one call: each span's are what
+   hm_space_generations_range() with flags answers for it, and the spans'
+   scans are spread over several CPUs where the backend can (uffd-async:
+   the CPUs, at most four, or HMIRROR_SCAN_THREADS), a call a span on one
+   CPU costing about a microsecond.  Spans in any order, overlapping or
+   not.  -EINVAL: a span without gens, or as hm_space_generations_range();
+   -ERANGE: a span leaves the space (nothing is scanned then). */
+struct hm_gen_span {
+	uint64_t first, count;		/* chunks [first, first + count) */
+	uint64_t *gens;			/* their count generations */
+};
+int  hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spans, size_t n,
+				unsigned flags);
 /* flags: answer from what the space knows, without asking the kernel where
    the backend can (uffd-async: no scan).  A write this call misses still
    moves the generation that the next call without the flag answers, so
