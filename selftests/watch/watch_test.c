@@ -438,12 +438,13 @@ TEST_F(watch, peek_across_unarmed_chunks)
 
 /*
  * hm_space_generations_spans(): many spans in one call answer what
- * hm_space_generations_range() answers for each (41 spans, more than the
- * 32 below which the library scans them one by one: uffd-async scans them
- * on several threads here), with spans that overlap, one whose ends are
- * unarmed and one of a single chunk.  A peek sees the armed chunks written
- * in every span and takes nothing; without the flag the writes are taken
- * and the next harvest reports each once.  A bad span changes nothing.
+ * hm_space_generations_range() answers for each, whichever way the library
+ * scans them: 41 close spans (uffd-async: one scan over their cover) and 4
+ * far apart (a call each), with spans that overlap, one whose ends are
+ * unarmed, one wholly unarmed at the cover's start and one of a single
+ * chunk.  A peek sees the armed chunks written in every span and takes
+ * nothing; without the flag the writes are taken, and the next harvest
+ * reports each once.  A bad span changes nothing.
  */
 #define NR_SPANS 41
 
@@ -452,43 +453,68 @@ static void span_list(struct hm_gen_span *sp, uint64_t (*g)[8])
 	for (int i = 0; i < 39; i++)	/* [3i, 3i+2): chunks 0..115 */
 		sp[i] = (struct hm_gen_span){ 3 * i, 2, g[i] };
 	sp[39] = (struct hm_gen_span){ 112, 8, g[39] };	/* 112..119, 116..119 unarmed */
-	sp[40] = (struct hm_gen_span){ 1, 1, g[40] };	/* inside span 0 */
+	sp[40] = (struct hm_gen_span){ 1, 1, g[40] };	/* unarmed, inside span 0 */
+}
+
+/* spans 1, 20, 37 and 39 of span_list(), at their places in g */
+static void span_few(struct hm_gen_span *sp, uint64_t (*g)[8])
+{
+	static const int pick[] = { 1, 20, 37, 39 };
+	struct hm_gen_span all[NR_SPANS];
+
+	span_list(all, g);
+	for (int i = 0; i < 4; i++)
+		sp[i] = all[pick[i]];
+}
+
+static bool span_hit(uint64_t c)
+{
+	return c == 3 || c == 60 || c == 112;
 }
 
 TEST_F(watch, generations_spans_match_each_range)
 {
-	static const uint64_t written[] = { 1, 60, 112, 117 };	/* 117: unarmed */
+	static const uint64_t written[] = { 1, 3, 60, 112, 117 };	/* 1, 117: unarmed */
 	struct hm_gen_span sp[NR_SPANS], bad;
 	uint64_t g0[NR_SPANS][8], g[NR_SPANS][8], want[8], b[8];
 
 	NEED_SPACE();
-	ASSERT_EQ(0, hm_space_arm(self->s, 0, 116));
+	ASSERT_EQ(0, hm_space_arm(self->s, 2, 114));	/* 2..115 */
 	harvest_all(self->s, self->out, MAX_OUT);
 	span_list(sp, g0);
 	ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, NR_SPANS, 0));
 	for (size_t w = 0; w < sizeof(written) / sizeof(written[0]); w++)
 		AT(written[w], 100 + w) = (uint8_t)(w + 1);
 
-	/* a peek, twice: each span as its own range peeks, the written armed
-	   chunks moved from g0, the rest not */
-	for (int round = 0; round < 2; round++) {
-		span_list(sp, g);
-		ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, NR_SPANS, HM_GEN_PEEK));
-		for (int i = 0; i < NR_SPANS; i++) {
+	/* a peek of all, of a few, of all again: each span as its own range
+	   peeks, the written armed chunks moved from g0, the rest not */
+	for (int round = 0; round < 3; round++) {
+		int nr = round == 1 ? 4 : NR_SPANS;
+
+		memset(g, 0xa5, sizeof(g));
+		if (round == 1)
+			span_few(sp, g);
+		else
+			span_list(sp, g);
+		ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, nr, HM_GEN_PEEK));
+		for (int i = 0; i < nr; i++) {
+			int at = (int)(sp[i].gens - g[0]) / 8;
+
 			ASSERT_EQ(0, hm_space_generations_range(self->s, sp[i].first, sp[i].count,
 								HM_GEN_PEEK, want));
 			for (uint64_t u = 0; u < sp[i].count; u++) {
 				uint64_t c = sp[i].first + u;
-				bool hit = c == 1 || c == 60 || c == 112;
 
-				EXPECT_EQ(want[u], g[i][u]) TH_LOG("span %d chunk %lu", i,
-								   (unsigned long)c);
-				if (c >= 116) {
-					EXPECT_FALSE(HM_GEN_CLEAN(g[i][u]));
-				} else if (hit) {
-					EXPECT_NE(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+				EXPECT_EQ(want[u], sp[i].gens[u]) TH_LOG("span %d chunk %lu", i,
+									 (unsigned long)c);
+				if (c < 2 || c >= 116) {
+					EXPECT_FALSE(HM_GEN_CLEAN(sp[i].gens[u]));
+				} else if (span_hit(c)) {
+					EXPECT_NE(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
+										   (unsigned long)c);
 				} else {
-					EXPECT_EQ(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+					EXPECT_EQ(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
+										   (unsigned long)c);
 				}
 			}
 		}
@@ -505,24 +531,37 @@ TEST_F(watch, generations_spans_match_each_range)
 	EXPECT_EQ(-EINVAL, hm_space_generations_spans(self->s, sp, NR_SPANS,
 						      HM_GEN_PEEK | HM_GEN_DEFER));
 
-	/* taken: the answers are what the peek said, and the harvest reports
-	   the armed chunks written, each once */
-	span_list(sp, g);
-	ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, NR_SPANS, 0));
-	for (int i = 0; i < NR_SPANS; i++) {
-		for (uint64_t u = 0; u < sp[i].count; u++) {
-			uint64_t c = sp[i].first + u;
-			bool hit = c == 1 || c == 60 || c == 112;
+	/* taken, a few spans then all: the answers are what the peek said,
+	   and the harvest reports the armed chunks written, each once */
+	for (int round = 0; round < 2; round++) {
+		int nr = round ? NR_SPANS : 4;
 
-			if (c < 116 && hit) {
-				EXPECT_NE(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
-			} else if (c < 116) {
-				EXPECT_EQ(g0[i][u], g[i][u]) TH_LOG("chunk %lu", (unsigned long)c);
+		memset(g, 0xa5, sizeof(g));
+		if (round)
+			span_list(sp, g);
+		else
+			span_few(sp, g);
+		ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, nr, 0));
+		for (int i = 0; i < nr; i++) {
+			int at = (int)(sp[i].gens - g[0]) / 8;
+
+			for (uint64_t u = 0; u < sp[i].count; u++) {
+				uint64_t c = sp[i].first + u;
+
+				if (c < 2 || c >= 116) {
+					EXPECT_FALSE(HM_GEN_CLEAN(sp[i].gens[u]));
+				} else if (span_hit(c)) {
+					EXPECT_NE(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
+										   (unsigned long)c);
+				} else {
+					EXPECT_EQ(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
+										   (unsigned long)c);
+				}
 			}
 		}
 	}
 	ASSERT_EQ(3, harvest_all(self->s, self->out, MAX_OUT));
-	EXPECT_EQ(1, self->out[0]);
+	EXPECT_EQ(3, self->out[0]);
 	EXPECT_EQ(60, self->out[1]);
 	EXPECT_EQ(112, self->out[2]);
 	EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
