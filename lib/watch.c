@@ -802,22 +802,19 @@ int hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t coun
 }
 
 /*
- * Many ranges' generations in one call, the scans made first and the
- * generations filled after.  Where the backend scans across unarmed chunks
- * (HM_CAP_RANGE_SCAN: uffd-async) there are two ways to scan:
- *
- *  - one scan over the spans' cover, from the first armed chunk of any to
- *    the last (a long one on several CPUs, as a harvest's), when its pages
- *    cost less than a call a span, a call counted as HM_SPAN_CALL_PAGES
- *    pages.  Writes it finds outside the spans are kept for the next
- *    harvest (a refresh records them, a peek only looks), as a span's own
- *    unarmed gaps are.  On this project's 2-core machine a read-only call
- *    over 16 pages costs 0.43 us and a read-only scan 1.6 ns a page: the
- *    workload's boundary, 8,000 spans of 16 pages in 1.5 GiB, cost 3.4-3.5
- *    ms a call a span and 0.51-0.54 ms in one scan, generations filled;
- *  - else a call a span (hm_space_generations_range() each, under the
- *    one lock), as everywhere else, and always with HMIRROR_GEN_COVER=0
- *    (a measurement's control).
+ * Many ranges' generations in one call, under one lock: each span is
+ * hm_space_generations_range().  With HMIRROR_GEN_COVER=1, where the
+ * backend scans across unarmed chunks (HM_CAP_RANGE_SCAN: uffd-async), the
+ * spans' cover is instead scanned once, from the first armed chunk of any
+ * to the last, when its pages cost less than a call a span (a call counted
+ * as HM_SPAN_CALL_PAGES pages), and the spans' generations are filled
+ * after.  Writes it finds outside the spans are kept for the next harvest
+ * (a refresh records them, a peek only looks), as a span's own unarmed
+ * gaps are.  Alone it is much the cheaper (8,000 spans of 16 pages in 1.5
+ * GiB: 10.0-14.1 ms a call a span, 0.8-3.2 ms in one scan, on a lent H100
+ * host), but beside the workload's walk the boundary's checks took 3.26
+ * ms a dispatch with it against 2.23 without (Documentation/decisions.rst),
+ * so it is not the default.
  */
 #define HM_SPAN_CALL_PAGES	256
 
@@ -825,7 +822,7 @@ static bool gen_cover(void)
 {
 	static int v = -1;
 
-	return hm_env_knob("HMIRROR_GEN_COVER", 1, 1, &v);
+	return hm_env_knob("HMIRROR_GEN_COVER", 0, 1, &v);
 }
 
 int hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spans, size_t n,

@@ -439,8 +439,9 @@ TEST_F(watch, peek_across_unarmed_chunks)
 /*
  * hm_space_generations_spans(): many spans in one call answer what
  * hm_space_generations_range() answers for each, whichever way the library
- * scans them: 41 close spans (uffd-async: one scan over their cover) and 4
- * far apart (a call each), with spans that overlap, one whose ends are
+ * scans them: 41 close spans (uffd-async with HMIRROR_GEN_COVER=1, set
+ * here: one scan over their cover) and 4 far apart (a call each, as
+ * without the knob), with spans that overlap, one whose ends are
  * unarmed, one wholly unarmed at the cover's start and one of a single
  * chunk.  A peek sees the armed chunks written in every span and takes
  * nothing; without the flag the writes are taken, and the next harvest
@@ -479,6 +480,7 @@ TEST_F(watch, generations_spans_match_each_range)
 	uint64_t g0[NR_SPANS][8], g[NR_SPANS][8], want[8], b[8];
 
 	NEED_SPACE();
+	setenv("HMIRROR_GEN_COVER", "1", 1);	/* this test's process only */
 	ASSERT_EQ(0, hm_space_arm(self->s, 2, 114));	/* 2..115 */
 	harvest_all(self->s, self->out, MAX_OUT);
 	span_list(sp, g0);
