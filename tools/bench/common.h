@@ -18,6 +18,7 @@ int bench_workload(int argc, char **argv);
 int bench_stream(int argc, char **argv);
 int bench_consumers(int argc, char **argv);
 int bench_gmap(int argc, char **argv);
+int bench_gens(int argc, char **argv);
 
 /* CLOCK_MONOTONIC in microseconds and in nanoseconds. */
 double bench_now_us(void);

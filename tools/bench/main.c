@@ -21,6 +21,7 @@ static const struct {
 	{ "stream", bench_stream, "recorded and submitted dispatches vs hm_engine_dispatch()" },
 	{ "consumers", bench_consumers, "per-consumer harvest cost; a writer on an unwatched range" },
 	{ "gmap", bench_gmap, "guest address space: lazy residency, map/unmap of 64 KiB vs mmap" },
+	{ "gens", bench_gens, "rule 3's check of many spans: a call a span vs their cover's scan" },
 };
 
 #define NR_CMDS (sizeof(cmds) / sizeof(cmds[0]))

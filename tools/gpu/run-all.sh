@@ -35,7 +35,10 @@
 #                                 ours (the build before a
 #                                 change); WL_EXTRA: more runs, one a line
 #                                 (label: [VAR=value ...] args), e.g. other
-#                                 chunk sizes or HMIRROR_SCAN_THREADS=1
+#                                 chunk sizes or HMIRROR_SCAN_THREADS=1;
+#                                 give each uvm among its modes: runs
+#                                 without a CUDA mode after the first met
+#                                 a slowed walk (performance.rst)
 # Carried: .gl (the Vulkan loader and libglvnd debs: libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2, fetched as the device README says), .cuda (cuda_anchors.cu from shared/tools,
 # never part of the project), .gpulibs (liburing, libnl-genl: the image lacks
 # them), build/bin and build/share prebuilt here.  Every result is packed
