@@ -236,6 +236,7 @@ static void hm_scan_runs(struct hm_space *s, uintptr_t base, const struct hm_pag
 #define HM_SCAN_PAR_MIN		(256ull << 20)
 #define HM_SCAN_THREADS		4
 #define HM_SCAN_THREADS_MAX	8
+#define HM_SCAN_PAR_CPUS	4
 
 struct hm_scan_part {
 	int pagemap;
@@ -276,8 +277,15 @@ static void *hm_scan_part_main(void *arg)
 	return NULL;
 }
 
-/* threads for a scan: HM_SCAN_THREADS, or what HMIRROR_SCAN_THREADS says
-   (1 to HM_SCAN_THREADS_MAX), never more than the CPUs */
+/*
+ * Threads for a scan: HM_SCAN_THREADS where the machine has
+ * HM_SCAN_PAR_CPUS CPUs or more, else one; or what HMIRROR_SCAN_THREADS
+ * says (1 to HM_SCAN_THREADS_MAX); never more than the CPUs.  On this
+ * project's 2-core machine two threads made a harvest that re-protects
+ * 1,143 pages of 1.5 GiB take 6.4 ms against 0.45 on one (hmirror-bench
+ * gens), and the workload's harvest on lavapipe 2.7 against 0.2 ms: each
+ * part's flush interrupts the other part's CPU.
+ */
 static unsigned hm_scan_threads(void)
 {
 	static unsigned nr;
@@ -288,7 +296,7 @@ static unsigned hm_scan_threads(void)
 		long c = sysconf(_SC_NPROCESSORS_ONLN);
 		unsigned want = hm_env_knob("HMIRROR_SCAN_THREADS", 0, HM_SCAN_THREADS_MAX, &knob);
 
-		n = want ? want : HM_SCAN_THREADS;
+		n = want ? want : c >= HM_SCAN_PAR_CPUS ? HM_SCAN_THREADS : 1;
 		if (c < 1)
 			n = 1;
 		else if ((long)n > c)

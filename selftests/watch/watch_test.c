@@ -1496,7 +1496,8 @@ TEST_F(watch, kernel_trip_never_waits)
 
 /*
  * uffd-async scans a long range in parts on several threads
- * (watch_uffd.c, HM_SCAN_PAR_MIN): a 1 GiB space of page chunks, written
+ * (watch_uffd.c, HM_SCAN_PAR_MIN; HMIRROR_SCAN_THREADS=4 here, as a
+ * machine of fewer than four CPUs scans on one): a 1 GiB space of page chunks, written
  * at every part's edges (for 2, 3 and 4 parts) and at random, reports
  * exactly what was written, ascending and once, through a harvest into a
  * large array, one into a small one (the pending path) and the
@@ -1524,6 +1525,8 @@ TEST(uffd_async_long_scans_are_exact)
 	int err;
 
 	ASSERT_TRUE(want && got && gens && gens1);
+	/* parts on every machine of two CPUs or more, this test's process only */
+	setenv("HMIRROR_SCAN_THREADS", "4", 1);
 	err = hm_test_backend_probe(HM_BACKEND_UFFD_ASYNC, &why);
 	if (err)
 		SKIP(goto out, "uffd-async unavailable: %s", why);
