@@ -375,9 +375,10 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 			return note_whole(e, sp, idxs, k, flags, ug, units);
 		t0 = hm_now_ns();
 	}
-	/* every span in one call (the watch layer spreads their scans over
-	 * several CPUs where it can): a span without gaps straight into ug,
-	 * one with gaps into span_gen, its candidates' units copied out after */
+	/* every span in one call (one lock; the watch layer may scan their
+	 * cover instead, HMIRROR_GEN_COVER): a span without gaps straight
+	 * into ug, one with gaps into span_gen, its candidates' units copied
+	 * out after */
 	nspan = 0;
 	gap_units = 0;
 	for (size_t i = 0, j; i < k; i = j) {

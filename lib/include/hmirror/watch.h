@@ -171,13 +171,13 @@ int  hm_space_generations(struct hm_space *s, const uint64_t *chunks, size_t n,
    the space. */
 int  hm_space_generations_range(struct hm_space *s, uint64_t first, uint64_t count,
 				unsigned flags, uint64_t *ret_gens);
-/* the generations of several ranges in one call: each span's are what
-   hm_space_generations_range() with flags answers for it, and the spans'
-   scans are spread over several CPUs where the backend can (uffd-async:
-   the CPUs, at most four, or HMIRROR_SCAN_THREADS), a call a span on one
-   CPU costing about a microsecond.  Spans in any order, overlapping or
-   not.  -EINVAL: a span without gens, or as hm_space_generations_range();
-   -ERANGE: a span leaves the space (nothing is scanned then). */
+/* the generations of several ranges in one call, under one lock: each
+   span's are what hm_space_generations_range() with flags answers for it
+   (with HMIRROR_GEN_COVER=1 a HM_CAP_RANGE_SCAN backend may scan the
+   spans' cover once instead of a call a span: Documentation/watch.rst).
+   Spans in any order, overlapping or not.  -EINVAL: a span without gens,
+   or as hm_space_generations_range(); -ERANGE: a span leaves the space
+   (nothing is scanned then). */
 struct hm_gen_span {
 	uint64_t first, count;		/* chunks [first, first + count) */
 	uint64_t *gens;			/* their count generations */
