@@ -88,11 +88,15 @@ static int gens_config(const struct gens_opts *o, const char *cover, const char 
 	whole = malloc(nc * sizeof(*whole));
 	g = malloc((size_t)o->spans * SPAN_CHUNKS * sizeof(*g));
 	sp = malloc(o->spans * sizeof(*sp));
+	err = !out || !whole || !g || !sp ? -ENOMEM : 0;
 	for (int k = 0; k < 4; k++)
 		for (int f = 0; f < 2; f++)
-			t[k][f] = calloc(o->rounds, sizeof(double));
-	if (!out || !whole || !g || !sp || !t[3][1])
-		return -ENOMEM;
+			if (!(t[k][f] = calloc(o->rounds, sizeof(double))))
+				err = -ENOMEM;
+	if (err) {
+		fprintf(stderr, "gens: %s\n", strerror(-err));
+		return err;
+	}
 	err = hm_space_arm(s, 0, nc);
 	if (!err)
 		err = gens_drain(s, out, nc);
