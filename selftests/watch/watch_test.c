@@ -473,6 +473,31 @@ static bool span_hit(uint64_t c)
 	return c == 3 || c == 60 || c == 112;
 }
 
+/* spans sp[0..nr) answered at their places in g: unarmed chunks not
+   clean, the written armed ones moved from g0, the rest as in g0 */
+static void span_expect(struct __test_metadata *_metadata, const struct hm_gen_span *sp,
+			int nr, uint64_t (*g)[8], uint64_t (*g0)[8])
+{
+	for (int i = 0; i < nr; i++) {
+		int at = (int)(sp[i].gens - g[0]) / 8;
+
+		for (uint64_t u = 0; u < sp[i].count; u++) {
+			uint64_t c = sp[i].first + u;
+
+			if (c < 2 || c >= 116) {
+				EXPECT_FALSE(HM_GEN_CLEAN(sp[i].gens[u])) TH_LOG("chunk %lu",
+										 (unsigned long)c);
+			} else if (span_hit(c)) {
+				EXPECT_NE(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
+									   (unsigned long)c);
+			} else {
+				EXPECT_EQ(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
+									   (unsigned long)c);
+			}
+		}
+	}
+}
+
 TEST_F(watch, generations_spans_match_each_range)
 {
 	static const uint64_t written[] = { 1, 3, 60, 112, 117 };	/* 1, 117: unarmed */
@@ -500,26 +525,14 @@ TEST_F(watch, generations_spans_match_each_range)
 			span_list(sp, g);
 		ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, nr, HM_GEN_PEEK));
 		for (int i = 0; i < nr; i++) {
-			int at = (int)(sp[i].gens - g[0]) / 8;
-
 			ASSERT_EQ(0, hm_space_generations_range(self->s, sp[i].first, sp[i].count,
 								HM_GEN_PEEK, want));
 			for (uint64_t u = 0; u < sp[i].count; u++) {
-				uint64_t c = sp[i].first + u;
-
 				EXPECT_EQ(want[u], sp[i].gens[u]) TH_LOG("span %d chunk %lu", i,
-									 (unsigned long)c);
-				if (c < 2 || c >= 116) {
-					EXPECT_FALSE(HM_GEN_CLEAN(sp[i].gens[u]));
-				} else if (span_hit(c)) {
-					EXPECT_NE(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
-										   (unsigned long)c);
-				} else {
-					EXPECT_EQ(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
-										   (unsigned long)c);
-				}
+									 (unsigned long)(sp[i].first + u));
 			}
 		}
+		span_expect(_metadata, sp, nr, g, g0);
 	}
 
 	/* a span past the space, or without gens: refused, nothing taken */
@@ -544,23 +557,7 @@ TEST_F(watch, generations_spans_match_each_range)
 		else
 			span_few(sp, g);
 		ASSERT_EQ(0, hm_space_generations_spans(self->s, sp, nr, 0));
-		for (int i = 0; i < nr; i++) {
-			int at = (int)(sp[i].gens - g[0]) / 8;
-
-			for (uint64_t u = 0; u < sp[i].count; u++) {
-				uint64_t c = sp[i].first + u;
-
-				if (c < 2 || c >= 116) {
-					EXPECT_FALSE(HM_GEN_CLEAN(sp[i].gens[u]));
-				} else if (span_hit(c)) {
-					EXPECT_NE(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
-										   (unsigned long)c);
-				} else {
-					EXPECT_EQ(g0[at][u], sp[i].gens[u]) TH_LOG("chunk %lu",
-										   (unsigned long)c);
-				}
-			}
-		}
+		span_expect(_metadata, sp, nr, g, g0);
 	}
 	ASSERT_EQ(3, harvest_all(self->s, self->out, MAX_OUT));
 	EXPECT_EQ(3, self->out[0]);
