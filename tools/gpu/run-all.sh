@@ -36,9 +36,9 @@
 #                                 change); WL_EXTRA: more runs, one a line
 #                                 (label: [VAR=value ...] args), e.g. other
 #                                 chunk sizes or HMIRROR_SCAN_THREADS=1;
-#                                 give each uvm among its modes: runs
-#                                 without a CUDA mode after the first met
-#                                 a slowed walk (performance.rst)
+#                                 uvm is added to each one's --modes:
+#                                 runs without a CUDA mode after the
+#                                 first met a slowed walk (performance.rst)
 # Carried: .gl (the Vulkan loader and libglvnd debs: libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2, fetched as the device README says), .cuda (cuda_anchors.cu from shared/tools,
 # never part of the project), .gpulibs (liburing, libnl-genl: the image lacks
 # them), build/bin and build/share prebuilt here.  Every result is packed
@@ -125,6 +125,14 @@ workload)
 		for a in $args; do
 			case $a in *=*) wl_env="$wl_env $a"; args=${args#*"$a"} ;; *) break ;; esac
 		done
+		# uvm beside every run (see the header): added to its --modes
+		if [ -f build/bin/hmirror-bench-uvm.so ]; then
+			case " $args" in
+			*" --modes "*uvm*) ;;
+			*" --modes "*) args=$(printf '%s' "$args" |
+					      sed 's/--modes \([^ ]*\)/--modes \1,uvm/') ;;
+			esac
+		fi
 		# shellcheck disable=SC2086
 		wl "$label" 150 build/bin/hmirror-bench $args
 	done
