@@ -202,6 +202,7 @@ void hm_engine_free(struct hm_engine *e)
 	hm_vk_buffer_free(e->vk, &e->gather_descs);
 	free(e->span_gen);
 	free(e->gen_spans);
+	free(e->ahead_regs);
 	if (e->timestamps)
 		vkDestroyQueryPool(e->vk->dev, e->timestamps, NULL);
 	if (e->work_done)

@@ -277,6 +277,8 @@ struct hm_engine {
 	size_t cap_span_gen;
 	struct hm_gen_span *gen_spans;  /* one generations call's spans */
 	size_t cap_gen_spans;
+	VkBufferCopy *ahead_regs;       /* HMIRROR_AHEAD_REGIONS: a pass's in-place copies */
+	size_t cap_ahead_regs;
 	/* a check after a copy, span by span or over the whole space: what a
 	 * span's call and a unit of a whole scan last cost (running averages,
 	 * 0 until measured; upload.c) */

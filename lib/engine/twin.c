@@ -157,15 +157,106 @@ static void gather_list(struct hm_engine *e, size_t i, uint64_t unit, uint64_t *
 }
 
 /*
+ * HMIRROR_AHEAD_REGIONS=1: the copies made in place beside a walk by
+ * vkCmdCopyBuffer, a region a run of the units to copy (home piece ->
+ * the chunk's own slot), instead of gather.comp's second dispatch.  A
+ * measurement knob: the gather's workgroups beside the walk are what
+ * lengthen it (7.80 ms with the pass copying nothing against 8.66 with its
+ * copies, Documentation/decisions.rst), and a copy command may take none
+ * of the walk's slots.  Not measured on a GPU yet.
+ */
+static bool ahead_regions(void)
+{
+	static int v = -1;
+
+	return hm_env_knob("HMIRROR_AHEAD_REGIONS", 0, 1, &v);
+}
+
+/* candidate i (copied in place) as copy regions into e->ahead_regs from
+   *nr on, merged where both sides run on; *nd_home counts the pieces of
+   unit bytes read from home, as gather_list() does */
+static int region_list(struct hm_engine *e, size_t i, uint64_t unit, size_t *nr,
+		       size_t *nd_home, VkBuffer *src, VkBuffer *dst)
+{
+	struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift, so, dof;
+	int err = hm_espace_home_loc(e, sp, idx, src, &so);
+
+	if (err)
+		return err;
+	*dst = hm_pool_slab(e, e->cand_slot[i], &dof);
+	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
+		VkBufferCopy *r = *nr ? &e->ahead_regs[*nr - 1] : NULL;
+
+		if (!hm_unit_wanted(e, i, sp, idx, u))
+			continue;
+		hm_window_fresh(e, sp, idx, u);
+		*nd_home += su / unit;
+		if (r && r->srcOffset + r->size == so + u * su &&
+		    r->dstOffset + r->size == dof + u * su) {
+			r->size += su;
+			continue;
+		}
+		err = hm_grow((void **)&e->ahead_regs, &e->cap_ahead_regs, *nr + 1,
+			      sizeof(*e->ahead_regs));
+		if (err)
+			return err;
+		e->ahead_regs[(*nr)++] = (VkBufferCopy){
+			.srcOffset = so + u * su, .dstOffset = dof + u * su, .size = su,
+		};
+	}
+	return 0;
+}
+
+/* the in-place candidates' copies, one vkCmdCopyBuffer a run of candidates
+   sharing a (home piece, slab) pair; *ret_regions: the regions recorded */
+static int record_regions(struct hm_engine *e, VkCommandBuffer cb, size_t n, uint64_t unit,
+			  size_t *nd_home, size_t *ret_regions)
+{
+	VkBuffer src = VK_NULL_HANDLE, dst = VK_NULL_HANDLE;
+	size_t nr = 0;
+	int err = 0;
+
+	*ret_regions = 0;
+	for (size_t i = 0; i < n && !err; i++) {
+		VkBuffer s2 = VK_NULL_HANDLE, d2 = VK_NULL_HANDLE;
+		size_t before = nr;
+
+		if (!hm_cand_in_place(e, i))
+			continue;
+		err = region_list(e, i, unit, &nr, nd_home, &s2, &d2);
+		if (err || (s2 == src && d2 == dst) || !before)
+			goto next;
+		/* a new pair: what the last one holds goes now, this one's
+		   regions move to the front */
+		vkCmdCopyBuffer(cb, src, dst, (uint32_t)before, e->ahead_regs);
+		*ret_regions += before;
+		memmove(e->ahead_regs, e->ahead_regs + before, (nr - before) * sizeof(*e->ahead_regs));
+		nr -= before;
+next:
+		src = s2;
+		dst = d2;
+	}
+	if (!err && nr) {
+		vkCmdCopyBuffer(cb, src, dst, (uint32_t)nr, e->ahead_regs);
+		*ret_regions += nr;
+	}
+	return err;
+}
+
+/*
  * HM_TWIN_GATHER: every unit to copy home -> mirror and twin by one
  * shader; the copies made in place beside a walk (ahead.c) by a second
- * dispatch of it that writes no twin.
+ * dispatch of it that writes no twin, or with HMIRROR_AHEAD_REGIONS=1 by
+ * copy commands (above).
  */
 static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 {
 	uint64_t unit = e->chunk, *d;
 	size_t nd = 0, nd_twin, nd_home = 0, cap;
 	uint32_t rows = e->in_walk ? side_gather_rows() : 0;
+	bool regions = e->in_walk && ahead_regions();
+	size_t nr_regions = 0, in_place = 0;
 	VkCommandBuffer cb;
 	int err;
 
@@ -193,17 +284,27 @@ static int gather_candidates(struct hm_engine *e, size_t n, uint64_t *ret_bytes)
 		if (!hm_cand_in_place(e, i))
 			gather_list(e, i, unit, d, &nd, &nd_home);
 	nd_twin = nd;
-	for (size_t i = 0; i < n; i++)
-		if (hm_cand_in_place(e, i))
+	for (size_t i = 0; i < n; i++) {
+		if (!hm_cand_in_place(e, i))
+			continue;
+		if (regions)
+			in_place++;
+		else
 			gather_list(e, i, unit, d, &nd, &nd_home);
+	}
+	if (!nd && !in_place) {
+		*ret_bytes = nd_home * unit;
+		return 0;
+	}
+	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
+	if (!err && in_place)
+		err = record_regions(e, cb, n, unit, &nd_home, &nr_regions);
+	if (err)
+		return err;
+	e->st.upload_regions += nr_regions;
 	/* what crossed the bus: a pending chunk's units from its old
 	 * mirror are the device's own */
 	*ret_bytes = nd_home * unit;
-	if (!nd)
-		return 0;
-	err = hm_vk_cmd_start(e->vk, &e->cmd_upload, &cb);
-	if (err)
-		return err;
 	/* one gather dispatch a region */
 	if (nd_twin)
 		e->st.upload_regions += hm_gather_record(e, cb, e->gather_descs.addr,

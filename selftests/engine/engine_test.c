@@ -1047,7 +1047,7 @@ FIXTURE(rules) {
 	 * while the copy beside it is made */
 	bool walk_armed, race_armed;
 	int walk_calls;
-	uint32_t walk_off;
+	uint32_t walk_off, walk_off2;	/* walk_off2: a second byte, 0 for none */
 	uint8_t walk_val;
 };
 
@@ -2172,6 +2172,8 @@ static void hook_walk_write(void *arg)
 	self->walk_armed = false;
 	self->walk_calls++;
 	self->v.mem[self->walk_off] = self->walk_val;
+	if (self->walk_off2)
+		self->v.mem[self->walk_off2] = self->walk_val;
 }
 
 /* after_upload_copy: once the walk's write is made, the CPU writes the
@@ -2496,6 +2498,48 @@ TEST_F(rules, ahead_refresh_in_place_needs_no_second_slot)
 	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
 	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + off, &m));
 	ASSERT_TRUE(m);
+}
+
+/*
+ * HMIRROR_AHEAD_REGIONS=1 (set in this test's process): the copy in place
+ * beside the walk is made by copy commands instead of gather.comp, a
+ * region a run of written units (two apart here, against one gather
+ * dispatch), and reads as ahead_refresh_in_place_needs_no_second_slot's:
+ * the next dispatch reads both of the CPU's bytes (0x5a) and another
+ * unit's as home holds them, with no upload at its boundary.
+ */
+TEST_F(rules, ahead_in_place_by_copy_regions)
+{
+	/* units of 4 KiB: with 64 KiB chunks the two bytes are units 0 and
+	   5, two regions; with the VM's 4 KiB chunks, one unit, one region */
+	bool two = CHUNK / 4096 > 5;
+	uint32_t off = 3 * CHUNK + 100, off2 = 3 * CHUNK + (two ? 5 * 4096 : 0) + 12;
+	uint32_t other = 3 * CHUNK + CHUNK / 2 + 8, out = 9 * CHUNK;
+	struct hm_engine_stats st0, st;
+
+	setenv("HMIRROR_AHEAD_REGIONS", "1", 1);
+	self->ep.mirror_budget = 2 * CHUNK;
+	self->walk_off2 = off2;
+	IN_PLACE_ENV(self, off, 0x5a);
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st0));
+	self->walk_armed = true;
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(1, self->walk_calls);
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.ahead_uploads);
+	ASSERT_EQ(0, st.ahead_discarded);
+	ASSERT_EQ(st0.upload_regions + (two ? 2 : 1), st.upload_regions);	/* no gather */
+
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 8, 0, 0));
+	ASSERT_EQ(0x5a, byte_at(&self->v, out + 8, off));
+	ASSERT_EQ(0, one_lane(&self->v, off2 & ~3u, out + 12, 0, 0));
+	ASSERT_EQ(0x5a, byte_at(&self->v, out + 12, off2));
+	ASSERT_EQ(0, one_lane(&self->v, other & ~3u, out + 16, 0, 0));
+	ASSERT_EQ((uint8_t)((other - 3 * CHUNK) * 7 + 1), byte_at(&self->v, out + 16, other));
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(2, st.uploads);
+	ASSERT_EQ(0, st.uploads_discarded);
 }
 
 /*
