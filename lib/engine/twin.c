@@ -173,20 +173,19 @@ static bool ahead_regions(void)
 }
 
 /* candidate i (copied in place) as copy regions into e->ahead_regs from
-   *nr on, merged where both sides run on; *nd_home counts the pieces of
-   unit bytes read from home, as gather_list() does */
-static int region_list(struct hm_engine *e, size_t i, uint64_t unit, size_t *nr,
-		       size_t *nd_home, VkBuffer *src, VkBuffer *dst)
+   *nr on, its home at so in its piece and its slot at dof in its slab,
+   merged where both sides run on (the caller keeps one (piece, slab) pair
+   in the array); *nd_home counts the pieces of unit bytes read from home,
+   as gather_list() does */
+static int region_list(struct hm_engine *e, size_t i, uint64_t unit, uint64_t so, uint64_t dof,
+		       size_t *nr, size_t *nd_home)
 {
 	struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
-	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift, so, dof;
-	int err = hm_espace_home_loc(e, sp, idx, src, &so);
+	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
 
-	if (err)
-		return err;
-	*dst = hm_pool_slab(e, e->cand_slot[i], &dof);
 	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
 		VkBufferCopy *r = *nr ? &e->ahead_regs[*nr - 1] : NULL;
+		int err;
 
 		if (!hm_unit_wanted(e, i, sp, idx, u))
 			continue;
@@ -219,23 +218,25 @@ static int record_regions(struct hm_engine *e, VkCommandBuffer cb, size_t n, uin
 
 	*ret_regions = 0;
 	for (size_t i = 0; i < n && !err; i++) {
-		VkBuffer s2 = VK_NULL_HANDLE, d2 = VK_NULL_HANDLE;
-		size_t before = nr;
+		const struct hm_espace *sp = &e->spaces[hm_ref_space(e->cand[i])];
+		uint64_t so, dof;
+		VkBuffer s2, d2;
 
 		if (!hm_cand_in_place(e, i))
 			continue;
-		err = region_list(e, i, unit, &nr, nd_home, &s2, &d2);
-		if (err || (s2 == src && d2 == dst) || !before)
-			goto next;
-		/* a new pair: what the last one holds goes now, this one's
-		   regions move to the front */
-		vkCmdCopyBuffer(cb, src, dst, (uint32_t)before, e->ahead_regs);
-		*ret_regions += before;
-		memmove(e->ahead_regs, e->ahead_regs + before, (nr - before) * sizeof(*e->ahead_regs));
-		nr -= before;
-next:
+		err = hm_espace_home_loc(e, sp, hm_ref_idx(e->cand[i]), &s2, &so);
+		if (err)
+			break;
+		d2 = hm_pool_slab(e, e->cand_slot[i], &dof);
+		if (nr && (s2 != src || d2 != dst)) {
+			/* a new pair: what the last one holds goes now */
+			vkCmdCopyBuffer(cb, src, dst, (uint32_t)nr, e->ahead_regs);
+			*ret_regions += nr;
+			nr = 0;
+		}
 		src = s2;
 		dst = d2;
+		err = region_list(e, i, unit, so, dof, &nr, nd_home);
 	}
 	if (!err && nr) {
 		vkCmdCopyBuffer(cb, src, dst, (uint32_t)nr, e->ahead_regs);
