@@ -184,25 +184,17 @@ static int region_list(struct hm_engine *e, size_t i, uint64_t unit, uint64_t so
 	uint64_t idx = hm_ref_idx(e->cand[i]), su = e->chunk >> sp->wshift;
 
 	for (uint64_t u = 0; u < (1ull << sp->wshift); u++) {
-		VkBufferCopy *r = *nr ? &e->ahead_regs[*nr - 1] : NULL;
 		int err;
 
 		if (!hm_unit_wanted(e, i, sp, idx, u))
 			continue;
 		hm_window_fresh(e, sp, idx, u);
 		*nd_home += su / unit;
-		if (r && r->srcOffset + r->size == so + u * su &&
-		    r->dstOffset + r->size == dof + u * su) {
-			r->size += su;
-			continue;
-		}
 		err = hm_grow((void **)&e->ahead_regs, &e->cap_ahead_regs, *nr + 1,
 			      sizeof(*e->ahead_regs));
 		if (err)
 			return err;
-		e->ahead_regs[(*nr)++] = (VkBufferCopy){
-			.srcOffset = so + u * su, .dstOffset = dof + u * su, .size = su,
-		};
+		add_region(e->ahead_regs, nr, so + u * su, dof + u * su, su);
 	}
 	return 0;
 }
