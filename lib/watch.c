@@ -865,12 +865,8 @@ int hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spa
 		alo = c < alo ? c : alo;
 		ahi = e > ahi ? e : ahi;
 	}
-	if (!calls) {
-		for (size_t i = 0; i < n; i++)
-			hm_gens_fill(s, spans[i].first, spans[i].count, NULL, 0, spans[i].gens);
-		goto out;
-	}
-	if (gen_cover() && calls * HM_SPAN_CALL_PAGES > ((ahi - alo) << s->chunk_shift) / 4096) {
+	if (calls && gen_cover() &&
+	    calls * HM_SPAN_CALL_PAGES > ((ahi - alo) << s->chunk_shift) / 4096) {
 		if (how == HM_GEN_SCAN_PEEK &&
 		    !(seen = calloc((hi - lo + 63) / 64, sizeof(*seen)))) {
 			err = -ENOMEM;
