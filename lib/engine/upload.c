@@ -377,48 +377,54 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	}
 	/* every span in one call (one lock; the watch layer may scan their
 	 * cover instead, HMIRROR_GEN_COVER): a span without gaps straight
-	 * into ug, one with gaps into span_gen, its candidates' units copied
-	 * out after */
+	 * into ug, one with gaps into span_gen (its gens set once span_gen
+	 * has its room), its candidates' units copied out after */
 	nspan = 0;
 	gap_units = 0;
 	for (size_t i = 0, j; i < k; i = j) {
-		j = span_end(sp, idxs, i, k);
-		if (idxs[j - 1] - idxs[i] + 1 != j - i)
-			gap_units += (idxs[j - 1] - idxs[i] + 1) * per;
-		nspan++;
-	}
-	err = hm_grow((void **)&e->gen_spans, &e->cap_gen_spans, nspan, sizeof(*e->gen_spans));
-	if (!err && gap_units)
-		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, gap_units,
-			      sizeof(*e->span_gen));
-	if (err)
-		return err;
-	nspan = 0;
-	gap_units = 0;
-	for (size_t i = 0, j; i < k; i = j) {
-		uint64_t from = idxs[i], len;
+		uint64_t len;
 
 		j = span_end(sp, idxs, i, k);
-		len = idxs[j - 1] - from + 1;
+		len = idxs[j - 1] - idxs[i] + 1;
+		err = hm_grow((void **)&e->gen_spans, &e->cap_gen_spans, nspan + 1,
+			      sizeof(*e->gen_spans));
+		if (err)
+			return err;
 		e->gen_spans[nspan++] = (struct hm_gen_span){
-			.first = from * per, .count = len * per,
-			.gens = len == j - i ? ug + i * per : e->span_gen + gap_units,
+			.first = idxs[i] * per, .count = len * per,
+			.gens = len == j - i ? ug + i * per : NULL,
 		};
 		if (len != j - i)
 			gap_units += len * per;
 	}
+	if (gap_units) {
+		err = hm_grow((void **)&e->span_gen, &e->cap_span_gen, gap_units,
+			      sizeof(*e->span_gen));
+		if (err)
+			return err;
+		gap_units = 0;
+		for (size_t t = 0; t < nspan; t++) {
+			if (e->gen_spans[t].gens)
+				continue;
+			e->gen_spans[t].gens = e->span_gen + gap_units;
+			gap_units += e->gen_spans[t].count;
+		}
+	}
 	err = hm_space_generations_spans(sp->s, e->gen_spans, nspan, flags);
 	if (err)
 		return err;
-	nspan = 0;
-	for (size_t i = 0, j; i < k; i = j) {
-		const uint64_t *g = e->gen_spans[nspan++].gens;
+	for (size_t t = 0, i = 0; t < nspan; t++) {
+		const struct hm_gen_span *g = &e->gen_spans[t];
+		uint64_t from = g->first / per, end = from + g->count / per;
+		size_t j = i;
 
-		j = span_end(sp, idxs, i, k);
-		if (g == ug + i * per)
-			continue;
-		for (size_t t = i; t < j; t++)
-			memcpy(ug + t * per, g + (idxs[t] - idxs[i]) * per, per * sizeof(*ug));
+		while (j < k && idxs[j] < end)
+			j++;
+		if (g->count / per != j - i)    /* gaps: out of span_gen */
+			for (size_t c = i; c < j; c++)
+				memcpy(ug + c * per, g->gens + (idxs[c] - from) * per,
+				       per * sizeof(*ug));
+		i = j;
 	}
 	if (t0 && spans)
 		e->check_span_ns = hm_cost_average(e->check_span_ns,
