@@ -1194,6 +1194,47 @@ TEST_F(rules, whole_space_check_keeps_what_it_finds)
 	ASSERT_EQ(0x77, self->v.mem[out + 8 + (far & 3)]);
 }
 
+/*
+ * Rule 3 across a gap: candidates 3 and 5 around armed chunk 4 are checked
+ * as one span (its generations taken whole, each candidate's copied out).
+ * The CPU writes chunk 3 after the first copy: it alone is discarded, its
+ * retry publishes the CPU's byte, and chunk 5 is published at once.  A
+ * check that left a gapped candidate's generations unread would compare
+ * what the previous upload (chunk 4's) left there, keep the raced copy and
+ * lose the write.
+ */
+TEST_F(rules, raced_upload_across_a_gap_is_never_published)
+{
+	uint32_t off = 3 * CHUNK + 100, mid = 4 * CHUNK + 8, out = 7 * CHUNK;
+	struct hm_engine_stats st;
+	bool m;
+
+	RULES_ENV(self);
+	self->v.mem[mid] = 0x42;
+	self->v.mem[off] = 0x11;
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 4 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, mid & ~3u, out, 0, 0));
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + mid, &m));
+	ASSERT_TRUE(m);
+	ASSERT_EQ(0x42, self->v.mem[out + (mid & 3)]);
+	/* chunks 3 and 5 upload together; the CPU writes 3 after the copy */
+	self->v.hooks.after_upload_copy = hook_cpu_write;
+	hm__test_engine_hooks(self->v.e, &self->v.hooks);
+	self->hook_off = off;
+	self->hook_val = 0x5a;
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 3 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, hm_engine_advise(self->v.e, GUEST_BASE + 5 * CHUNK, CHUNK, HM_ADVICE_READ_MOSTLY));
+	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
+	ASSERT_EQ(2, self->hook_calls);         /* the raced copy and its retry */
+	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
+	ASSERT_EQ(1, st.uploads_discarded);     /* chunk 3's first copy only */
+	ASSERT_EQ(1, st.upload_retries);
+	ASSERT_EQ(3, st.uploads);               /* 4; then 5, and 3's retry */
+	ASSERT_EQ(0x5a, self->v.mem[out + 4 + (off & 3)]);
+	ASSERT_EQ(0, hm_engine_is_mirrored(self->v.e, GUEST_BASE + 5 * CHUNK, &m));
+	ASSERT_TRUE(m);
+}
+
 /* A chunk raced at every try stays home for the dispatch and reads home. */
 TEST_F(rules, upload_raced_every_try_stays_home)
 {
