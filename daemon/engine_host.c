@@ -456,6 +456,12 @@ int hmd_eng_stats(struct hmd_client *c, uint64_t *v, unsigned nr)
 	v[HM_ESTAT_NS_AHEAD_HARVEST] = s.ns_ahead_harvest;
 	v[HM_ESTAT_NS_AHEAD_COPY] = s.ns_ahead_copy;
 	v[HM_ESTAT_NS_AHEAD_CHECK] = s.ns_ahead_check;
+	v[HM_ESTAT_NS_AHEAD_SELECT] = s.ns_ahead_select;
+	v[HM_ESTAT_NS_AHEAD_GENS] = s.ns_ahead_gens;
+	v[HM_ESTAT_NS_AHEAD_PUBLISH] = s.ns_ahead_publish;
+	v[HM_ESTAT_NS_AHEAD_FINISH] = s.ns_ahead_finish;
+	v[HM_ESTAT_NS_WINDOW_PLAN] = s.ns_window_plan;
+	v[HM_ESTAT_NS_WINDOW_RECORD] = s.ns_window_record;
 	return HM_ESTAT_NR;
 }
 

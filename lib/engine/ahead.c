@@ -161,6 +161,9 @@ void hm_engine_ahead(struct hm_engine *e, uint64_t t_submit)
 	e->st.ns_ahead_harvest += t1 - t0;
 	e->st.ns_ahead_copy += e->st.ns_upload_copy - keep[0];
 	e->st.ns_ahead_check += e->st.ns_upload_check - keep[4];
+	e->st.ns_ahead_select += e->st.ns_upload_select - keep[1];
+	e->st.ns_ahead_gens += e->st.ns_upload_gens - keep[2];
+	e->st.ns_ahead_publish += e->st.ns_upload_publish - keep[3];
 	e->in_walk = false;
 	e->st.ns_upload_copy = keep[0];
 	e->st.ns_upload_select = keep[1];
@@ -228,7 +231,9 @@ void hm_engine_ahead_finish(struct hm_engine *e, bool ok)
 				resolve_pending(e, hm_ref(id, idx));
 		e->pend_lost = false;
 	}
-	e->st.ns_ahead += hm_now_ns() - t0;
+	t0 = hm_now_ns() - t0;
+	e->st.ns_ahead += t0;
+	e->st.ns_ahead_finish += t0;
 }
 
 void hm_engine_ahead_free(struct hm_engine *e)

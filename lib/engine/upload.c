@@ -655,9 +655,10 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 	*ret_discarded = 0;
 	t0 = hm_now_ns();
 	err = select_candidates(e, &n);
-	e->st.ns_upload_select += hm_now_ns() - t0;
-	if (err || !n)
+	if (err || !n) {
+		e->st.ns_upload_select += hm_now_ns() - t0;
 		return err;
+	}
 	/* sort by (space, idx): one generations call per space and copies that
 	 * group by home piece; the slot follows its chunk */
 	{
@@ -701,6 +702,7 @@ static int upload_once(struct hm_engine *e, bool last, size_t *ret_discarded)
 		}
 		free(pairs);
 	}
+	e->st.ns_upload_select += hm_now_ns() - t0;
 	err = hm_grow((void **)&e->ug0, &e->cap_ug0, units, sizeof(*e->ug0));
 	if (!err)
 		err = hm_grow((void **)&e->ug1, &e->cap_ug1, units, sizeof(*e->ug1));

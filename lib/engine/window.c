@@ -685,6 +685,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 	struct hm_window *w = &e->win;
 	VkCommandBuffer cb;
 	bool filled = false;
+	uint64_t t0;
 	int err;
 
 	if (!w->enabled || shared)
@@ -699,6 +700,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 	}
 	if (!w->rebuild && !w->nr_dirty)
 		return 0;
+	t0 = hm_now_ns();
 	err = hm_vk_cmd_start(e->vk, &w->cmd, &cb);
 	if (err)
 		return err;
@@ -722,6 +724,7 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 			err = plan_chunk(e, w->dirty[i]);
 	}
 	w->nr_dirty = 0;
+	e->st.ns_window_plan += hm_now_ns() - t0;
 	if (err == -EOPNOTSUPP && w->sparse) {
 		/* the device will not bind the pool's memory: dense from now,
 		 * rebuilt at once (the table may name the sparse window) */
@@ -757,11 +760,13 @@ int hm_window_sync(struct hm_engine *e, bool shared)
 		vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
 				     VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
 	}
+	t0 = hm_now_ns();
 	record_ops(e, cb, filled);
 	for (size_t i = 0; i < w->nr_ops; i++)
 		if (w->ops[i].mirror != HM_NO_MIRROR)
 			fresh_clear(&e->spaces[w->ops[i].space], w->ops[i].idx);
 	hm_vk_cmd_barrier(cb);
+	e->st.ns_window_record += hm_now_ns() - t0;
 	err = hm_vk_cmd_run(e->vk, &w->cmd, e->p.timeout_ns);
 	hm_vk_buffer_free(e->vk, &w->old);
 	if (err) {

@@ -2292,7 +2292,16 @@ TEST_F(rules, ahead_upload_refreshes_a_written_mirror)
 	ASSERT_GT(st.ns_ahead_harvest, 0);
 	ASSERT_GT(st.ns_ahead_copy, 0);
 	ASSERT_GT(st.ns_ahead_check, 0);
-	ASSERT_GE(st.ns_ahead, st.ns_ahead_harvest + st.ns_ahead_copy + st.ns_ahead_check);
+	/* and its other parts: the candidate picked, its generations noted
+	 * (the check is part of them), its clean copy listed, then published
+	 * after the dispatch; none of them counted in the boundary's */
+	ASSERT_GT(st.ns_ahead_select, 0);
+	ASSERT_GT(st.ns_ahead_gens, st.ns_ahead_check);
+	ASSERT_GT(st.ns_ahead_publish, 0);
+	ASSERT_GT(st.ns_ahead_finish, 0);
+	ASSERT_GE(st.ns_ahead, st.ns_ahead_harvest + st.ns_ahead_copy + st.ns_ahead_select +
+			       st.ns_ahead_gens + st.ns_ahead_publish + st.ns_ahead_finish);
+	ASSERT_GE(st.ns_upload_gens, st.ns_upload_check);
 	if (!self->v.vk->side)
 		ASSERT_EQ(0, st.ns_ahead_wait);
 	ASSERT_EQ(0, st.mirrors_dropped_by_guard);
@@ -2519,6 +2528,10 @@ TEST_F(rules, ahead_refresh_in_place_needs_no_second_slot)
 	ASSERT_EQ(0, hm_engine_stats(self->v.e, &st));
 	ASSERT_EQ(1, st.uploads);
 	ASSERT_GT(st.window_copies, 0);                 /* the dense window serves it */
+	/* its sync's time in its parts: planned, recorded, then run */
+	ASSERT_GT(st.ns_window_plan, 0);
+	ASSERT_GT(st.ns_window_record, 0);
+	ASSERT_GT(st.ns_window_sync, st.ns_window_plan + st.ns_window_record);
 	self->walk_armed = true;
 	ASSERT_EQ(0, one_lane(&self->v, off & ~3u, out + 4, 0, 0));
 	ASSERT_EQ(1, self->walk_calls);

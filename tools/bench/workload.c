@@ -93,7 +93,8 @@ struct wl_tl {
 		 ns_up_select, ns_up_gens, ns_up_publish, ns_win_sync,
 		 ns_copy_back, ns_up_check, retries, win_binds, win_fills, win_copies,
 		 ahead_up, ahead_disc, ns_ahead, ns_ahead_wait, ns_ahead_harvest, ns_ahead_copy,
-		 ns_ahead_check;
+		 ns_ahead_check, ns_ahead_select, ns_ahead_gens, ns_ahead_publish, ns_ahead_finish,
+		 ns_win_plan, ns_win_record;
 };
 
 struct wl_result {
@@ -675,6 +676,12 @@ static void tl_from_engine(struct wl_tl *t, const struct hm_engine_stats *a,
 	t->ns_ahead_harvest = b->ns_ahead_harvest - a->ns_ahead_harvest;
 	t->ns_ahead_copy = b->ns_ahead_copy - a->ns_ahead_copy;
 	t->ns_ahead_check = b->ns_ahead_check - a->ns_ahead_check;
+	t->ns_ahead_select = b->ns_ahead_select - a->ns_ahead_select;
+	t->ns_ahead_gens = b->ns_ahead_gens - a->ns_ahead_gens;
+	t->ns_ahead_publish = b->ns_ahead_publish - a->ns_ahead_publish;
+	t->ns_ahead_finish = b->ns_ahead_finish - a->ns_ahead_finish;
+	t->ns_win_plan = b->ns_window_plan - a->ns_window_plan;
+	t->ns_win_record = b->ns_window_record - a->ns_window_record;
 }
 
 static void tl_from_daemon(struct wl_tl *t, const uint64_t *a, const uint64_t *b)
@@ -693,7 +700,10 @@ static void tl_from_daemon(struct wl_tl *t, const uint64_t *a, const uint64_t *b
 	D(win_fills, WINDOW_FILLS); D(win_copies, WINDOW_COPIES); D(ahead_up, AHEAD_UPLOADS);
 	D(ahead_disc, AHEAD_DISCARDED); D(ns_ahead, NS_AHEAD); D(ns_ahead_wait, NS_AHEAD_WAIT);
 	D(ns_ahead_harvest, NS_AHEAD_HARVEST); D(ns_ahead_copy, NS_AHEAD_COPY);
-	D(ns_ahead_check, NS_AHEAD_CHECK);
+	D(ns_ahead_check, NS_AHEAD_CHECK); D(ns_ahead_select, NS_AHEAD_SELECT);
+	D(ns_ahead_gens, NS_AHEAD_GENS); D(ns_ahead_publish, NS_AHEAD_PUBLISH);
+	D(ns_ahead_finish, NS_AHEAD_FINISH); D(ns_win_plan, NS_WINDOW_PLAN);
+	D(ns_win_record, NS_WINDOW_RECORD);
 #undef D
 	t->mirrored = b[HM_ESTAT_CHUNKS_MIRRORED];
 }
@@ -910,7 +920,9 @@ static void summarize(struct wl *w, struct wl_result *res)
 		A(ns_marks); A(ns_copy_back); A(ns_up_select); A(ns_up_gens); A(ns_up_publish);
 		A(ns_win_sync); A(ns_up_check); A(retries); A(win_binds); A(win_fills);
 		A(win_copies); A(ahead_up); A(ahead_disc); A(ns_ahead); A(ns_ahead_wait);
-		A(ns_ahead_harvest); A(ns_ahead_copy); A(ns_ahead_check);
+		A(ns_ahead_harvest); A(ns_ahead_copy); A(ns_ahead_check); A(ns_ahead_select);
+		A(ns_ahead_gens); A(ns_ahead_publish); A(ns_ahead_finish); A(ns_win_plan);
+		A(ns_win_record);
 #undef A
 		s->mirrored = t->mirrored;
 	}
@@ -1101,7 +1113,9 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       "\"upload_gens\":%.3f,\"upload_check\":%.3f,"
 		       "\"upload_publish\":%.3f,\"window_sync\":%.3f,\"ahead\":%.3f,"
 		       "\"ahead_wait\":%.3f,\"ahead_harvest\":%.3f,\"ahead_copy\":%.3f,"
-		       "\"ahead_check\":%.3f,\"ahead_rest\":%.3f},"
+		       "\"ahead_check\":%.3f,\"ahead_select\":%.3f,\"ahead_gens\":%.3f,"
+		       "\"ahead_publish\":%.3f,\"ahead_finish\":%.3f,\"ahead_rest\":%.3f,"
+		       "\"window_plan\":%.3f,\"window_record\":%.3f},"
 		       "\"upload_retries\":%" PRIu64
 		       ",\"window_binds\":%" PRIu64 ",\"window_fills\":%" PRIu64
 		       ",\"window_copies\":%" PRIu64 ",\"ahead_uploads\":%" PRIu64
@@ -1115,12 +1129,15 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		       s->ns_up_publish * 1e-6 / n,
 		       s->ns_win_sync * 1e-6 / n, s->ns_ahead * 1e-6 / n, s->ns_ahead_wait * 1e-6 / n,
 		       s->ns_ahead_harvest * 1e-6 / n, s->ns_ahead_copy * 1e-6 / n,
-		       s->ns_ahead_check * 1e-6 / n,
-		       /* the pass's untimed rest: choosing and noting its
-			* candidates, listing its clean copies, publishing them
-			* after the dispatch */
+		       s->ns_ahead_check * 1e-6 / n, s->ns_ahead_select * 1e-6 / n,
+		       s->ns_ahead_gens * 1e-6 / n, s->ns_ahead_publish * 1e-6 / n,
+		       s->ns_ahead_finish * 1e-6 / n,
+		       /* the pass's untimed rest (ahead_gens holds its checks):
+			* its candidates' pending compare, its buffers */
 		       (double)(s->ns_ahead - s->ns_ahead_harvest - s->ns_ahead_copy -
-				s->ns_ahead_check) * 1e-6 / n, s->retries, s->win_binds,
+				s->ns_ahead_select - s->ns_ahead_gens - s->ns_ahead_publish -
+				s->ns_ahead_finish) * 1e-6 / n,
+		       s->ns_win_plan * 1e-6 / n, s->ns_win_record * 1e-6 / n, s->retries, s->win_binds,
 		       s->win_fills, s->win_copies, s->ahead_up, s->ahead_disc);
 	printf(",\"t_ms\":[");
 	for (uint32_t i = 0; i < res->done; i++)
@@ -1153,6 +1170,12 @@ static void print_json(const struct wl *w, const struct wl_result *res)
 		TL("ahead_harvest_ms", ns_ahead_harvest, 1e-6);
 		TL("ahead_copy_ms", ns_ahead_copy, 1e-6);
 		TL("ahead_check_ms", ns_ahead_check, 1e-6);
+		TL("ahead_select_ms", ns_ahead_select, 1e-6);
+		TL("ahead_gens_ms", ns_ahead_gens, 1e-6);
+		TL("ahead_publish_ms", ns_ahead_publish, 1e-6);
+		TL("ahead_finish_ms", ns_ahead_finish, 1e-6);
+		TL("win_plan_ms", ns_win_plan, 1e-6);
+		TL("win_record_ms", ns_win_record, 1e-6);
 #undef TL
 	}
 	printf("}\n");

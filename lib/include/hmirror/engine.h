@@ -390,7 +390,8 @@ struct hm_engine_stats {
 	uint64_t ns_harvest;
 	uint64_t ns_upload;             /* selection, generations, copy, publish */
 	uint64_t ns_upload_copy;        /* the copy: recorded, submitted, waited for */
-	uint64_t ns_upload_select;      /* of ns_upload: picking candidates off the want list */
+	uint64_t ns_upload_select;      /* of ns_upload: picking candidates off the want list,
+					   ordering them and their slots */
 	uint64_t ns_upload_gens;        /* of ns_upload: arming, noting generations, the check after each copy */
 	uint64_t ns_upload_publish;     /* of ns_upload: checks, table repoint, window notes */
 	uint64_t ns_window_sync;        /* of ns_upload: making the window agree with the table */
@@ -432,6 +433,14 @@ struct hm_engine_stats {
 	uint64_t ns_ahead_harvest;      /* of ns_ahead: their harvests */
 	uint64_t ns_ahead_copy;         /* of ns_ahead: their copies (as ns_upload_copy) */
 	uint64_t ns_ahead_check;        /* of ns_ahead: their checks after the copies */
+	uint64_t ns_ahead_select;       /* of ns_ahead: picking candidates (as ns_upload_select) */
+	uint64_t ns_ahead_gens;         /* of ns_ahead: arming, noting, the checks (as ns_upload_gens) */
+	uint64_t ns_ahead_publish;      /* of ns_ahead: the clean copies listed ready */
+	uint64_t ns_ahead_finish;       /* of ns_ahead: after the dispatch, the ready copies
+					   published and the pending chunks resolved */
+	uint64_t ns_window_plan;        /* of ns_window_sync: the noted chunks planned, the table
+					   repointed */
+	uint64_t ns_window_record;      /* of ns_window_sync: the copies and fills recorded */
 };
 int  hm_engine_stats(struct hm_engine *e, struct hm_engine_stats *ret);
 

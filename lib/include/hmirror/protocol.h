@@ -396,6 +396,12 @@ enum hm_engine_stat {
 	HM_ESTAT_NS_AHEAD_HARVEST,		/* of NS_AHEAD: the passes' harvests */
 	HM_ESTAT_NS_AHEAD_COPY,		/* of NS_AHEAD: their copies */
 	HM_ESTAT_NS_AHEAD_CHECK,		/* of NS_AHEAD: their checks after the copies */
+	HM_ESTAT_NS_AHEAD_SELECT,		/* of NS_AHEAD: picking their candidates */
+	HM_ESTAT_NS_AHEAD_GENS,		/* of NS_AHEAD: arming, noting, the checks */
+	HM_ESTAT_NS_AHEAD_PUBLISH,		/* of NS_AHEAD: the clean copies listed ready */
+	HM_ESTAT_NS_AHEAD_FINISH,		/* of NS_AHEAD: after the dispatch, published */
+	HM_ESTAT_NS_WINDOW_PLAN,		/* of NS_WINDOW_SYNC: planning, the table repointed */
+	HM_ESTAT_NS_WINDOW_RECORD,		/* of NS_WINDOW_SYNC: recording the copies and fills */
 	HM_ESTAT_NR
 };
 
