@@ -1561,6 +1561,16 @@ static int proc_fds(pid_t pid)
 	return n;
 }
 
+/* daemon fds, waited for to come back to want (teardowns are asynchronous) */
+static int proc_fds_wait(pid_t pid, int want, int ms)
+{
+	int n = proc_fds(pid);
+
+	for (uint64_t t0 = now_ms(); n != want && now_ms() - t0 < (uint64_t)ms; n = proc_fds(pid))
+		usleep(5000);
+	return n;
+}
+
 /* one number of /proc/PID/status: fmt is its line's sscanf format */
 static long proc_status(pid_t pid, const char *fmt)
 {
@@ -3579,7 +3589,7 @@ TEST_F(daemon, spirv_mutation_fuzz)
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_CLIENTS_CLOSING, 0, 10000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_PIPELINES, 0, 5000));
 	EXPECT_EQ(0, dstat_wait(obs, HM_DSTAT_SPACES, 0, 5000));
-	EXPECT_GE(fds0, proc_fds(self->pid));
+	EXPECT_GE(fds0, proc_fds_wait(self->pid, fds0, 5000));
 	hm_client_free(obs);
 	for (int i = 0; i < 4; i++)
 		free(corpus[i]);
@@ -4319,16 +4329,6 @@ static int raw_timeline(struct hm_client *c, const void *payload, size_t len, ui
 	if (ret && got >= (ssize_t)(sizeof(h) + sizeof(*ret)))
 		memcpy(ret, buf + sizeof(h), sizeof(*ret));
 	return h.status;
-}
-
-/* daemon fds, waited for to come back to want (teardowns are asynchronous) */
-static int proc_fds_wait(pid_t pid, int want, int ms)
-{
-	int n = proc_fds(pid);
-
-	for (uint64_t t0 = now_ms(); n != want && now_ms() - t0 < (uint64_t)ms; n = proc_fds(pid))
-		usleep(5000);
-	return n;
 }
 
 /*
