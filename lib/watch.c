@@ -751,7 +751,10 @@ static int hm_gens_how(const struct hm_space *s, unsigned flags)
 {
 	if ((flags & HM_GEN_PEEK) && s->ops->peek)
 		return HM_GEN_SCAN_PEEK;
-	if ((flags & HM_GEN_DEFER) && s->ops->defer_refresh)
+	/* HM_CAP_GEN_DEFER: HM_GEN_DEFER may skip the refresh, as every write
+	   since the last one stays visible to the next (uffd-async: the page
+	   stays written in the page table until a scan reports it) */
+	if ((flags & HM_GEN_DEFER) && (s->caps & HM_CAP_GEN_DEFER))
 		return HM_GEN_SCAN_NONE;
 	return HM_GEN_SCAN_TAKE;
 }

@@ -102,10 +102,6 @@ struct hm_backend_ops {
 			    uint64_t *ret_gens);
 	int  (*generations_range)(struct hm_space *s, uint64_t first, uint64_t count,
 				  uint64_t *ret_gens);
-	/* HM_GEN_DEFER may skip refresh: every write since the last refresh
-	   stays visible to the next one (uffd-async: the page stays written
-	   in the page table until a scan reports it) */
-	bool defer_refresh;
 	/* mapping of the pages (aliases, importer's CPU mapping); NULL =
 	   hm_memfd_map() over s->memfd at offset 0 */
 };

@@ -638,7 +638,8 @@ static int hm_uffd_async_export(struct hm_space *s, struct hm_space_handoff *h)
 const struct hm_backend_ops hm_uffd_async_ops = {
 	.backend = HM_BACKEND_UFFD_ASYNC,
 	.caps = HM_CAP_KERNEL_WRITES | HM_CAP_HANDOFF | HM_CAP_NO_VMA_SPLIT | HM_CAP_KERNEL_TRIP |
-		HM_CAP_RECLAIM_SAFE | HM_CAP_MPROTECT | HM_CAP_MADVISE | HM_CAP_RANGE_SCAN,
+		HM_CAP_RECLAIM_SAFE | HM_CAP_MPROTECT | HM_CAP_MADVISE | HM_CAP_RANGE_SCAN |
+		HM_CAP_GEN_DEFER,
 	.probe = hm_uffd_async_probe,
 	.create = hm_uffd_async_create,
 	.import = hm_uffd_async_import,
@@ -649,7 +650,6 @@ const struct hm_backend_ops hm_uffd_async_ops = {
 	.refresh = hm_uffd_async_refresh,
 	.peek = hm_uffd_async_peek,
 	.disarm = hm_uffd_async_disarm,
-	.defer_refresh = true,
 	.collect = hm_uffd_async_collect,
 	.collect_direct = hm_uffd_async_collect_direct,
 	.export = hm_uffd_async_export,

@@ -307,12 +307,21 @@ static unsigned check_whole_knob(void)
 	return hm_env_knob("HMIRROR_CHECK_WHOLE", 0, 2, &v);
 }
 
-/* the end of the span that starts at candidate i of idxs[0, k) */
-static size_t span_end(const struct hm_espace *sp, const uint64_t *idxs, size_t i, size_t k)
+/*
+ * The end of the span that starts at candidate i of idxs[0, k): across
+ * gaps of armed chunks where the call scans (gaps: a scan a span), else
+ * (HM_CAP_GEN_DEFER with HM_GEN_DEFER: no kernel call) consecutive
+ * candidates only, as a gap's units would be filled for nothing: the
+ * workload's pass beside the walk, 1,500 candidates in 1 GiB, noted them
+ * in 0.79 ms across gaps and 0.19 ms without (lavapipe, this project's
+ * 2-core machine).
+ */
+static size_t span_end(const struct hm_espace *sp, const uint64_t *idxs, size_t i, size_t k,
+		       bool gaps)
 {
 	size_t j = i + 1;
 
-	while (j < k && gen_joinable(sp, idxs[j - 1], idxs[j]))
+	while (j < k && (gaps ? gen_joinable(sp, idxs[j - 1], idxs[j]) : idxs[j] == idxs[j - 1] + 1))
 		j++;
 	return j;
 }
@@ -321,7 +330,7 @@ static size_t count_spans(const struct hm_espace *sp, const uint64_t *idxs, size
 {
 	size_t spans = 0;
 
-	for (size_t i = 0; i < k; i = span_end(sp, idxs, i, k))
+	for (size_t i = 0; i < k; i = span_end(sp, idxs, i, k, true))
 		spans++;
 	return spans;
 }
@@ -362,6 +371,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 {
 	uint64_t per = 1ull << sp->wshift, t0 = 0, gap_units;
 	size_t spans = 0, nspan;
+	bool gaps = !(flags & HM_GEN_DEFER) || !(hm_space_caps(sp->s) & HM_CAP_GEN_DEFER);
 	int err;
 
 	/* HM_CAP_RANGE_SCAN: the watch layer scans a range in one call
@@ -384,7 +394,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	for (size_t i = 0, j; i < k; i = j) {
 		uint64_t len;
 
-		j = span_end(sp, idxs, i, k);
+		j = span_end(sp, idxs, i, k, gaps);
 		len = idxs[j - 1] - idxs[i] + 1;
 		err = hm_grow((void **)&e->gen_spans, &e->cap_gen_spans, nspan + 1,
 			      sizeof(*e->gen_spans));

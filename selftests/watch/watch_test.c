@@ -339,6 +339,16 @@ TEST_F(watch, generation_rule3)
 	ASSERT_EQ(0, hm_space_generations_range(self->s, 0, NR_CHUNKS, 0, one));
 	AT(7, 1) = 1;
 	ASSERT_EQ(0, hm_space_generations_range(self->s, 7, 1, HM_GEN_DEFER, &g0));
+	/* HM_CAP_GEN_DEFER says whether that asked the kernel: with it the
+	   write is not in g0 yet (what the last call answered), without it
+	   the flag changes nothing and g0 has it */
+	if (HM_GEN_CLEAN(one[7])) {
+		if (hm_space_caps(self->s) & HM_CAP_GEN_DEFER) {
+			EXPECT_EQ(one[7], g0);
+		} else {
+			EXPECT_NE(one[7], g0);
+		}
+	}
 	AT(7, 2) = 1;
 	ASSERT_EQ(0, hm_space_generations_range(self->s, 7, 1, 0, &g1));
 	EXPECT_TRUE(g1 != g0 || !HM_GEN_CLEAN(g1));

@@ -123,6 +123,9 @@ int  hm_backend_probe(enum hm_backend b, const char **ret_reason);
 #define HM_CAP_RANGE_SCAN	(1u << 10) /* hm_space_generations_range() refreshes or peeks
 					      a range in one kernel call, however sparsely
 					      armed (else one call a run of armed chunks) */
+#define HM_CAP_GEN_DEFER	(1u << 11) /* HM_GEN_DEFER answers from what the space knows,
+					      with no kernel call (else the flag changes
+					      nothing) */
 unsigned hm_space_caps(const struct hm_space *s);
 /* mprotect() of [addr, addr+len) inside a watched mapping, keeping armed
    chunks guarded (the mprotect backend re-protects them; elsewhere the
