@@ -269,9 +269,10 @@ static uint64_t gen_gap(void)
 	return hm_env_knob("HMIRROR_GEN_GAP", HM_GEN_GAP, 1024, &gap);
 }
 
-static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t next)
+/* may one call ask for prev and next, at most gap armed chunks apart? */
+static bool gen_joinable(const struct hm_espace *sp, uint64_t prev, uint64_t next, uint64_t gap)
 {
-	if (next - prev - 1 > gen_gap())
+	if (next - prev - 1 > gap)
 		return false;
 	for (uint64_t c = prev + 1; c < next; c++)
 		if (!(sp->ch[c].flags & HM_CH_ARMED))
@@ -308,9 +309,9 @@ static unsigned check_whole_knob(void)
 }
 
 /*
- * The end of the span that starts at candidate i of idxs[0, k): across
- * gaps of armed chunks where the call scans (gaps: a scan a span), else
- * (HM_CAP_GEN_DEFER with HM_GEN_DEFER: no kernel call) consecutive
+ * The end of the span that starts at candidate i of idxs[0, k), across at
+ * most gap armed chunks: gen_gap() where the call scans (a scan a span),
+ * else (HM_CAP_GEN_DEFER with HM_GEN_DEFER: no kernel call) 0, consecutive
  * candidates only, as a gap's units would be filled for nothing: the
  * workload's pass beside the walk, about 1,760 candidates in 1 GiB,
  * noted them in 0.157 ms across gaps and 0.107 ms without (medians of 42
@@ -318,11 +319,11 @@ static unsigned check_whole_knob(void)
  * 1.4-6.7; lavapipe, this project's 2-core machine).
  */
 static size_t span_end(const struct hm_espace *sp, const uint64_t *idxs, size_t i, size_t k,
-		       bool gaps)
+		       uint64_t gap)
 {
 	size_t j = i + 1;
 
-	while (j < k && (gaps ? gen_joinable(sp, idxs[j - 1], idxs[j]) : idxs[j] == idxs[j - 1] + 1))
+	while (j < k && gen_joinable(sp, idxs[j - 1], idxs[j], gap))
 		j++;
 	return j;
 }
@@ -331,7 +332,7 @@ static size_t count_spans(const struct hm_espace *sp, const uint64_t *idxs, size
 {
 	size_t spans = 0;
 
-	for (size_t i = 0; i < k; i = span_end(sp, idxs, i, k, true))
+	for (size_t i = 0; i < k; i = span_end(sp, idxs, i, k, gen_gap()))
 		spans++;
 	return spans;
 }
@@ -372,7 +373,8 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 {
 	uint64_t per = 1ull << sp->wshift, t0 = 0, gap_units;
 	size_t spans = 0, nspan;
-	bool gaps = !(flags & HM_GEN_DEFER) || !(hm_space_caps(sp->s) & HM_CAP_GEN_DEFER);
+	uint64_t gap = (flags & HM_GEN_DEFER) && (hm_space_caps(sp->s) & HM_CAP_GEN_DEFER) ?
+		       0 : gen_gap();
 	int err;
 
 	/* HM_CAP_RANGE_SCAN: the watch layer scans a range in one call
@@ -395,7 +397,7 @@ static int note_generations(struct hm_engine *e, struct hm_espace *sp, const uin
 	for (size_t i = 0, j; i < k; i = j) {
 		uint64_t len;
 
-		j = span_end(sp, idxs, i, k, gaps);
+		j = span_end(sp, idxs, i, k, gap);
 		len = idxs[j - 1] - idxs[i] + 1;
 		err = hm_grow((void **)&e->gen_spans, &e->cap_gen_spans, nspan + 1,
 			      sizeof(*e->gen_spans));
