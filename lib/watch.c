@@ -828,6 +828,65 @@ static bool gen_cover(void)
 	return hm_env_knob("HMIRROR_GEN_COVER", 0, 1, &v);
 }
 
+/*
+ * Or, with HMIRROR_SPAN_THREADS=1 where the backend scans spans on several
+ * CPUs (scan_spans: uffd-async, its scan threads), every span's scan is
+ * made first, spread over the threads, and the generations filled after
+ * (the spans' chunks are their own: a scan of one span changes no other
+ * span's generations).  Each span's peek bits start at a word of their
+ * own.  From HM_SPANS_PAR_MIN spans.
+ */
+#define HM_SPANS_PAR_MIN	32
+
+static bool span_threads(void)
+{
+	static int v = -1;
+
+	return hm_env_knob("HMIRROR_SPAN_THREADS", 0, 1, &v);
+}
+
+/* the spans' scans on the backend's threads, then their generations
+   (lock held); -EAGAIN: the backend did not, nothing scanned */
+static int hm_gens_spans_par(struct hm_space *s, const struct hm_gen_span *spans, size_t n,
+			     bool peek)
+{
+	struct hm_scan_span *scan = malloc(n * sizeof(*scan));
+	uint64_t *seen = NULL, words = 0;
+	size_t nscan = 0;
+	int err;
+
+	if (!scan)
+		return -ENOMEM;
+	/* each span's scan from its first armed chunk to its last (the
+	   backend scans across unarmed ones), its peek bits at words of
+	   their own from words * 64 on */
+	for (size_t i = 0; i < n; i++) {
+		uint64_t c = spans[i].first, e = c + spans[i].count;
+
+		while (c < e && !hm_test_bit(s->armed, c))
+			c++;
+		while (e > c && !hm_test_bit(s->armed, e - 1))
+			e--;
+		if (c < e)
+			scan[nscan++] = (struct hm_scan_span){
+				.first = c, .count = e - c, .base = spans[i].first - words * 64,
+			};
+		words += (spans[i].count + 63) / 64;
+	}
+	err = peek && !(seen = calloc(words ? words : 1, sizeof(*seen))) ? -ENOMEM : 0;
+	if (!err && nscan)
+		err = s->ops->scan_spans(s, scan, nscan, seen);
+	words = 0;
+	for (size_t i = 0; i < n && !err; i++) {
+		hm_gens_fill(s, spans[i].first, spans[i].count, seen,
+			     spans[i].first - words * 64, spans[i].gens);
+		words += (spans[i].count + 63) / 64;
+	}
+	free(scan);
+	free(seen);
+	return err;
+}
+
 int hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spans, size_t n,
 			       unsigned flags)
 {
@@ -881,6 +940,12 @@ int hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spa
 		for (size_t i = 0; i < n; i++)
 			hm_gens_fill(s, spans[i].first, spans[i].count, seen, lo, spans[i].gens);
 		goto out;
+	}
+	if (span_threads() && s->ops->scan_spans && n >= HM_SPANS_PAR_MIN) {
+		err = hm_gens_spans_par(s, spans, n, how == HM_GEN_SCAN_PEEK);
+		if (err != -EAGAIN)
+			goto out;
+		err = 0;
 	}
 one_by_one:
 	for (size_t i = 0; i < n && !err; i++)

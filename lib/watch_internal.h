@@ -38,6 +38,12 @@ struct hm_map {
 
 struct hm_space;
 
+/* a span of armed chunks [first, first+count) to scan; a peek sets bit
+   (c - base) of the caller's bits for each written chunk c */
+struct hm_scan_span {
+	uint64_t first, count, base;
+};
+
 struct hm_backend_ops {
 	enum hm_backend backend;
 	unsigned caps;
@@ -65,6 +71,13 @@ struct hm_backend_ops {
 	   held) */
 	int  (*peek)(struct hm_space *s, uint64_t first, uint64_t count, uint64_t *bits,
 		     uint64_t base);
+	/* optional (HM_CAP_RANGE_SCAN backends): refresh (bits NULL) or peek
+	   every span of spans[0..n) at once, on several CPUs; a span's peek
+	   bits are (c - base), each span's in words no other span's bits
+	   share.  -EAGAIN: not worth it here (one CPU), nothing scanned
+	   (lock held) */
+	int  (*scan_spans)(struct hm_space *s, const struct hm_scan_span *spans, size_t n,
+			   uint64_t *bits);
 	/* stop watching armed chunks [first, first+count): a write to them
 	   costs no fault and is not recorded (lock held).  Consumers only
 	   (lib/watch_consumer.c); -EOPNOTSUPP leaves them armed */

@@ -158,7 +158,7 @@ static bool hm_sink_peeks(const struct hm_sink *k)
 	return k && k->peek;
 }
 
-/* one PAGEMAP_SCAN of [start, end) into vec[0..HM_SCAN_VEC): the written
+/* one PAGEMAP_SCAN of [start, end) into vec[0..vlen): the written
    runs it found and (wp) write-protected again (>= 0; EINTR and EAGAIN are
    retried) or -errno; *ret_next: where the next one starts, end once the
    range is done.  Without wp the scan only reads the page tables: it
@@ -167,7 +167,7 @@ static bool hm_sink_peeks(const struct hm_sink *k)
    process runs on: on the lent H200 a 4,096-page scan took 307 us alone
    and 1,475 us beside 15 busy threads, a read-only one 175 and 123 us) */
 static long hm_scan_once(int pagemap, uint64_t start, uint64_t end, bool wp,
-			 struct hm_page_region *vec, uint64_t *ret_next)
+			 struct hm_page_region *vec, uint64_t vlen, uint64_t *ret_next)
 {
 	for (;;) {
 		struct hm_pm_scan_arg a = {
@@ -176,7 +176,7 @@ static long hm_scan_once(int pagemap, uint64_t start, uint64_t end, bool wp,
 			.start = start,
 			.end = end,
 			.vec = (uintptr_t)vec,
-			.vec_len = HM_SCAN_VEC,
+			.vec_len = vlen,
 			.category_mask = PAGE_IS_WRITTEN,
 			.return_mask = PAGE_IS_WRITTEN,
 		};
@@ -267,7 +267,8 @@ static void *hm_scan_part_main(void *arg)
 			p->runs = q;
 			p->cap += HM_SCAN_VEC;
 		}
-		n = hm_scan_once(p->pagemap, start, p->end, p->wp, p->runs + p->nr, &start);
+		n = hm_scan_once(p->pagemap, start, p->end, p->wp, p->runs + p->nr, HM_SCAN_VEC,
+				 &start);
 		if (n < 0) {
 			p->err = (int)n;
 			break;
@@ -361,7 +362,8 @@ static int hm_scan_map(struct hm_space *s, struct hm_uffd_async *u, uintptr_t ba
 	if (err != -EAGAIN)
 		return err;
 	while (start < end) {
-		long n = hm_scan_once(u->pagemap, start, end, !hm_sink_peeks(k), u->vec, &start);
+		long n = hm_scan_once(u->pagemap, start, end, !hm_sink_peeks(k), u->vec, HM_SCAN_VEC,
+				      &start);
 
 		if (n < 0)
 			return (int)n;
@@ -390,6 +392,141 @@ static int hm_uffd_async_scan_maps(struct hm_space *s, uint64_t first, uint64_t 
 static int hm_uffd_async_refresh(struct hm_space *s, uint64_t first, uint64_t count)
 {
 	return hm_uffd_async_scan_maps(s, first, count, NULL);
+}
+
+/*
+ * Many spans' scans at once (the engine's check after a copy: at the
+ * workload's boundary 1,000-1,650 spans over 1.5 GiB, a PAGEMAP_SCAN call
+ * each, 1.5-2.7 ms a dispatch on one CPU of the lent H100 hosts).  The
+ * spans are cut into consecutive groups of about equal cost, a call
+ * counted as HM_SPAN_CALL_PAGES pages, one group a thread; each thread
+ * keeps the runs it found with the span they came from, and the calling
+ * thread then takes them in order, as the scans one after the other would
+ * have (a write-protecting scan re-protected every run it reports: all
+ * are taken, whatever failed).
+ */
+#define HM_SPAN_CALL_PAGES	256
+#define HM_SPAN_VEC		256	/* runs a span's PAGEMAP_SCAN call returns at most */
+
+struct hm_span_run {
+	struct hm_page_region r;
+	uint32_t span;
+	uint8_t map;
+};
+
+struct hm_span_part {
+	struct hm_space *s;
+	const struct hm_scan_span *spans;
+	size_t from, to;
+	bool wp, threaded;
+	struct hm_span_run *runs;
+	size_t nr, cap;
+	int err;
+	pthread_t th;
+};
+
+static void *hm_span_part_main(void *arg)
+{
+	struct hm_span_part *p = arg;
+	struct hm_uffd_async *u = p->s->priv;
+	struct hm_page_region vec[HM_SPAN_VEC];
+
+	for (size_t i = p->from; i < p->to && !p->err; i++) {
+		for (unsigned m = 0; m < HM_SPACE_MAX_MAPS && !p->err; m++) {
+			uintptr_t base = p->s->maps[m].addr;
+			uint64_t start, end;
+
+			if (!base)
+				continue;
+			start = base + (p->spans[i].first << p->s->chunk_shift);
+			end = start + (p->spans[i].count << p->s->chunk_shift);
+			while (start < end) {
+				long n;
+
+				/* room for what the scan can return, before it
+				   re-protects it: a run it could not keep
+				   would be a lost write */
+				if (p->cap - p->nr < HM_SPAN_VEC) {
+					void *q = realloc(p->runs, (p->cap + 4 * HM_SPAN_VEC) *
+								   sizeof(*p->runs));
+
+					if (!q) {
+						p->err = -ENOMEM;
+						break;
+					}
+					p->runs = q;
+					p->cap += 4 * HM_SPAN_VEC;
+				}
+				n = hm_scan_once(u->pagemap, start, end, p->wp, vec, HM_SPAN_VEC,
+						 &start);
+				if (n < 0) {
+					p->err = (int)n;
+					break;
+				}
+				for (long k = 0; k < n; k++)
+					p->runs[p->nr++] = (struct hm_span_run){
+						.r = vec[k], .span = (uint32_t)i, .map = (uint8_t)m,
+					};
+			}
+		}
+	}
+	return NULL;
+}
+
+static int hm_uffd_async_scan_spans(struct hm_space *s, const struct hm_scan_span *spans,
+				    size_t n, uint64_t *bits)
+{
+	struct hm_span_part *part;
+	unsigned nr = hm_scan_threads(), used = 0;
+	uint64_t total = 0, acc = 0;
+	size_t i = 0;
+	int err = 0;
+
+	if (nr < 2 || n > UINT32_MAX)
+		return -EAGAIN;
+	part = calloc(nr, sizeof(*part));
+	if (!part)
+		return -ENOMEM;
+	for (size_t k = 0; k < n; k++)
+		total += HM_SPAN_CALL_PAGES + (spans[k].count << s->chunk_shift) / 4096;
+	/* group t ends where the running cost passes (t + 1) / nr of it */
+	for (unsigned t = 0; t < nr && i < n; t++) {
+		part[t] = (struct hm_span_part){
+			.s = s, .spans = spans, .from = i, .wp = !bits,
+		};
+		while (i < n && (t == nr - 1 || acc * nr < total * (t + 1))) {
+			acc += HM_SPAN_CALL_PAGES + (spans[i].count << s->chunk_shift) / 4096;
+			i++;
+		}
+		part[t].to = i;
+		used++;
+	}
+	for (unsigned t = 1; t < used; t++)
+		part[t].threaded = !pthread_create(&part[t].th, NULL, hm_span_part_main, &part[t]);
+	hm_span_part_main(&part[0]);
+	for (unsigned t = 1; t < used; t++) {
+		if (part[t].threaded)
+			pthread_join(part[t].th, NULL);
+		else
+			hm_span_part_main(&part[t]);	/* no thread: here */
+	}
+	for (unsigned t = 0; t < used; t++) {
+		for (size_t k = 0; k < part[t].nr; k++) {
+			const struct hm_span_run *r = &part[t].runs[k];
+			const struct hm_scan_span *sp = &spans[r->span];
+			struct hm_sink sink = {
+				.peek = bits, .base = sp->base, .first = sp->first, .count = sp->count,
+			};
+			uint64_t last = UINT64_MAX;
+
+			hm_scan_runs(s, s->maps[r->map].addr, &r->r, 1, &last, bits ? &sink : NULL);
+		}
+		if (part[t].err && !err)
+			err = part[t].err;
+		free(part[t].runs);
+	}
+	free(part);
+	return err;
 }
 
 /* the armed chunks c of [first, first+count) written since their last
@@ -649,6 +786,7 @@ const struct hm_backend_ops hm_uffd_async_ops = {
 	.protect = hm_uffd_async_protect,
 	.refresh = hm_uffd_async_refresh,
 	.peek = hm_uffd_async_peek,
+	.scan_spans = hm_uffd_async_scan_spans,
 	.disarm = hm_uffd_async_disarm,
 	.collect = hm_uffd_async_collect,
 	.collect_direct = hm_uffd_async_collect_direct,

@@ -287,16 +287,6 @@ static void fresh_clear(struct hm_espace *sp, uint64_t idx)
 		sp->wfresh[w] &= ~hm_range_mask(w, from, end);
 }
 
-/* how many of chunk idx's units are flagged */
-static uint64_t fresh_count(const struct hm_espace *sp, uint64_t idx)
-{
-	uint64_t from = idx << sp->wshift, end = (idx + 1) << sp->wshift, n = 0;
-
-	for (uint64_t w = from / 64; w * 64 < end; w++)
-		n += (uint64_t)__builtin_popcountll(sp->wfresh[w] & hm_range_mask(w, from, end));
-	return n;
-}
-
 /*
  * The runs of op's chunk to copy into the window, bytes from the chunk's
  * start: the whole chunk, or (op->part) each run of flagged units.  From
@@ -332,7 +322,10 @@ static bool op_run(const struct hm_engine *e, const struct hm_window_op *op, uin
 
 /* Queue the window change of guest chunk g: a published mirror -> copy
  * it in and name its window bytes in the table; else (home, or unmapped
- * since it was noted) -> sentinel. */
+ * since it was noted) -> sentinel.  The table's entry is repointed for
+ * the flush after the sync (hm_engine_repoint()): a mirror refreshed in
+ * place names the window bytes it named before, and the device's table,
+ * host-visible device memory on a GPU, is not written for it at all. */
 static int plan_chunk(struct hm_engine *e, uint64_t g)
 {
 	struct hm_window *w = &e->win;
@@ -351,8 +344,8 @@ static int plan_chunk(struct hm_engine *e, uint64_t g)
 	if (guest - w->guest_lo >= w->covered) {
 		/* past the window (or below it): its mirror is named at its pool slot */
 		if (mirror != HM_NO_MIRROR)
-			return hm_table_update(e->table, g,
-					       (int64_t)(hm_pool_mirror_addr(e, mirror) - guest));
+			return hm_engine_repoint(e, g,
+						 (int64_t)(hm_pool_mirror_addr(e, mirror) - guest));
 		return 0;
 	}
 	if (w->sparse) {
@@ -367,7 +360,7 @@ static int plan_chunk(struct hm_engine *e, uint64_t g)
 		err = add_bind(w, off, e->chunk, slab->mem,
 			       (uint64_t)(mirror % e->pool.slots_per_slab) * e->chunk);
 		if (!err)
-			err = hm_table_update(e->table, g, (int64_t)(w->buf.addr + off - guest));
+			err = hm_engine_repoint(e, g, (int64_t)(w->buf.addr + off - guest));
 		return err;
 	}
 	if (hm_grow((void **)&w->ops, &w->cap_ops, w->nr_ops + 1, sizeof(*w->ops)))
@@ -377,7 +370,7 @@ static int plan_chunk(struct hm_engine *e, uint64_t g)
 	op->mirror = HM_NO_MIRROR;
 	op->part = false;
 	if (mirror != HM_NO_MIRROR) {
-		int err = hm_table_update(e->table, g, (int64_t)(w->buf.addr + off - guest));
+		int err = hm_engine_repoint(e, g, (int64_t)(w->buf.addr + off - guest));
 
 		if (err)
 			return err;
@@ -441,7 +434,9 @@ static int rebuild(struct hm_engine *e, VkCommandBuffer cb, bool *ret_filled)
 	w->span_lo = lo;
 	w->span_hi = hi;
 	/* the old buffer is freed only after the table no longer names it:
-	 * plan_all() below or unwindow_all() repoints every mirror */
+	 * plan_all() below or unwindow_all() repoints every mirror (plan_all()
+	 * for the flush before the dispatch: no device work reads the table
+	 * before it) */
 	hm_vk_buffer_free(e->vk, &w->old);
 	w->old = w->buf;
 	memset(&w->buf, 0, sizeof(w->buf));
@@ -513,7 +508,7 @@ static int cmp_op(const void *a, const void *b)
 static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, bool filled)
 {
 	struct hm_window *w = &e->win;
-	uint64_t piece = e->chunk, nd = 0, k = 0, *d, from, ro, rl;
+	uint64_t piece = e->chunk, nd = 0, *d, from, ro, rl, need;
 
 	if (e->p.twin_mode != HM_TWIN_GATHER || !n)
 		return false;
@@ -521,17 +516,12 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 	for (size_t i = 0; i < n; i++)
 		if (w->ops[i].part && (e->chunk >> e->spaces[w->ops[i].space].wshift) < piece)
 			piece = e->chunk >> e->spaces[w->ops[i].space].wshift;
-	for (size_t i = 0; i < n; i++) {
-		const struct hm_window_op *op = &w->ops[i];
-		const struct hm_espace *sp = &e->spaces[op->space];
-
-		nd += op->part ? fresh_count(sp, op->idx) * ((e->chunk >> sp->wshift) / piece) :
-				 e->chunk / piece;
-	}
-	if (w->descs.size < nd * 16) {
+	/* room for every chunk whole: the list is written in one pass */
+	need = n * (e->chunk / piece);
+	if (w->descs.size < need * 16) {
 		size_t c = 256;
 
-		while (c < nd)
+		while (c < need)
 			c *= 2;
 		hm_vk_buffer_free(e->vk, &w->descs);
 		if (hm_vk_buffer_new(e->vk, c * 16, HM_VK_MEM_HOST, &w->descs)) {
@@ -541,13 +531,32 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 	}
 	d = w->descs.map;
 	for (size_t i = 0; i < n; i++) {
-		uint64_t m = hm_pool_mirror_addr(e, w->ops[i].mirror);
-		uint64_t win = w->buf.addr + w->ops[i].off;
+		const struct hm_window_op *op = &w->ops[i];
+		const struct hm_espace *sp = &e->spaces[op->space];
+		uint64_t m = hm_pool_mirror_addr(e, op->mirror);
+		uint64_t win = w->buf.addr + op->off;
 
-		for (from = 0; op_run(e, &w->ops[i], &from, &ro, &rl);)
-			for (uint64_t o = ro; o < ro + rl; o += piece, k++) {
-				d[2 * k] = m + o;
-				d[2 * k + 1] = win + o;
+		if (op->part && (1u << sp->wshift) <= 64) {
+			/* a chunk's flags lie in one word: its flagged units by bit */
+			uint64_t base = op->idx << sp->wshift, ub = e->chunk >> sp->wshift;
+			uint64_t bits = sp->wfresh[base / 64] >> (base % 64);
+
+			if (sp->wshift < 6)
+				bits &= (1ull << (1u << sp->wshift)) - 1;
+			for (; bits; bits &= bits - 1) {
+				uint64_t o = (uint64_t)__builtin_ctzll(bits) * ub;
+
+				for (uint64_t end = o + ub; o < end; o += piece, nd++) {
+					d[2 * nd] = m + o;
+					d[2 * nd + 1] = win + o;
+				}
+			}
+			continue;
+		}
+		for (from = 0; op_run(e, op, &from, &ro, &rl);)
+			for (uint64_t o = ro; o < ro + rl; o += piece, nd++) {
+				d[2 * nd] = m + o;
+				d[2 * nd + 1] = win + o;
 			}
 	}
 	e->st.window_copies += n;

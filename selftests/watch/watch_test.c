@@ -508,14 +508,13 @@ static void span_expect(struct __test_metadata *_metadata, const struct hm_gen_s
 	}
 }
 
-TEST_F(watch, generations_spans_match_each_range)
+static void spans_match_each_range(struct __test_metadata *_metadata,
+				   FIXTURE_DATA(watch) *self)
 {
 	static const uint64_t written[] = { 1, 3, 60, 112, 117 };	/* 1, 117: unarmed */
 	struct hm_gen_span sp[NR_SPANS], bad;
 	uint64_t g0[NR_SPANS][8], g[NR_SPANS][8], want[8], b[8];
 
-	NEED_SPACE();
-	setenv("HMIRROR_GEN_COVER", "1", 1);	/* this test's process only */
 	ASSERT_EQ(0, hm_space_arm(self->s, 2, 114));	/* 2..115 */
 	harvest_all(self->s, self->out, MAX_OUT);
 	span_list(sp, g0);
@@ -576,6 +575,29 @@ TEST_F(watch, generations_spans_match_each_range)
 	EXPECT_EQ(0, harvest_all(self->s, self->out, MAX_OUT));
 	for (size_t w = 0; w < sizeof(written) / sizeof(written[0]); w++)
 		EXPECT_EQ(w + 1, AT(written[w], 100 + w));
+}
+
+TEST_F(watch, generations_spans_match_each_range)
+{
+	NEED_SPACE();
+	setenv("HMIRROR_GEN_COVER", "1", 1);	/* this test's process only */
+	spans_match_each_range(_metadata, self);
+}
+
+/*
+ * The same with HMIRROR_SPAN_THREADS=1 on two scan threads (set here):
+ * uffd-async scans the 41 spans on both, each keeping the runs it found,
+ * and the calling thread takes them in order; the peek's bits and the
+ * taken writes are each span's own, and the harvest after finds every
+ * write a thread's scan took.  The 4 spans of the other rounds are a call
+ * each.
+ */
+TEST_F(watch, generations_spans_on_scan_threads)
+{
+	NEED_SPACE();
+	setenv("HMIRROR_SPAN_THREADS", "1", 1);	/* this test's process only */
+	setenv("HMIRROR_SCAN_THREADS", "2", 1);
+	spans_match_each_range(_metadata, self);
 }
 
 /* ---- concurrent writers ---------------------------------------------------- */

@@ -19,8 +19,10 @@
  * The knobs that choose how the library scans are read once a process, so
  * every configuration runs in a child of its own with its environment:
  * HMIRROR_GEN_COVER 0 and 1 (a call a span, or one scan over the spans'
- * cover) by HMIRROR_SCAN_THREADS 1 and the default (how many threads a
- * long scan is split among).  Medians of --rounds rounds.
+ * cover) and HMIRROR_SPAN_THREADS=1 (a call a span, the spans spread over
+ * the scan threads) by HMIRROR_SCAN_THREADS 1 and the default (how many
+ * threads a long scan, or the spans, are split among).  Medians of
+ * --rounds rounds.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -63,7 +65,8 @@ static int gens_drain(struct hm_space *s, uint64_t *out, uint64_t cap)
 }
 
 /* one configuration, in this (child) process: a line of results on stdout */
-static int gens_config(const struct gens_opts *o, const char *cover, const char *threads)
+static int gens_config(const struct gens_opts *o, const char *cover, const char *threads,
+		       bool span_threads)
 {
 	struct hm_space_params p = {
 		.size = o->size_mib << 20, .chunk_shift = 12, .backend = HM_BACKEND_UFFD_ASYNC,
@@ -144,15 +147,16 @@ static int gens_config(const struct gens_opts *o, const char *cover, const char 
 			med[k] = bench_median(t[k][f], o->rounds);
 		if (o->json)
 			printf("{\"bench\":\"gens\",\"flags\":\"%s\",\"gen_cover\":%s,"
-			       "\"scan_threads\":\"%s\",\"size_mib\":%llu,\"spans\":%u,"
-			       "\"written_every\":%u,\"rounds\":%u,\"spans_ms\":%.3f,"
+			       "\"scan_threads\":\"%s\",\"span_threads\":%d,\"size_mib\":%llu,"
+			       "\"spans\":%u,\"written_every\":%u,\"rounds\":%u,\"spans_ms\":%.3f,"
 			       "\"each_ms\":%.3f,\"whole_ms\":%.3f,\"harvest_ms\":%.3f}\n",
-			       f ? "peek" : "take", cover, threads, (unsigned long long)o->size_mib,
+			       f ? "peek" : "take", cover, threads, span_threads,
+			       (unsigned long long)o->size_mib,
 			       o->spans, o->every, o->rounds, med[0], med[1], med[2], med[3]);
 		else
-			printf("gens %s cover=%s threads=%-7s spans %7.3f  each %7.3f  whole %7.3f"
-			       "  harvest %7.3f ms\n", f ? "peek" : "take", cover, threads,
-			       med[0], med[1], med[2], med[3]);
+			printf("gens %s cover=%s threads=%-7s span-threads=%d spans %7.3f  each %7.3f"
+			       "  whole %7.3f  harvest %7.3f ms\n", f ? "peek" : "take", cover,
+			       threads, span_threads, med[0], med[1], med[2], med[3]);
 	}
 	fflush(stdout);
 	hm_space_free(s);
@@ -176,7 +180,8 @@ int bench_gens(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static const char *const covers[] = { "0", "1" }, *const threads[] = { "1", NULL };
+	/* the third way: a call a span, the spans on the scan threads */
+	static const char *const covers[] = { "0", "1", "0" }, *const threads[] = { "1", NULL };
 	struct gens_opts o = { .size_mib = 1536, .spans = 8000, .every = 7, .rounds = 9 };
 	const char *why = NULL;
 	int c, bad = 0;
@@ -203,7 +208,7 @@ int bench_gens(int argc, char **argv)
 		fprintf(stderr, "gens: uffd-async unavailable: %s (%s)\n", why, strerror(-c));
 		return 1;
 	}
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		for (int k = 0; k < 2; k++) {
 			pid_t pid;
 			int st;
@@ -214,12 +219,13 @@ int bench_gens(int argc, char **argv)
 				return 1;
 			if (!pid) {
 				setenv("HMIRROR_GEN_COVER", covers[i], 1);
+				setenv("HMIRROR_SPAN_THREADS", i == 2 ? "1" : "0", 1);
 				if (threads[k])
 					setenv("HMIRROR_SCAN_THREADS", threads[k], 1);
 				else
 					unsetenv("HMIRROR_SCAN_THREADS");
-				_exit(gens_config(&o, covers[i], threads[k] ? threads[k] : "default")
-				      ? 1 : 0);
+				_exit(gens_config(&o, covers[i], threads[k] ? threads[k] : "default",
+						  i == 2) ? 1 : 0);
 			}
 			if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
 				bad = 1;
