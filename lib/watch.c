@@ -670,6 +670,16 @@ static uint64_t hm_bits_n(const uint64_t *b, uint64_t i, unsigned n)
 	return n == 64 ? x : x & ((1ull << n) - 1);
 }
 
+/* [*c, *e) cut to its armed part, from its first armed chunk to its last
+   (empty: *c == *e) */
+static void hm_armed_trim(const struct hm_space *s, uint64_t *c, uint64_t *e)
+{
+	while (*c < *e && !hm_test_bit(s->armed, *c))
+		(*c)++;
+	while (*e > *c && !hm_test_bit(s->armed, *e - 1))
+		(*e)--;
+}
+
 /* the scans that [first, first+count)'s generations need (lock held): a
    refresh, or, with seen, a peek into bits (c - base) of seen.  One
    refresh or peek (uffd-async: one PAGEMAP_SCAN) a run of armed chunks,
@@ -863,10 +873,7 @@ static int hm_gens_spans_par(struct hm_space *s, const struct hm_gen_span *spans
 	for (size_t i = 0; i < n; i++) {
 		uint64_t c = spans[i].first, e = c + spans[i].count;
 
-		while (c < e && !hm_test_bit(s->armed, c))
-			c++;
-		while (e > c && !hm_test_bit(s->armed, e - 1))
-			e--;
+		hm_armed_trim(s, &c, &e);
 		if (c < e)
 			scan[nscan++] = (struct hm_scan_span){
 				.first = c, .count = e - c, .base = spans[i].first - words * 64,
@@ -917,10 +924,7 @@ int hm_space_generations_spans(struct hm_space *s, const struct hm_gen_span *spa
 
 		lo = c < lo ? c : lo;
 		hi = e > hi ? e : hi;
-		while (c < e && !hm_test_bit(s->armed, c))
-			c++;
-		while (e > c && !hm_test_bit(s->armed, e - 1))
-			e--;
+		hm_armed_trim(s, &c, &e);
 		if (c == e)
 			continue;
 		calls++;

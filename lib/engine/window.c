@@ -505,6 +505,18 @@ static int cmp_op(const void *a, const void *b)
  * it was merged, 6,500 scattered chunks 14.5 ms.  False: not done (no
  * memory for the list), the caller copies.
  */
+/* the gather's descriptors from d[2 * nd] on for bytes [off, off + len)
+   of a chunk, mirror m -> window win, a piece each; the new count */
+static uint64_t put_descs(uint64_t *d, uint64_t nd, uint64_t m, uint64_t win, uint64_t off,
+			  uint64_t len, uint64_t piece)
+{
+	for (uint64_t o = off; o < off + len; o += piece, nd++) {
+		d[2 * nd] = m + o;
+		d[2 * nd + 1] = win + o;
+	}
+	return nd;
+}
+
 static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, bool filled)
 {
 	struct hm_window *w = &e->win;
@@ -543,21 +555,13 @@ static bool gather_copies(struct hm_engine *e, VkCommandBuffer cb, size_t n, boo
 
 			if (sp->wshift < 6)
 				bits &= (1ull << (1u << sp->wshift)) - 1;
-			for (; bits; bits &= bits - 1) {
-				uint64_t o = (uint64_t)__builtin_ctzll(bits) * ub;
-
-				for (uint64_t end = o + ub; o < end; o += piece, nd++) {
-					d[2 * nd] = m + o;
-					d[2 * nd + 1] = win + o;
-				}
-			}
+			for (; bits; bits &= bits - 1)
+				nd = put_descs(d, nd, m, win, (uint64_t)__builtin_ctzll(bits) * ub, ub,
+					       piece);
 			continue;
 		}
 		for (from = 0; op_run(e, op, &from, &ro, &rl);)
-			for (uint64_t o = ro; o < ro + rl; o += piece, nd++) {
-				d[2 * nd] = m + o;
-				d[2 * nd + 1] = win + o;
-			}
+			nd = put_descs(d, nd, m, win, ro, rl, piece);
 	}
 	e->st.window_copies += n;
 	if (!nd)
